@@ -1,0 +1,96 @@
+"""Calibration of next-character predictions on the whole validation split.
+
+Library-computed where a library has the metric: equal-width top-label ECE (torchmetrics),
+multi-class Brier (scikit-learn), temperature fit (scipy). The equal-mass ECE has no library
+implementation; it shares the binning code that the tests check against torchmetrics."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+N_BINS = 15
+TEMPERATURE_GRID = tuple(float(t) for t in np.round(np.exp(np.linspace(math.log(0.5), math.log(2.0), 25)), 4))
+
+
+def equal_width_edges(confidence: torch.Tensor, n_bins: int = N_BINS) -> torch.Tensor:
+    return torch.linspace(0.0, 1.0, n_bins + 1)
+
+
+def equal_mass_edges(confidence: torch.Tensor, n_bins: int = N_BINS) -> torch.Tensor:
+    edges = torch.quantile(confidence.double(), torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)).float()
+    edges[0], edges[-1] = 0.0, 1.0
+    return edges
+
+
+def reliability_table(confidence: torch.Tensor, correct: torch.Tensor, edges: torch.Tensor) -> dict[str, list]:
+    """Per bin (lower, upper]: sample count, mean confidence, accuracy. The first bin includes 0."""
+    bins = torch.bucketize(confidence, edges[1:-1], right=False)
+    n_bins = len(edges) - 1
+    count = torch.bincount(bins, minlength=n_bins).double()
+    conf_sum = torch.bincount(bins, weights=confidence.double(), minlength=n_bins)
+    acc_sum = torch.bincount(bins, weights=correct.double(), minlength=n_bins)
+    safe = count.clamp(min=1)
+    return {"lower": edges[:-1].tolist(), "upper": edges[1:].tolist(), "count": count.long().tolist(),
+            "confidence": (conf_sum / safe).tolist(), "accuracy": (acc_sum / safe).tolist()}
+
+
+def expected_calibration_error(table: dict[str, list]) -> float:
+    count = np.asarray(table["count"], dtype=float)
+    gap = np.abs(np.asarray(table["accuracy"]) - np.asarray(table["confidence"]))
+    return float((count / count.sum() * gap).sum())
+
+
+def library_ece(probs: torch.Tensor, targets: torch.Tensor, n_bins: int = N_BINS) -> float:
+    from torchmetrics.functional.classification import multiclass_calibration_error
+
+    return multiclass_calibration_error(probs, targets, num_classes=probs.shape[-1], n_bins=n_bins,
+                                        norm="l1").item()
+
+
+def brier_score(probs: torch.Tensor, targets: torch.Tensor) -> float:
+    """Multi-class Brier: mean over samples of the squared distance to the one-hot truth (0 is perfect)."""
+    from sklearn.metrics import brier_score_loss
+
+    n_classes = probs.shape[-1]
+    return float(brier_score_loss(targets.numpy(), (probs.double() / probs.double().sum(-1, keepdim=True)).numpy(), labels=np.arange(n_classes),
+                                  scale_by_half=False))
+
+
+def nll_at_temperature(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> float:
+    return F.cross_entropy(logits / temperature, targets).item()
+
+
+def optimal_temperature(logits: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:
+    from scipy.optimize import minimize_scalar
+
+    result = minimize_scalar(lambda log_t: nll_at_temperature(logits, targets, math.exp(log_t)),
+                             bounds=(math.log(0.05), math.log(20.0)), method="bounded",
+                             options={"xatol": 1e-4})
+    return math.exp(result.x), float(result.fun)
+
+
+def calibration_from_logits(logits: torch.Tensor, targets: torch.Tensor, n_bins: int = N_BINS) -> dict:
+    logits = logits.reshape(-1, logits.shape[-1]).float()
+    targets = targets.reshape(-1)
+    probs = logits.softmax(-1)
+    confidence, prediction = probs.max(-1)
+    correct = prediction == targets
+    width_table = reliability_table(confidence, correct, equal_width_edges(confidence, n_bins))
+    mass_table = reliability_table(confidence, correct, equal_mass_edges(confidence, n_bins))
+    t_opt, nll_opt = optimal_temperature(logits, targets)
+    return {
+        "ece_equal_width": library_ece(probs, targets, n_bins),
+        "ece_equal_mass": expected_calibration_error(mass_table),
+        "brier": brier_score(probs, targets),
+        "mean_confidence": confidence.mean().item(),
+        "nll_t1": nll_at_temperature(logits, targets, 1.0),
+        "temperature_opt": t_opt,
+        "nll_t_opt": nll_opt,
+        "reliability_equal_width": width_table,
+        "reliability_equal_mass": mass_table,
+        "temperature_curve": {"temperature": list(TEMPERATURE_GRID),
+                              "nll": [nll_at_temperature(logits, targets, t) for t in TEMPERATURE_GRID]},
+    }

@@ -1,0 +1,158 @@
+"""Every knob of one training run, validated on construction, round-tripped through JSON."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .variants import canonical_variant
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+@dataclass
+class RunConfig:
+    # what the study varies
+    variant: str = "none"
+    seed: int = 0
+    # model (GPT-2 style, Pre-LN)
+    n_layer: int = 8
+    n_head: int = 8
+    n_embd: int = 128
+    block_size: int = 128
+    vocab_size: int = 65
+    dropout: float = 0.0
+    bias: bool = True
+    init_std: float = 0.02
+    emb_init_std: float = 0.02  # token and position embeddings; PyTorch's nn.Embedding default is 1.0
+    # optimisation (AdamW, linear warmup then cosine decay to min_lr)
+    batch_size: int = 16
+    max_iters: int = 300
+    lr: float = 3e-4
+    min_lr_ratio: float = 0.1
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0  # 0 disables clipping
+    # evaluation and bookkeeping
+    eval_interval: int = 50  # full-validation pass every this many steps (and always at the end)
+    eval_at_init: bool = True
+    checkpoint_interval: int = 50
+    # diagnostics (see diagnostics.py); 0 disables the interval-controlled probes
+    diag_interval: int = 25
+    spike_factor: float = 1.5
+    spike_window: int = 20
+    # execution
+    device: str = "auto"
+    precision: str = "auto"
+    compile: bool = False
+    torch_threads: int = 0  # 0 leaves torch's default
+    preset: str = ""
+
+    def __post_init__(self) -> None:
+        self.variant = canonical_variant(self.variant)
+        _check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
+               "seed", self.seed, "an integer >= 0")
+        for name in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "batch_size", "max_iters"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and not isinstance(value, bool) and value > 0, name, value,
+                   "an integer > 0")
+        _check(self.n_embd % self.n_head == 0, "n_embd", self.n_embd,
+               f"a multiple of n_head={self.n_head}")
+        for name in ("lr", "init_std", "emb_init_std"):
+            _check(_num(getattr(self, name)) and getattr(self, name) > 0, name, getattr(self, name), "a number > 0")
+        for name in ("warmup_frac", "min_lr_ratio"):
+            v = getattr(self, name)
+            _check(_num(v) and 0 <= v <= 1, name, v, "a number in [0, 1]")
+        _check(_num(self.dropout) and 0 <= self.dropout < 1, "dropout", self.dropout, "a number in [0, 1)")
+        for name in ("weight_decay", "grad_clip"):
+            _check(_num(getattr(self, name)) and getattr(self, name) >= 0, name, getattr(self, name), "a number >= 0")
+        for name in ("beta1", "beta2"):
+            _check(_num(getattr(self, name)) and 0 <= getattr(self, name) < 1, name, getattr(self, name),
+                   "a number in [0, 1)")
+        for name in ("eval_interval", "checkpoint_interval", "diag_interval", "torch_threads", "spike_window"):
+            v = getattr(self, name)
+            _check(isinstance(v, int) and not isinstance(v, bool) and v >= 0, name, v, "an integer >= 0")
+        _check(_num(self.spike_factor) and self.spike_factor > 1, "spike_factor", self.spike_factor, "a number > 1")
+        _check(self.precision in PRECISIONS, "precision", self.precision, ", ".join(PRECISIONS))
+        _check(self.device in DEVICES, "device", self.device, ", ".join(DEVICES))
+
+    # -- derived quantities ------------------------------------------------------------
+    @property
+    def tokens_per_iter(self) -> int:
+        return self.batch_size * self.block_size
+
+    @property
+    def token_budget(self) -> int:
+        return self.max_iters * self.tokens_per_iter
+
+    @property
+    def warmup_iters(self) -> int:
+        return round(self.warmup_frac * self.max_iters)
+
+    # -- serialisation -----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown config field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RunConfig":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        return RunConfig.from_dict({**self.to_dict(), **changes})
+
+    def training_identity(self) -> dict[str, Any]:
+        """The fields that must match for a checkpoint to be resumed (execution knobs may differ)."""
+        d = self.to_dict()
+        for knob in ("device", "compile", "torch_threads", "preset", "checkpoint_interval"):
+            d.pop(knob)
+        return d
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"invalid {name}={value!r}; allowed: {allowed}")
+
+
+# Named starting points. A preset fixes the model and optimiser; variant and seed stay free.
+PRESETS: dict[str, dict[str, Any]] = {
+    # The seed study's preliminary protocol: 8 layers x 128, block 128, batch 16, AdamW 3e-4, 150 its.
+    "seeds-prelim": dict(n_layer=8, n_head=8, n_embd=128, block_size=128, batch_size=16, lr=3e-4,
+                         max_iters=150, eval_interval=50, checkpoint_interval=50),
+    # The seed study's final plan: the same model at 300 iterations.
+    "seeds-final": dict(n_layer=8, n_head=8, n_embd=128, block_size=128, batch_size=16, lr=3e-4,
+                        max_iters=300, eval_interval=50, checkpoint_interval=50),
+    # nanoGPT's CPU recipe for char-level Shakespeare (README "I only have a macbook");
+    # beta2 0.99 and warmup 100/2000 follow its shakespeare_char config.
+    "nanogpt-cpu": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, lr=1e-3,
+                        max_iters=2000, dropout=0.0, beta2=0.99, warmup_frac=0.05,
+                        eval_interval=250, checkpoint_interval=250, diag_interval=100),
+    # A few iterations of a tiny model: for tests and smoke runs.
+    "tiny": dict(n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=8, lr=1e-3,
+                 max_iters=20, eval_interval=10, checkpoint_interval=10, diag_interval=5),
+}
+
+
+def preset_config(preset: str, **overrides: Any) -> RunConfig:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    return RunConfig.from_dict({**PRESETS[preset], "preset": preset, **overrides})

@@ -1,0 +1,157 @@
+"""Tiny Shakespeare: locate, verify, encode, split, and serve batches in a seed-fixed order."""
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .io import atomic_write_bytes
+
+CORPUS_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+CORPUS_BYTES = 1_115_394
+CORPUS_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+TRAIN_FRACTION = 0.9
+ENV_DATA = "EMBNORM_DATA"
+ENV_CACHE = "EMBNORM_CACHE"
+
+
+class DataError(RuntimeError):
+    """The corpus is missing, corrupt or cannot be fetched."""
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def verify(path: Path) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"data file not found: {path}")
+    digest = sha256_of(path)
+    if digest != CORPUS_SHA256:
+        raise DataError(f"checksum mismatch for {path}: sha256 {digest}, expected {CORPUS_SHA256} "
+                        f"(tiny Shakespeare, {CORPUS_BYTES:,} bytes)")
+    return path
+
+
+def cache_path() -> Path:
+    root = os.environ.get(ENV_CACHE) or Path.home() / ".cache" / "embnorm"
+    return Path(root) / "tinyshakespeare" / "input.txt"
+
+
+def download(dest: Path, url: str = CORPUS_URL) -> Path:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            payload = response.read()
+    except OSError as e:
+        raise DataError(f"could not download {url} ({e}); set {ENV_DATA}=/path/to/input.txt "
+                        f"or pass data_path") from None
+    digest = hashlib.sha256(payload).hexdigest()
+    if digest != CORPUS_SHA256:
+        raise DataError(f"downloaded file from {url} has sha256 {digest}, expected {CORPUS_SHA256}")
+    atomic_write_bytes(dest, payload)
+    return dest
+
+
+def resolve_data_path(data_path: str | os.PathLike | None = None) -> Path:
+    """Explicit path, then $EMBNORM_DATA, then the local cache, then a download; always verified."""
+    if data_path:
+        return verify(Path(data_path).expanduser())
+    if os.environ.get(ENV_DATA):
+        return verify(Path(os.environ[ENV_DATA]).expanduser())
+    cached = cache_path()
+    if cached.is_file():
+        return verify(cached)
+    return verify(download(cached))
+
+
+@dataclass
+class Corpus:
+    """The encoded corpus with its character vocabulary and the 90/10 split."""
+
+    text: str
+    chars: list[str]
+    train: torch.Tensor  # int64 token ids
+    val: torch.Tensor
+    path: Path
+    sha256: str = CORPUS_SHA256
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, s: str) -> list[int]:
+        stoi = {c: i for i, c in enumerate(self.chars)}
+        bad = sorted({c for c in s if c not in stoi})
+        if bad:
+            raise ValueError(f"characters outside the vocabulary: {bad!r}; allowed: the {self.vocab_size} "
+                             f"characters of the corpus")
+        return [stoi[c] for c in s]
+
+    def decode(self, ids) -> str:
+        return "".join(self.chars[int(i)] for i in ids)
+
+    @property
+    def train_text(self) -> str:
+        return self.text[: len(self.train)]
+
+    @property
+    def val_text(self) -> str:
+        return self.text[len(self.train):]
+
+
+_CACHE: dict[Path, Corpus] = {}
+
+
+def load_corpus(data_path: str | os.PathLike | None = None) -> Corpus:
+    path = resolve_data_path(data_path).resolve()
+    if path not in _CACHE:
+        text = path.read_text(encoding="utf-8")
+        chars = sorted(set(text))
+        # code points -> ids through a lookup table: no per-character Python objects
+        codes = torch.from_numpy(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64))
+        lookup = torch.full((max(map(ord, chars)) + 1,), -1, dtype=torch.int64)
+        lookup[torch.tensor([ord(c) for c in chars])] = torch.arange(len(chars))
+        ids = lookup[codes]
+        n_train = int(TRAIN_FRACTION * len(ids))
+        _CACHE[path] = Corpus(text=text, chars=chars, train=ids[:n_train].clone(),
+                              val=ids[n_train:].clone(), path=path)
+    return _CACHE[path]
+
+
+class BatchSampler:
+    """Random training windows from a generator of its own, seeded by the run's seed alone.
+
+    Every variant with the same seed therefore sees the same batches in the same order,
+    and evaluation or diagnostics never disturb the stream. Its state is checkpointed."""
+
+    def __init__(self, data: torch.Tensor, block_size: int, batch_size: int, seed: int):
+        if len(data) <= block_size + 1:
+            raise ValueError(f"data of length {len(data)} is too short for block_size {block_size}")
+        self.data, self.block_size, self.batch_size = data, block_size, batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self._offsets = torch.arange(block_size + 1)
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = torch.randint(len(self.data) - self.block_size - 1, (self.batch_size,), generator=self.generator)
+        windows = self.data[starts[:, None] + self._offsets]
+        return windows[:, :-1], windows[:, 1:]
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+
+
+def validation_windows(val: torch.Tensor, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Non-overlapping windows covering the validation split: every target is scored once."""
+    n = (len(val) - 1) // block_size
+    x = val[: n * block_size].view(n, block_size)
+    y = val[1: n * block_size + 1].view(n, block_size)
+    return x, y

@@ -1,0 +1,54 @@
+"""Device and numeric precision: cuda -> mps -> cpu, bf16 only where the hardware has it."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+
+def select_device(requested: str = "auto") -> torch.device:
+    if requested != "auto":
+        if requested == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("device='cuda' requested but CUDA is not available; allowed here: cpu, auto")
+        if requested == "mps" and not torch.backends.mps.is_available():
+            raise RuntimeError("device='mps' requested but MPS is not available; allowed here: cpu, auto")
+        return torch.device(requested)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def cuda_has_native_bf16() -> bool:
+    # is_bf16_supported() says True on a T4 through slow emulation (pytorch PR #148322):
+    # trust compute capability >= 8.0 (Ampere) instead.
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+
+
+def resolve_precision(requested: str, device: torch.device) -> str:
+    """'auto' means bf16 on Ampere+, fp16 (with loss scaling) on older CUDA, fp32 elsewhere."""
+    if requested != "auto":
+        return requested
+    if device.type == "cuda":
+        return "bf16" if cuda_has_native_bf16() else "fp16"
+    return "fp32"
+
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class Precision:
+    name: str
+    device: torch.device
+
+    def autocast(self):
+        if self.name == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=_DTYPES[self.name])
+
+    def grad_scaler(self) -> torch.amp.GradScaler:
+        # fp16 gradients underflow without loss scaling; bf16/fp32 do not need it.
+        return torch.amp.GradScaler(self.device.type, enabled=self.name == "fp16")

@@ -1,0 +1,139 @@
+"""Cheap, interval-controlled probes of why a variant trains the way it does.
+
+Everything here reads the model (and optimizer) without touching any random stream, so
+turning diagnostics on or off never changes the training trajectory."""
+from __future__ import annotations
+
+import statistics
+import string
+from collections import OrderedDict
+
+import torch
+from torch.nn import functional as F
+
+TOKEN_CLASSES = OrderedDict(
+    upper=set(string.ascii_uppercase),
+    lower=set(string.ascii_lowercase),
+    digit=set(string.digits),
+    punct=set(string.punctuation),
+    space={" ", "\t"},
+    newline={"\n"},
+)
+
+
+def token_class(ch: str) -> str:
+    for name, members in TOKEN_CLASSES.items():
+        if ch in members:
+            return name
+    return "other"
+
+
+def parameter_groups(model) -> "OrderedDict[str, list[torch.nn.Parameter]]":
+    """Named groups: tok_emb, pos_emb, emb_norm, block{i}.attn (with ln_1), block{i}.mlp (with ln_2), final_norm."""
+    groups: OrderedDict[str, list] = OrderedDict(tok_emb=[model.wte.weight], pos_emb=[model.wpe.weight])
+    emb_norm = list(model.emb_norm.parameters())
+    if emb_norm:
+        groups["emb_norm"] = emb_norm
+    for i, block in enumerate(model.blocks, start=1):
+        groups[f"block{i}.attn"] = [*block.ln_1.parameters(), *block.attn.parameters()]
+        groups[f"block{i}.mlp"] = [*block.ln_2.parameters(), *block.mlp.parameters()]
+    groups["final_norm"] = list(model.ln_f.parameters())
+    return groups
+
+
+def _norm(tensors) -> float:
+    tensors = [t for t in tensors if t is not None]
+    if not tensors:
+        return 0.0
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(t.float()) for t in tensors])).item()
+
+
+def grad_norms(groups) -> dict[str, float]:
+    return {f"grad_norm.{name}": _norm([p.grad for p in params]) for name, params in groups.items()}
+
+
+def adam_second_moments(optimizer, groups) -> dict[str, float]:
+    out = {}
+    for name, params in groups.items():
+        moments = [optimizer.state[p]["exp_avg_sq"].float().flatten() for p in params
+                   if p in optimizer.state and "exp_avg_sq" in optimizer.state[p]]
+        if moments:
+            flat = torch.cat(moments)
+            out[f"adam_v_mean.{name}"] = flat.mean().item()
+            out[f"adam_v_max.{name}"] = flat.max().item()
+    return out
+
+
+def snapshot(groups) -> dict[str, list[torch.Tensor]]:
+    return {name: [p.detach().clone() for p in params] for name, params in groups.items()}
+
+
+def update_ratios(before: dict[str, list[torch.Tensor]], groups) -> dict[str, float]:
+    """||w_after - w_before|| / ||w_before|| per group: the size of one optimizer step."""
+    out = {}
+    for name, params in groups.items():
+        delta = _norm([p.detach() - b for p, b in zip(params, before[name])])
+        base = _norm(before[name])
+        out[f"update_ratio.{name}"] = delta / base if base > 0 else float("nan")
+    return out
+
+
+def mean_pairwise_cosine(vectors: torch.Tensor) -> float:
+    """Mean cosine similarity over distinct pairs of rows (1.0 when all rows point the same way)."""
+    v = F.normalize(vectors.float(), dim=-1)
+    n = v.shape[-2]
+    gram = v @ v.transpose(-2, -1)
+    off_diagonal = gram.sum(dim=(-2, -1)) - gram.diagonal(dim1=-2, dim2=-1).sum(-1)
+    return (off_diagonal / (n * (n - 1))).mean().item()
+
+
+def norm_distribution(x: torch.Tensor, prefix: str) -> dict[str, float]:
+    norms = x.float().norm(dim=-1).flatten()
+    q = torch.quantile(norms, torch.tensor([0.05, 0.5, 0.95]))
+    return {f"{prefix}.mean": norms.mean().item(), f"{prefix}.std": norms.std().item(),
+            f"{prefix}.p5": q[0].item(), f"{prefix}.p50": q[1].item(), f"{prefix}.p95": q[2].item()}
+
+
+def class_ids(chars: list[str]) -> dict[str, torch.Tensor]:
+    ids = {name: torch.tensor([i for i, c in enumerate(chars) if token_class(c) == name], dtype=torch.long)
+           for name in [*TOKEN_CLASSES, "other"]}
+    return {k: v for k, v in ids.items() if len(v)}
+
+
+@torch.no_grad()
+def probe(model, probe_x: torch.Tensor, chars: list[str]) -> dict[str, float]:
+    """Forward a fixed probe batch and read the residual stream, attention and output logits."""
+    was_training = model.training
+    model.eval()
+    out: dict[str, float] = {}
+    idx = probe_x.to(next(model.parameters()).device)
+    x = model.embed(idx)
+    out.update(norm_distribution(x, "resid.block1_input"))
+    out["cosine.block1_input_positions"] = mean_pairwise_cosine(x)
+    wte = model.wte.weight
+    out["cosine.token_embeddings"] = mean_pairwise_cosine(wte)
+    for name, ids in class_ids(chars).items():
+        out[f"tok_emb_norm.{name}"] = wte[ids.to(wte.device)].float().norm(dim=-1).mean().item()
+        mask = torch.isin(idx, ids.to(idx.device))
+        if mask.any():
+            out[f"block1_input_norm.{name}"] = x[mask].float().norm(dim=-1).mean().item()
+    for i, block in enumerate(model.blocks, start=1):
+        out[f"attn_logit_max.block{i}"] = block.attn.max_logit(block.ln_1(x)).item()
+        x = block(x)
+        out.update(norm_distribution(x, f"resid.block{i}_output"))
+    logits = model.lm_head(model.ln_f(x)).float()
+    out["out_logit.mean_abs"] = logits.abs().mean().item()
+    out["out_logit.max"] = logits.max().item()
+    out["out_logit.mean_logz"] = torch.logsumexp(logits, dim=-1).mean().item()
+    model.train(was_training)
+    return out
+
+
+def find_spikes(losses: list[float], factor: float = 1.5, window: int = 20) -> list[int]:
+    """Indices i where losses[i] > factor x the median of the preceding `window` finite losses."""
+    spikes = []
+    for i in range(1, len(losses)):
+        history = [v for v in losses[max(0, i - window): i] if v is not None and v == v]
+        if history and losses[i] is not None and losses[i] > factor * statistics.median(history):
+            spikes.append(i)
+    return spikes

@@ -1,0 +1,62 @@
+"""Glue the notebooks call, so each notebook cell stays one step of the method."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .config import preset_config, RunConfig
+from .data import Corpus
+from .diagnostics import TOKEN_CLASSES, token_class
+from .io import read_jsonl
+from .train import run_dir_for
+
+
+def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int = 0, device: str = "auto",
+                           overrides: dict[str, Any] | None = None) -> RunConfig:
+    """The run's config: a preset, then the notebook's parameters (max_iters 0 keeps the preset's)."""
+    changes: dict[str, Any] = dict(variant=variant, seed=int(seed), device=device, **(overrides or {}))
+    if max_iters:
+        changes["max_iters"] = int(max_iters)
+    return preset_config(preset, **changes)
+
+
+def run_dir_from_parameters(cfg: RunConfig, study: str, out_dir: str = "", tag: str = "") -> Path:
+    return run_dir_for(study, cfg.variant, cfg.seed, out_dir or None, tag=tag)
+
+
+def eval_printer(cfg: RunConfig):
+    """One line per evaluation: the notebook's only per-run output besides the final table."""
+    def show(row: dict) -> None:
+        print(f"step {row['step']:>5}/{cfg.max_iters}  val_loss {row['val_loss']:.4f}  "
+              f"ppl {row['val_ppl']:.2f}  acc {row['val_acc']:.3f}", flush=True)
+    return show
+
+
+def run_table(run_dir: str | Path) -> pd.DataFrame:
+    return pd.DataFrame(read_jsonl(Path(run_dir) / "metrics.jsonl"))
+
+
+def eval_table(run_dir: str | Path) -> pd.DataFrame:
+    return pd.DataFrame(read_jsonl(Path(run_dir) / "evals.jsonl"))
+
+
+def char_class_table(corpus: Corpus) -> pd.DataFrame:
+    """Character-class counts and shares for the whole corpus and each split."""
+    rows = []
+    for split, text in (("all", corpus.text), ("train", corpus.train_text), ("val", corpus.val_text)):
+        counts = Counter()
+        for ch, n in Counter(text).items():
+            counts[token_class(ch)] += n
+        for name in [*TOKEN_CLASSES, "other"]:
+            n = counts[name]
+            rows.append({"split": split, "class": name, "count": n, "share": n / len(text)})
+    return pd.DataFrame(rows)
+
+
+def corpus_facts(corpus: Corpus) -> dict[str, Any]:
+    return {"path": str(corpus.path), "sha256": corpus.sha256, "chars": len(corpus.text),
+            "vocab_size": corpus.vocab_size, "vocabulary": "".join(corpus.chars),
+            "train_chars": len(corpus.train), "val_chars": len(corpus.val)}

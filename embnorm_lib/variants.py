@@ -1,0 +1,64 @@
+"""The one thing the study varies: what happens to ``tok_emb + pos_emb`` before block 1.
+
+Each variant is one registry entry. ``build`` returns the module applied to the summed
+embedding; ``token_scale`` multiplies the token embedding before the sum (Gemma-style
+scaling). Adding a variant means adding one ``EmbeddingVariant`` to ``VARIANTS``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm with a learned per-channel scale and no bias (Zhang & Sennrich 2019)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+@dataclass(frozen=True)
+class EmbeddingVariant:
+    name: str
+    description: str
+    build: Callable[[int, bool], nn.Module]  # (n_embd, bias) -> module applied to tok+pos
+    token_scale: Callable[[int], float] = lambda n_embd: 1.0
+    aliases: tuple[str, ...] = ()
+
+
+VARIANTS: dict[str, EmbeddingVariant] = {
+    v.name: v
+    for v in (
+        EmbeddingVariant("none", "A: no normalization after the embedding sum",
+                         lambda d, bias: nn.Identity()),
+        EmbeddingVariant("ln", "B: LayerNorm(tok + pos), eps 1e-5, affine like the blocks' norms",
+                         lambda d, bias: nn.LayerNorm(d, eps=1e-5, bias=bias), aliases=("layernorm",)),
+        EmbeddingVariant("rms", "C: RMSNorm(tok + pos), eps 1e-6, learned scale, no bias",
+                         lambda d, bias: RMSNorm(d, eps=1e-6), aliases=("rmsnorm",)),
+        EmbeddingVariant("scaled", "D: tok * sqrt(d) + pos, no norm (Gemma-style scaling)",
+                         lambda d, bias: nn.Identity(), token_scale=lambda d: math.sqrt(d)),
+    )
+}
+
+_ALIASES = {alias: v.name for v in VARIANTS.values() for alias in (v.name, *v.aliases)}
+
+
+def canonical_variant(name: str) -> str:
+    """Map a variant name or alias to its registry key, or fail naming what is allowed."""
+    key = str(name).strip().lower()
+    if key not in _ALIASES:
+        raise ValueError(f"unknown variant {name!r}; allowed: {', '.join(sorted(_ALIASES))}")
+    return _ALIASES[key]
+
+
+def get_variant(name: str) -> EmbeddingVariant:
+    return VARIANTS[canonical_variant(name)]
