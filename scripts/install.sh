@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Install the pinned requirements and this package (editable) into the current Python.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+python -m pip install --quiet --disable-pip-version-check --no-deps -e .

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Fresh machine -> tests: install, then the default suite (long runs are behind `-m slow`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+export EMBNORM_DATA="${EMBNORM_DATA:-$(pwd)/../shared/data/tinyshakespeare/input.txt}"
+python -m pytest "$@"

@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from embnorm_lib.config import PRESETS, RunConfig, preset_config
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_presets_validate_and_round_trip_through_json(name, tmp_path):
+    cfg = preset_config(name, variant="rms", seed=4)
+    path = tmp_path / "config.json"
+    path.write_text(cfg.to_json())
+    again = RunConfig.load(path)
+    assert again == cfg
+    assert json.loads(path.read_text())["preset"] == name
+
+
+def test_seed_study_presets_match_the_protocol():
+    prelim, final = preset_config("seeds-prelim"), preset_config("seeds-final")
+    for cfg in (prelim, final):
+        assert (cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.block_size, cfg.batch_size, cfg.lr) == (8, 128, 8, 128, 16, 3e-4)
+    assert (prelim.max_iters, final.max_iters) == (150, 300)
+    cpu = preset_config("nanogpt-cpu")
+    assert (cpu.n_layer, cpu.n_embd, cpu.n_head, cpu.block_size, cpu.batch_size, cpu.lr, cpu.max_iters,
+            cpu.dropout) == (4, 128, 4, 64, 12, 1e-3, 2000, 0.0)
+    assert final.token_budget == 300 * 16 * 128
+
+
+@pytest.mark.parametrize("alias,canonical", [("layernorm", "ln"), ("RMSNorm", "rms"), ("none", "none")])
+def test_variant_aliases(alias, canonical):
+    assert RunConfig(variant=alias).variant == canonical
+
+
+@pytest.mark.parametrize("changes,names", [
+    (dict(variant="batchnorm"), ["batchnorm", "ln", "rms"]),
+    (dict(seed=-1), ["seed=-1", ">= 0"]),
+    (dict(max_iters=0), ["max_iters=0", "> 0"]),
+    (dict(max_iters=-5), ["max_iters=-5"]),
+    (dict(n_embd=100, n_head=8), ["n_embd=100", "n_head=8"]),
+    (dict(lr=0.0), ["lr=0.0"]),
+    (dict(precision="fp8"), ["fp8", "bf16"]),
+    (dict(bogus=1), ["bogus"]),
+])
+def test_bad_config_gets_one_line_error_naming_value_and_allowed(changes, names):
+    with pytest.raises(ValueError) as err:
+        RunConfig.from_dict({**RunConfig().to_dict(), **changes})
+    message = str(err.value)
+    assert "\n" not in message
+    for name in names:
+        assert name in message
+
+
+def test_unknown_preset_error():
+    with pytest.raises(ValueError, match="unknown preset 'huge'.*seeds-final"):
+        preset_config("huge")
+
+
+def test_training_identity_ignores_execution_knobs_only():
+    a = preset_config("tiny")
+    assert a.training_identity() == a.replace(device="cpu", torch_threads=1, compile=True).training_identity()
+    assert a.training_identity() != a.replace(lr=2e-3).training_identity()

@@ -1,0 +1,73 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import papermill as pm
+import pytest
+
+from conftest import REPO
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+
+
+def test_there_are_numbered_notebooks():
+    names = [p.name for p in NOTEBOOKS]
+    assert "01_data.ipynb" in names and "02_train.ipynb" in names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_notebooks_are_clean_and_have_a_kernelspec(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has outputs"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_match_their_generator(path):
+    """The .ipynb files are written by notebooks/make_notebooks.py; an edit to one alone drifts."""
+    sys.path.insert(0, str(REPO / "notebooks"))
+    try:
+        import make_notebooks
+    finally:
+        sys.path.pop(0)
+    cells = make_notebooks.NOTEBOOKS[path.name]
+    committed = nbformat.read(path, as_version=4).cells
+    assert [c.source for c in committed] == [c.source for c in cells]
+
+
+def test_train_notebook_declares_its_parameters():
+    params = pm.inspect_notebook(str(REPO / "notebooks" / "02_train.ipynb"))
+    for name in ("variant", "seed", "preset", "max_iters", "study", "out_dir", "data_path"):
+        assert name in params, name
+    assert params["seed"]["default"] == "0" and params["max_iters"]["default"] == "0"
+
+
+@pytest.mark.parametrize("cwd", [REPO, REPO / "notebooks"], ids=["from-repo-root", "from-notebooks"])
+def test_design_card_command_runs_and_leaves_a_valid_run_dir(tmp_path, data_path, cwd):
+    notebook = Path("notebooks/02_train.ipynb") if cwd == REPO else Path("02_train.ipynb")
+    out_nb = tmp_path / "out.ipynb"
+    cmd = ["papermill", str(notebook), str(out_nb), "-p", "variant", "ln", "-p", "seed", "3",
+           "-p", "preset", "tiny", "-p", "max_iters", "4", "-p", "study", "pmtest", "-p", "out_dir",
+           str(tmp_path / "runs"), "-p", "data_path", data_path, "-p", "progress", "False"]
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_dir = tmp_path / "runs" / "pmtest" / "ln" / "seed3"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["variant"] == "ln" and summary["seed"] == 3 and summary["steps"] == 4
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["preset"] == "tiny" and config["max_iters"] == 4
+    executed = nbformat.read(out_nb, as_version=4)
+    text_outputs = sum(len(o.get("text", "")) for c in executed.cells if c.cell_type == "code" for o in c.outputs)
+    assert text_outputs < 5000  # no per-step spam
+
+
+def test_data_notebook_runs(tmp_path, data_path):
+    pm.execute_notebook(str(REPO / "notebooks" / "01_data.ipynb"), str(tmp_path / "data.ipynb"),
+                        parameters=dict(data_path=data_path, figures_dir=str(tmp_path / "fig")),
+                        kernel_name="python3", progress_bar=False, cwd=str(REPO / "notebooks"))
+    assert (tmp_path / "fig" / "char_classes.png").stat().st_size > 1000

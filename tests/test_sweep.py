@@ -1,0 +1,104 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pandas as pd
+import pytest
+
+from conftest import REPO, strip_timing
+from embnorm_lib import sweep
+from embnorm_lib.io import read_jsonl
+from embnorm_lib.train import train
+
+GRID = ["--preset", "tiny", "--variants", "none,ln", "--seeds", "0-1", "--set", "max_iters=6",
+        "--set", "eval_interval=3"]
+
+
+def run_cli(args, data_path, timeout=600):
+    return subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", *args, "--data-path", data_path],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def test_grid_builds_tags_for_extra_axes():
+    cells = sweep.grid("s", "tiny", ["none", "layernorm"], [0, 1], fixed={"max_iters": 5},
+                       axes={"lr": [1e-3, 3e-3]})
+    assert len(cells) == 8
+    assert {c.variant for c in cells} == {"none", "ln"}
+    assert {c.tag for c in cells} == {"_lr=0.001", "_lr=0.003"}
+    assert cells[0].config().max_iters == 5
+    assert len(sweep.study_cells("seeds-final")) == 15 and len(sweep.study_cells("main")) == 45
+    with pytest.raises(ValueError, match="unknown study 'nope'"):
+        sweep.study_cells("nope")
+
+
+def test_parallelism_defaults_fill_the_machine():
+    cores = os.cpu_count()
+    assert sweep.resolve_parallelism(0, 0) == (cores, 1)
+    assert sweep.resolve_parallelism(1, 0) == (1, cores)
+    assert sweep.resolve_parallelism(0, cores) == (1, cores)
+
+
+def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path):
+    out = tmp_path / "runs"
+    first = run_cli(["tgrid", *GRID, "--out-dir", str(out)], data_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    table = pd.read_csv(out / "tgrid" / "runs.csv")
+    assert len(table) == 4 and set(table["variant"]) == {"none", "ln"} and set(table["seed"]) == {0, 1}
+    assert {"cfg.lr", "val_loss", "val_acc", "ece_equal_width", "git_commit"} <= set(table.columns)
+    for run_dir in (out / "tgrid").glob("*/seed*"):
+        nb = nbformat.read(run_dir / "02_train.ipynb", as_version=4)  # executed copy kept with the run
+        assert nb.cells[-1].outputs
+    second = run_cli(["tgrid", *GRID, "--out-dir", str(out)], data_path)
+    assert second.returncode == 0
+    assert "nothing to execute" in second.stdout
+    log = read_jsonl(out / "tgrid" / "sweeps.jsonl")
+    assert len(log) == 1 and log[0]["executed"] == 4
+
+
+def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, data_path):
+    out = tmp_path / "runs"
+    conflicting = out / "tfail" / "ln" / "seed1"
+    conflicting.mkdir(parents=True)
+    (conflicting / "config.json").write_text(json.dumps({**sweep.grid("tfail", "tiny", ["ln"], [1])[0]
+                                                         .config().to_dict(), "lr": 0.5}))
+    done = run_cli(["tfail", *GRID, "--out-dir", str(out)], data_path)
+    assert done.returncode == 1
+    assert "1 run(s) failed" in done.stdout and "ln seed1" in done.stdout and "ResumeError" in done.stdout
+    assert len(pd.read_csv(out / "tfail" / "runs.csv")) == 3
+    failed_nb = nbformat.read(conflicting / "02_train.ipynb", as_version=4)
+    assert any(o.get("ename") == "ResumeError" for c in failed_nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_invalid_grid_is_refused_before_anything_runs(tmp_path, data_path):
+    done = run_cli(["tbad", "--preset", "tiny", "--axis", "lr=0.001,-1", "--out-dir", str(tmp_path)], data_path)
+    assert done.returncode == 2 and "invalid lr=-1" in done.stderr
+    assert not (tmp_path / "tbad").exists()
+
+
+def test_killed_cell_resumes_to_the_uninterrupted_result(tmp_path, data_path):
+    args = ["tkill", "--preset", "tiny", "--variants", "rms", "--seeds", "0", "--set", "max_iters=150",
+            "--set", "checkpoint_interval=5", "--set", "eval_interval=200", "--workers", "1",
+            "--out-dir", str(tmp_path / "runs"), "--data-path", data_path]
+    run_dir = tmp_path / "runs" / "tkill" / "rms" / "seed0"
+    proc = subprocess.Popen([sys.executable, "-m", "embnorm_lib.sweep", *args], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    while not (run_dir / "ckpt.pt").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the sweep, its worker and the kernel: a hard stop mid-run
+    proc.wait()
+    assert (run_dir / "ckpt.pt").exists() and not (run_dir / "summary.json").exists()
+    assert sweep.cell_status(sweep.grid("tkill", "tiny", ["rms"], [0], fixed={
+        "max_iters": 150, "checkpoint_interval": 5, "eval_interval": 200})[0], tmp_path / "runs") == "partial"
+    resumed = subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", *args], cwd=REPO, capture_output=True,
+                             text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    cell = sweep.grid("tkill", "tiny", ["rms"], [0], fixed={"max_iters": 150, "checkpoint_interval": 5,
+                                                             "eval_interval": 200})[0]
+    train(cell.config(), tmp_path / "reference", data_path, progress=False)
+    for name in ("metrics.jsonl", "evals.jsonl"):
+        assert strip_timing(read_jsonl(run_dir / name)) == strip_timing(read_jsonl(tmp_path / "reference" / name))

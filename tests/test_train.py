@@ -1,0 +1,158 @@
+import json
+import math
+
+import pytest
+import torch
+
+from conftest import strip_timing, tiny
+from embnorm_lib import data as data_module
+from embnorm_lib.data import DataError
+from embnorm_lib.io import read_jsonl
+from embnorm_lib.train import ResumeError, RunDir, lr_at, train
+
+
+def files_of(run_dir):
+    return {p.name: p.read_bytes() for p in sorted(run_dir.iterdir())} if run_dir.exists() else {}
+
+
+def test_loss_falls_on_the_real_corpus(tmp_path, data_path):
+    summary = train(tiny(max_iters=40, eval_interval=20), tmp_path / "run", data_path, progress=False)
+    assert summary["val_loss"] < summary["init_val_loss"] - 0.4
+    assert summary["tokens"] == 40 * 8 * 32 == summary["token_budget"]
+    assert not summary["diverged"]
+
+
+def test_run_directory_holds_config_metrics_and_provenance(tmp_path, data_path):
+    cfg = tiny(max_iters=12)
+    run = RunDir(tmp_path / "run")
+    summary = train(cfg, run.root, data_path, progress=False)
+    assert json.loads(run.config.read_text()) == cfg.to_dict()
+    rows = read_jsonl(run.metrics)
+    assert [r["step"] for r in rows] == list(range(1, 13))
+    for key in ("step", "tokens", "lr", "train_loss", "grad_norm_total", "block1_input_norm", "wall_s"):
+        assert key in rows[0]
+    evals = read_jsonl(run.evals)
+    assert [e["step"] for e in evals] == [0, 10, 12]
+    assert evals[-1]["val_loss"] == summary["val_loss"]
+    assert math.isclose(summary["val_ppl"], math.exp(summary["val_loss"]))
+    assert math.isclose(summary["val_bpc"], summary["val_loss"] / math.log(2))
+    for key in ("torch", "python", "git_commit", "n_params", "wall_s", "data_sha256", "precision", "device"):
+        assert summary[key] not in (None, "")
+    assert not run.checkpoint.exists() and run.final_model.exists()
+    assert sorted(p.name for p in run.root.iterdir() if p.name.startswith(".")) == []  # no temp files left
+
+
+def test_same_seed_twice_gives_identical_metrics(tmp_path, data_path):
+    cfg = tiny(max_iters=15, variant="rms")
+    train(cfg, tmp_path / "a", data_path, progress=False)
+    train(cfg, tmp_path / "b", data_path, progress=False)
+    for name in ("metrics.jsonl", "evals.jsonl", "diagnostics.jsonl"):
+        assert strip_timing(read_jsonl(tmp_path / "a" / name)) == strip_timing(read_jsonl(tmp_path / "b" / name))
+    other = tiny(max_iters=15, variant="rms", seed=1)
+    train(other, tmp_path / "c", data_path, progress=False)
+    assert read_jsonl(tmp_path / "c" / "metrics.jsonl")[0]["train_loss"] != \
+        read_jsonl(tmp_path / "a" / "metrics.jsonl")[0]["train_loss"]
+
+
+def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, data_path):
+    cfg = tiny(max_iters=25, checkpoint_interval=0, dropout=0.1)  # dropout: the torch RNG must resume too
+    full = train(cfg, tmp_path / "full", data_path, progress=False)
+    partial = train(cfg, tmp_path / "cut", data_path, progress=False, until_step=13)
+    assert partial == {"finished": False, "step": 13}
+    assert RunDir(tmp_path / "cut").checkpoint.exists()
+    resumed = train(cfg, tmp_path / "cut", data_path, progress=False)
+    for name in ("metrics.jsonl", "evals.jsonl", "diagnostics.jsonl"):
+        assert strip_timing(read_jsonl(tmp_path / "full" / name)) == strip_timing(read_jsonl(tmp_path / "cut" / name))
+    assert resumed["val_loss"] == full["val_loss"]
+    a = torch.load(tmp_path / "full" / "model.pt", weights_only=True)
+    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_finished_run_is_not_retrained(tmp_path, data_path):
+    cfg = tiny(max_iters=5)
+    first = train(cfg, tmp_path / "run", data_path, progress=False)
+    before = files_of(tmp_path / "run")
+    again = train(cfg, tmp_path / "run", data_path, progress=False)
+    assert again["val_loss"] == first["val_loss"] and files_of(tmp_path / "run") == before
+
+
+def test_variants_see_identical_batches(tmp_path, data_path, monkeypatch):
+    seen = {}
+    original = data_module.BatchSampler.next_batch
+
+    def recording(self):
+        batch = original(self)
+        seen.setdefault(current, []).append(batch[0].clone())
+        return batch
+
+    monkeypatch.setattr(data_module.BatchSampler, "next_batch", recording)
+    for current in ("none", "ln", "rms"):
+        train(tiny(max_iters=6, variant=current, eval_at_init=False), tmp_path / current, data_path, progress=False)
+    for variant in ("ln", "rms"):
+        assert all(torch.equal(a, b) for a, b in zip(seen["none"], seen[variant]))
+    assert len(seen["none"]) == 6
+
+
+def test_lr_schedule_warms_up_then_decays_to_min():
+    cfg = tiny(max_iters=100, lr=1e-3, warmup_frac=0.1, min_lr_ratio=0.1)
+    assert lr_at(cfg, 1) == pytest.approx(1e-4) and lr_at(cfg, 10) == pytest.approx(1e-3)
+    assert lr_at(cfg, 100) == pytest.approx(1e-4)
+    lrs = [lr_at(cfg, s) for s in range(10, 101)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+def test_divergence_is_recorded_as_data(tmp_path, data_path):
+    # an embedding scale near float32's maximum overflows the residual stream at once
+    summary = train(tiny(max_iters=10, emb_init_std=3e38, eval_at_init=False), tmp_path / "run", data_path,
+                    progress=False)
+    assert summary["diverged"] is True and summary["diverged_step"] == 1
+    assert summary["val_loss"] != summary["val_loss"] or summary["val_loss"] is None
+    on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert on_disk["diverged"] is True and on_disk["val_loss"] is None  # strict JSON: NaN written as null
+
+
+def test_resume_with_changed_config_is_refused_and_writes_nothing(tmp_path, data_path):
+    train(tiny(max_iters=20, checkpoint_interval=5), tmp_path / "run", data_path, progress=False, until_step=5)
+    before = files_of(tmp_path / "run")
+    with pytest.raises(ResumeError) as err:
+        train(tiny(max_iters=20, checkpoint_interval=5, lr=5e-3), tmp_path / "run", data_path, progress=False)
+    assert "lr: 0.001 -> 0.005" in str(err.value) and "\n" not in str(err.value)
+    assert files_of(tmp_path / "run") == before
+
+
+def test_truncated_checkpoint_is_refused_with_a_clear_error(tmp_path, data_path):
+    cfg = tiny(max_iters=20)
+    train(cfg, tmp_path / "run", data_path, progress=False, until_step=10)
+    ckpt = RunDir(tmp_path / "run").checkpoint
+    ckpt.write_bytes(ckpt.read_bytes()[:2000])
+    before = files_of(tmp_path / "run")
+    with pytest.raises(ResumeError, match="checkpoint .*ckpt.pt is unreadable.*delete it") as err:
+        train(cfg, tmp_path / "run", data_path, progress=False)
+    assert "\n" not in str(err.value)
+    assert files_of(tmp_path / "run") == before
+
+
+def test_missing_or_corrupt_data_writes_nothing(tmp_path, data_path):
+    with pytest.raises(DataError, match="not found"):
+        train(tiny(), tmp_path / "a", tmp_path / "missing.txt", progress=False)
+    corrupt = tmp_path / "corrupt.txt"
+    corrupt.write_bytes(open(data_path, "rb").read()[::-1])
+    with pytest.raises(DataError, match="checksum mismatch"):
+        train(tiny(), tmp_path / "b", corrupt, progress=False)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_bf16_autocast_path_runs_on_cpu(tmp_path, data_path):
+    summary = train(tiny(max_iters=6, precision="bf16", eval_at_init=False), tmp_path / "run", data_path,
+                    progress=False)
+    assert summary["precision"] == "bf16" and math.isfinite(summary["val_loss"])
+    fp32 = train(tiny(max_iters=6, eval_at_init=False), tmp_path / "ref", data_path, progress=False)
+    assert abs(summary["val_loss"] - fp32["val_loss"]) < 0.05
+
+
+@pytest.mark.slow
+def test_torch_compile_matches_eager(tmp_path, data_path):
+    eager = train(tiny(max_iters=8), tmp_path / "eager", data_path, progress=False)
+    compiled = train(tiny(max_iters=8, compile=True), tmp_path / "compiled", data_path, progress=False)
+    assert compiled["val_loss"] == pytest.approx(eager["val_loss"], abs=1e-4)
