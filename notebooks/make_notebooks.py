@@ -157,6 +157,160 @@ from embnorm_lib.notebook import eval_table, run_table
 fig = plots.plot_run(run_table(run_dir), eval_table(run_dir), title=f"{cfg.variant} seed {cfg.seed}")
 """),
     ],
+    "03_diagnostics.ipynb": [
+        md("""
+# 03 · Diagnostics: why a variant trains the way it does
+
+Reads every finished run of a study and plots, per arm, the mean over seeds with a 95% band
+(Student t over seeds): loss curves, gradient norms (total and per parameter group), embedding
+and block-1 input norms by character class, oversmoothing (cosine similarity), residual-stream norms
+by depth, attention and output logit growth, reliability diagrams and NLL against softmax
+temperature. All figures are written to `figures/<study>/` as PNG and PDF.
+"""),
+        code("""
+study = "seeds-final"
+arms = ""            # regex on arm names, empty keeps all
+out_dir = ""         # "": <repo>/runs
+figures_dir = ""     # "": <repo>/figures/<study>
+""", parameters=True),
+        code(IMPORT_LIBRARY),
+        md("""
+## What was run
+
+One row per arm: how many seeds finished, how many diverged, and the final validation loss.
+"""),
+        code("""
+from embnorm_lib.report import arm_table
+from embnorm_lib.sweep import build_index
+
+runs = build_index(study, out_dir or None)
+if arms:
+    runs = runs[runs["arm"].str.contains(arms)]
+arm_table(runs)[["runs", "diverged", "val_loss_mean", "val_loss_std", "ece_equal_width_mean"]]
+"""),
+        md("""
+## The static figure set
+
+Rendered from the run files by `embnorm_lib.figures` (one registry entry per figure), so the same
+figures come out of papermill, JupyterLab and the test suite.
+"""),
+        code("""
+import matplotlib.pyplot as plt
+from embnorm_lib.figures import FIGURES, StudyData, render_study
+
+written = render_study(study, out_dir or None, figures_dir or None, arms=arms)
+print(f"{len(written)} figures written to {pathlib.Path(next(iter(written.values()))[0]).parent}")
+"""),
+        md("""
+## The three figures to read first
+
+Validation loss over training, the total gradient norm, and the residual-stream norm by depth:
+an embedding norm fixes the scale of what enters block 1, and these show what that does downstream.
+"""),
+        code("""
+data = StudyData(study, out_dir or None, arms)
+for name in ("val_loss", "grad_norm_total", "residual_norm_by_depth"):
+    FIGURES[name](data)
+plt.show()
+"""),
+        md("""
+## Explore (JupyterLab)
+
+Pick a study and a figure. Under papermill this cell only renders the widget's initial state.
+"""),
+        code("""
+import ipywidgets as widgets
+from embnorm_lib.io import default_runs_dir
+
+studies = sorted(p.parent.name for p in pathlib.Path(out_dir or default_runs_dir()).glob("*/runs.csv"))
+
+def show(study_name, figure, arm_regex):
+    FIGURES[figure](StudyData(study_name, out_dir or None, arm_regex))
+    plt.show()
+
+widgets.interact(show, study_name=widgets.Dropdown(options=studies, value=study if study in studies else None),
+                 figure=widgets.Dropdown(options=list(FIGURES), value="val_loss"),
+                 arm_regex=widgets.Text(value=arms));
+"""),
+    ],
+    "04_statistics.ipynb": [
+        md("""
+# 04 · Statistics: the paired answer
+
+The analysis registered in `docs/PROTOCOL.md`, applied to one study. Within each training regime
+(preset) of the study, every variant is compared with `none` seed by seed: mean paired difference,
+95% BCa bootstrap CI, paired t-test and Wilcoxon signed-rank, Hedges-corrected d_z, probability of
+improvement, Holm adjustment across (variant × metric), and the power of the design. The decision
+rule then turns the numbers into a recommendation. Its executed copy is rendered to
+`runs/<study>/report.html`; `runs/<study>/REPORT.md` states the answer in words.
+"""),
+        code("""
+study = "seeds-final"
+metrics = "val_loss,val_acc,ece_equal_width,brier,lm_macro_acc,final_grad_norm,peak_grad_norm,spike_count"
+out_dir = ""        # "": <repo>/runs
+figures_dir = ""    # "": <repo>/figures/<study>
+""", parameters=True),
+        code(IMPORT_LIBRARY),
+        md("""
+## Paired comparisons
+
+One analysis per training regime; the Holm family is all (variant × metric) comparisons within it.
+"""),
+        code("""
+from embnorm_lib import analysis
+
+analyses = analysis.analyse(study, metrics.split(","), out_dir or None)
+[(a.scope, len(a.runs)) for a in analyses]
+"""),
+        md("""
+## Results tables
+
+Per metric and variant: arm means ± SD over seeds, the paired difference with its CI, raw and
+Holm-adjusted p-values, the Wilcoxon check, the effect size and the share of seeds that improved.
+"""),
+        code("""
+from IPython.display import Markdown, display
+
+for a in analyses:
+    display(Markdown(f"### {a.label}"))
+    display(Markdown(analysis.to_markdown(analysis.results_table(a))))
+"""),
+        md("""
+## Forest plot and per-seed lines
+
+Filled markers are Holm-significant; dotted lines on the loss panel mark the minimum effect of
+interest. Each grey line in the second figure is one seed across the arms.
+"""),
+        code("""
+import matplotlib.pyplot as plt
+
+for a in analyses:
+    analysis.plot_forest(a)
+    analysis.plot_paired_lines(a)
+plt.show()
+"""),
+        md("""
+## Power
+
+How large an effect these seeds can detect, and how many seeds 80% power at 0.01 nats/char needs.
+"""),
+        code("""
+for a in analyses:
+    display(Markdown(f"### {a.label}"))
+    display(Markdown(analysis.to_markdown(analysis.power_table(a))))
+"""),
+        md("""
+## Decision and report
+
+The registered rule, applied; then every table, figure and the plain-words REPORT.md are written.
+"""),
+        code("""
+for a in analyses:
+    display(Markdown("\\n".join([f"### {a.label}", *analysis.plain_words(a)])))
+report = analysis.write_outputs(analyses, out_dir or None, figures_dir or None)
+print(f"wrote {report}")
+"""),
+    ],
 }
 
 

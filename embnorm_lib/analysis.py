@@ -1,0 +1,227 @@
+"""A study's statistical analysis, as registered in docs/PROTOCOL.md, and the files it produces.
+
+    python -m embnorm_lib.analysis seeds-final        # tables, figures, decision, REPORT.md
+
+Per scope (one preset/training regime of the study): paired comparisons of every variant with
+`none`, Holm-adjusted across (variant x metric); the results table (markdown + LaTeX); a forest
+plot and per-seed paired lines; the power table; the decision. REPORT.md states the answer."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from . import plots, stats
+from .io import atomic_write_text, default_runs_dir, git_commit, repo_root, write_json
+from .report import load_runs
+
+DEFAULT_METRICS = ["val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc", "final_grad_norm",
+                   "peak_grad_norm", "spike_count"]
+METRIC_LABELS = {"val_loss": "val loss (nats/char)", "val_acc": "next-char accuracy", "ece_equal_width": "ECE (15 bins)",
+                 "brier": "Brier", "lm_macro_acc": "zero/few-shot macro acc", "final_grad_norm": "final grad norm",
+                 "peak_grad_norm": "peak grad norm", "spike_count": "loss spikes"}
+
+
+@dataclass
+class ScopeAnalysis:
+    study: str
+    scope: str  # preset name
+    runs: pd.DataFrame
+    family: pd.DataFrame
+    decision: dict
+
+    @property
+    def label(self) -> str:
+        return f"{self.study} / {self.scope}"
+
+
+def scopes(runs: pd.DataFrame) -> list[str]:
+    return sorted(runs["cfg.preset"].dropna().unique()) if "cfg.preset" in runs else ["all"]
+
+
+def analyse(study: str, metrics: list[str] | None = None, out_dir=None, scope: str | None = None,
+            baseline: str = "none") -> list[ScopeAnalysis]:
+    runs_all = load_runs(study, out_dir)
+    metrics = [m for m in (metrics or DEFAULT_METRICS) if m in runs_all.columns]
+    results = []
+    for name in ([scope] if scope else scopes(runs_all)):
+        runs = runs_all[runs_all["cfg.preset"] == name] if name != "all" else runs_all
+        family = stats.comparison_family(runs, metrics, baseline=baseline)
+        results.append(ScopeAnalysis(study, name, runs, family, stats.decide(family, runs, baseline)))
+    return results
+
+
+# -- tables --------------------------------------------------------------------------------------
+
+def _fmt(x: float, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "–"
+    return f"{x:.{digits}g}" if abs(x) >= 1e4 or (x != 0 and abs(x) < 1e-3) else f"{x:.{digits}f}"
+
+
+def results_table(a: ScopeAnalysis) -> pd.DataFrame:
+    """One row per (metric, variant): per-arm mean ± SD, paired Δ with 95% CI, p raw/Holm, g_z."""
+    rows = []
+    for _, c in a.family.iterrows():
+        base = a.runs[a.runs["variant"] == c.baseline][c.metric]
+        var = a.runs[a.runs["variant"] == c.variant][c.metric]
+        rows.append({
+            "metric": c.metric, "variant": c.variant, "seeds": int(c.n),
+            f"{c.baseline} mean ± SD": f"{_fmt(base.mean())} ± {_fmt(base.std())}",
+            "variant mean ± SD": f"{_fmt(var.mean())} ± {_fmt(var.std())}",
+            "Δ (variant − none)": _fmt(c.mean_diff), "95% CI (BCa)": f"[{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]",
+            "p (t)": _fmt(c.p_t, 3), "p (Holm)": _fmt(c.p_holm, 3), "p (Wilcoxon)": _fmt(c.p_wilcoxon, 3),
+            "g_z": _fmt(c.g_z, 2), "P(improve)": _fmt(c.prob_improvement, 2),
+            "sig.": "yes" if c.significant else "no",
+        })
+    return pd.DataFrame(rows)
+
+
+def power_table(a: ScopeAnalysis) -> pd.DataFrame:
+    prim = a.family[a.family["metric"] == stats.PRIMARY]
+    return pd.DataFrame({"variant": prim["variant"], "seeds": prim["n"], "paired SD": prim["sd_diff"].map(_fmt),
+                         "MDE at 80% power": prim["mde_80"].map(_fmt),
+                         f"seeds for 80% power at {stats.MEI}": prim["seeds_for_80_at_mei"].map(
+                             lambda v: "–" if not np.isfinite(v) else f"{int(v)}")})
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    head = "| " + " | ".join(frame.columns) + " |"
+    sep = "|" + "---|" * len(frame.columns)
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, sep, *body])
+
+
+def to_latex(frame: pd.DataFrame) -> str:
+    return frame.to_latex(index=False, escape=True)
+
+
+# -- figures -------------------------------------------------------------------------------------
+
+def plot_forest(a: ScopeAnalysis):
+    fam = a.family
+    metrics = list(dict.fromkeys(fam["metric"]))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(2.6 * len(metrics), 0.6 + 0.45 * fam["variant"].nunique() + 1),
+                             squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        sub = fam[fam["metric"] == metric].reset_index(drop=True)
+        y = np.arange(len(sub))[::-1]
+        for yi, (_, c) in zip(y, sub.iterrows()):
+            color = plots._arm_color(c.variant)
+            ax.errorbar(c.mean_diff, yi, xerr=[[c.mean_diff - c.ci_low], [c.ci_high - c.mean_diff]], fmt="o",
+                        color=color, capsize=3, mfc=color if c.significant else "white")
+        ax.axvline(0, color="0.5", lw=0.8)
+        if metric == stats.PRIMARY:
+            for s in (-stats.MEI, stats.MEI):
+                ax.axvline(s, color="0.7", lw=0.8, ls=":")
+        ax.set_yticks(y, sub["variant"])
+        ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=9)
+        ax.tick_params(labelsize=8)
+    fig.suptitle(f"{a.label}: paired Δ vs none, 95% BCa CI (filled: Holm-significant)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_paired_lines(a: ScopeAnalysis, metrics=("val_loss", "val_acc", "ece_equal_width", "final_grad_norm")):
+    metrics = [m for m in metrics if m in a.runs.columns and a.runs[m].notna().any()]
+    order = [v for v in ("none", "ln", "rms", "scaled") if v in set(a.runs["variant"])]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.2), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        wide = a.runs.pivot_table(index="seed", columns="variant", values=metric)[order]
+        for _, row in wide.iterrows():
+            ax.plot(range(len(order)), row.values, color="0.6", lw=0.8, marker="o", ms=3)
+        ax.plot(range(len(order)), wide.mean().values, color="k", lw=2, marker="s", label="mean")
+        ax.set_xticks(range(len(order)), order)
+        ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=9)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{a.label}: each line is one seed", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+def protocol_commit() -> str:
+    try:
+        return subprocess.run(["git", "log", "-1", "--format=%H", "--", "docs/PROTOCOL.md"], cwd=repo_root(),
+                              capture_output=True, text=True, timeout=10).stdout.strip() or "uncommitted"
+    except OSError:
+        return "unknown"
+
+
+def plain_words(a: ScopeAnalysis) -> list[str]:
+    """The answer for one scope, in sentences built from the computed numbers."""
+    lines = []
+    prim = a.family[a.family["metric"] == stats.PRIMARY]
+    for _, c in prim.iterrows():
+        direction = "raises" if c.mean_diff > 0 else "lowers"
+        sig = "significant after Holm" if c.significant else "not significant after Holm"
+        lines.append(f"- `{c.variant}` {direction} the final validation loss by {abs(c.mean_diff):.4f} nats/char "
+                     f"({c.baseline_mean:.4f} → {c.variant_mean:.4f}; 95% CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], "
+                     f"{sig}, p = {c.p_holm:.3g}; better on {c.prob_improvement:.0%} of {int(c.n)} seeds).")
+    for _, c in a.family[a.family["metric"] == "ece_equal_width"].iterrows():
+        lines.append(f"- Calibration: `{c.variant}` changes top-label ECE by {c.mean_diff:+.4f} "
+                     f"(CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], Holm p = {c.p_holm:.3g}).")
+    base = a.decision["baseline_stability"]
+    lines.append(f"- Stability: baseline {base['diverged']} diverged of {base['runs']}, "
+                 f"{base['mean_spikes']:.2f} loss spikes per run; " + "; ".join(
+                     f"`{v}` {d['stability']['diverged']} diverged, {d['stability']['mean_spikes']:.2f} spikes/run"
+                     for v, d in a.decision["variants"].items()) + ".")
+    lines.append(f"- **Decision ({'baseline unstable' if a.decision['baseline_unstable'] else 'baseline stable'}): "
+                 f"{a.decision['overall']}.** " + " ".join(
+                     f"{v}: {d['verdict']} (rule {d['rule']}: {d['reason']})." for v, d in a.decision["variants"].items()))
+    return lines
+
+
+def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None) -> Path:
+    study = analyses[0].study
+    study_root = Path(out_dir or default_runs_dir()) / study
+    fig_root = Path(figures_dir or repo_root() / "figures" / study)
+    commit = git_commit()
+    sections = [f"# {study}: does an embedding norm help or hurt?", "",
+                f"Analysis per `docs/PROTOCOL.md` (registered at commit {protocol_commit()[:12]}); produced by "
+                f"`python -m embnorm_lib.analysis {study}` at commit {commit[:12]} from `runs/{study}/runs.csv`.", ""]
+    for a in analyses:
+        target = study_root / "analysis" / a.scope
+        table = results_table(a)
+        atomic_write_text(target / "results.md", to_markdown(table) + "\n")
+        atomic_write_text(target / "results.tex", to_latex(table))
+        atomic_write_text(target / "family.csv", a.family.to_csv(index=False))
+        atomic_write_text(target / "power.md", to_markdown(power_table(a)) + "\n")
+        write_json(target / "decision.json", a.decision)
+        for name, make in (("forest", plot_forest), ("paired_lines", plot_paired_lines)):
+            fig = make(a)
+            plots.save(fig, fig_root / f"{name}_{a.scope}")
+            plt.close(fig)
+        sections += [f"## {a.scope} ({len(a.runs)} runs, seeds {sorted(a.runs['seed'].unique().tolist())})", "",
+                     *plain_words(a), "",
+                     f"Full table: [`analysis/{a.scope}/results.md`](analysis/{a.scope}/results.md) "
+                     f"(LaTeX: `results.tex`); power: [`analysis/{a.scope}/power.md`](analysis/{a.scope}/power.md); "
+                     f"figures: `figures/{study}/forest_{a.scope}.png`, `paired_lines_{a.scope}.png`.", "",
+                     to_markdown(table[table["metric"] == stats.PRIMARY]), ""]
+    atomic_write_text(study_root / "REPORT.md", "\n".join(sections))
+    return study_root / "REPORT.md"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study")
+    p.add_argument("--metrics", default=",".join(DEFAULT_METRICS))
+    p.add_argument("--out-dir", default=None)
+    p.add_argument("--figures-dir", default=None)
+    args = p.parse_args(argv)
+    analyses = analyse(args.study, args.metrics.split(","), args.out_dir)
+    path = write_outputs(analyses, args.out_dir, args.figures_dir)
+    print(path.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

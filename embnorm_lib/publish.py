@@ -1,0 +1,56 @@
+"""Analyse a finished study end to end: diagnostics and statistics notebooks, report.html, runs/README.md.
+
+    python -m embnorm_lib.publish seeds-final
+
+Executed notebooks land in runs/<study>/; the statistics notebook is rendered to
+runs/<study>/report.html with nbconvert."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .io import atomic_write_text, default_runs_dir, repo_root
+from .report import runs_readme
+from .sweep import build_index
+
+ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
+
+
+def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
+    import nbformat
+    import papermill as pm
+    from nbconvert import HTMLExporter
+
+    out = Path(out_dir or default_runs_dir()).resolve()
+    build_index(study, out)
+    notebooks = repo_root() / "notebooks"
+    written = {}
+    for name in ANALYSIS_NOTEBOOKS:
+        executed = out / study / f"{name}.ipynb"
+        pm.execute_notebook(str(notebooks / f"{name}.ipynb"), str(executed), kernel_name="python3",
+                            progress_bar=False, cwd=str(notebooks),
+                            parameters=dict(study=study, out_dir=str(out), figures_dir=figures_dir or ""))
+        written[name] = executed
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(written["04_statistics"], as_version=4))
+    written["report.html"] = atomic_write_text(out / study / "report.html", body)
+    written["runs/README.md"] = atomic_write_text(out / "README.md", runs_readme(out) + "\n")
+    return written
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study")
+    p.add_argument("--out-dir", default=None)
+    p.add_argument("--figures-dir", default=None)
+    args = p.parse_args(argv)
+    for name, path in publish(args.study, args.out_dir, args.figures_dir).items():
+        print(f"{name:16s} {path}")
+    report = Path(args.out_dir or default_runs_dir()) / args.study / "REPORT.md"
+    if report.is_file():
+        print(report.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Paired inference for variant-vs-baseline comparisons, as docs/PROTOCOL.md registers it.
+
+The numbers come from scipy (bootstrap, t-test, Wilcoxon) and statsmodels (Holm, power);
+this module pairs the runs, wires the calls, and applies the decision rule."""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+MEI = 0.01  # minimum effect of interest on the primary metric, nats/char
+ALPHA = 0.05
+N_RESAMPLES = 10_000
+PRIMARY = "val_loss"
+
+# metric -> True when lower is better
+METRIC_DIRECTION: dict[str, bool] = {
+    "val_loss": True, "val_acc": False, "ece_equal_width": True, "brier": True, "lm_macro_acc": False,
+    "final_grad_norm": True, "peak_grad_norm": True, "spike_count": True,
+}
+
+
+@dataclass
+class PairedComparison:
+    variant: str
+    baseline: str
+    metric: str
+    n: int
+    baseline_mean: float
+    variant_mean: float
+    mean_diff: float
+    sd_diff: float
+    ci_low: float
+    ci_high: float
+    p_t: float
+    p_wilcoxon: float
+    d_z: float
+    g_z: float
+    prob_improvement: float
+    mde_80: float
+    seeds_for_80_at_mei: float
+    p_holm: float = float("nan")
+    significant: bool = False
+
+
+def paired_differences(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none") -> pd.DataFrame:
+    """Per seed: baseline value, variant value, difference (variant - baseline); seeds missing in either dropped."""
+    a = runs[runs["variant"] == baseline].set_index("seed")[metric]
+    b = runs[runs["variant"] == variant].set_index("seed")[metric]
+    joined = pd.concat({"baseline": a, "variant": b}, axis=1, join="inner").dropna().sort_index()
+    joined["diff"] = joined["variant"] - joined["baseline"]
+    return joined
+
+
+def bootstrap_ci(diffs: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """95% BCa bootstrap CI of the mean paired difference; a constant difference gives a zero-width CI."""
+    diffs = np.asarray(diffs, dtype=float)
+    if len(diffs) < 2 or np.ptp(diffs) == 0:
+        return float(diffs.mean()), float(diffs.mean())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # BCa warns on tiny n; the interval is still reported
+        res = sps.bootstrap((diffs,), np.mean, n_resamples=n_resamples, method="BCa",
+                            confidence_level=0.95, rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def paired_t_p(diffs: np.ndarray) -> float:
+    diffs = np.asarray(diffs, dtype=float)
+    if len(diffs) < 2:
+        return float("nan")
+    if np.ptp(diffs) == 0:
+        return 1.0 if diffs[0] == 0 else 0.0  # an exact, noiseless shift
+    return float(sps.ttest_1samp(diffs, 0.0).pvalue)
+
+
+def wilcoxon_p(diffs: np.ndarray) -> float:
+    diffs = np.asarray(diffs, dtype=float)
+    if len(diffs) < 2 or np.all(diffs == 0):
+        return float("nan") if len(diffs) < 2 else 1.0
+    return float(sps.wilcoxon(diffs).pvalue)
+
+
+def hedges_correction(n: int) -> float:
+    return 1.0 - 3.0 / (4.0 * (n - 1) - 1.0) if n > 1 else float("nan")
+
+
+def effect_sizes(diffs: np.ndarray) -> tuple[float, float]:
+    """(d_z, g_z): mean/SD of the paired differences, and with Hedges' small-sample correction."""
+    diffs = np.asarray(diffs, dtype=float)
+    if len(diffs) < 2:
+        return float("nan"), float("nan")
+    sd = diffs.std(ddof=1)
+    if sd == 0:
+        d = math.copysign(math.inf, diffs.mean()) if diffs.mean() != 0 else 0.0
+    else:
+        d = diffs.mean() / sd
+    return float(d), float(d * hedges_correction(len(diffs)))
+
+
+def prob_improvement(diffs: np.ndarray, lower_is_better: bool) -> float:
+    diffs = np.asarray(diffs, dtype=float)
+    better = (diffs < 0) if lower_is_better else (diffs > 0)
+    return float((better.sum() + 0.5 * (diffs == 0).sum()) / len(diffs)) if len(diffs) else float("nan")
+
+
+def power_figures(sd_diff: float, n: int, mei: float = MEI, alpha: float = ALPHA) -> tuple[float, float]:
+    """(minimum detectable effect at 80% power with n seeds, seeds needed for 80% power at the MEI)."""
+    from statsmodels.stats.power import TTestPower
+
+    if n < 2 or not np.isfinite(sd_diff):
+        return float("nan"), float("nan")
+    if sd_diff == 0:
+        return 0.0, 2.0
+    power = TTestPower()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mde = power.solve_power(nobs=n, alpha=alpha, power=0.8, alternative="two-sided") * sd_diff
+        needed = power.solve_power(effect_size=mei / sd_diff, alpha=alpha, power=0.8, alternative="two-sided")
+    return float(mde), float(np.ceil(needed))
+
+
+def compare(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none") -> PairedComparison:
+    pairs = paired_differences(runs, metric, variant, baseline)
+    d = pairs["diff"].to_numpy()
+    n = len(d)
+    sd = float(d.std(ddof=1)) if n > 1 else float("nan")
+    lo, hi = bootstrap_ci(d) if n else (float("nan"), float("nan"))
+    d_z, g_z = effect_sizes(d)
+    mde, needed = power_figures(sd, n)
+    return PairedComparison(
+        variant=variant, baseline=baseline, metric=metric, n=n,
+        baseline_mean=float(pairs["baseline"].mean()), variant_mean=float(pairs["variant"].mean()),
+        mean_diff=float(d.mean()) if n else float("nan"), sd_diff=sd, ci_low=lo, ci_high=hi,
+        p_t=paired_t_p(d), p_wilcoxon=wilcoxon_p(d), d_z=d_z, g_z=g_z,
+        prob_improvement=prob_improvement(d, METRIC_DIRECTION.get(metric, True)),
+        mde_80=mde, seeds_for_80_at_mei=needed)
+
+
+def holm(p_values, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    """(reject, adjusted p) by Holm–Bonferroni; NaN p-values are left out of the family."""
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.asarray(p_values, dtype=float)
+    adjusted = np.full_like(p, np.nan)
+    reject = np.zeros(len(p), dtype=bool)
+    ok = ~np.isnan(p)
+    if ok.any():
+        r, adj, _, _ = multipletests(p[ok], alpha=alpha, method="holm")
+        adjusted[ok], reject[ok] = adj, r
+    return reject, adjusted
+
+
+def comparison_family(runs: pd.DataFrame, metrics: list[str], variants: list[str] | None = None,
+                      baseline: str = "none") -> pd.DataFrame:
+    """Every (variant vs baseline) x metric comparison, Holm-adjusted across the whole family."""
+    variants = variants or [v for v in runs["variant"].unique() if v != baseline]
+    rows = [compare(runs, m, v, baseline) for v in variants for m in metrics if m in runs.columns
+            and runs[m].notna().any()]
+    reject, adjusted = holm([r.p_t for r in rows])
+    for r, rej, adj in zip(rows, reject, adjusted):
+        r.p_holm, r.significant = float(adj), bool(rej)
+    return pd.DataFrame([asdict(r) for r in rows])
+
+
+def stability(runs: pd.DataFrame, variant: str) -> dict:
+    sub = runs[runs["variant"] == variant]
+    return {"runs": int(len(sub)), "diverged": int(sub["diverged"].astype(bool).sum()),
+            "mean_spikes": float(sub["spike_count"].mean()) if "spike_count" in sub else float("nan")}
+
+
+def decide(family: pd.DataFrame, runs: pd.DataFrame, baseline: str = "none", mei: float = MEI) -> dict:
+    """Apply the registered decision rule; returns the verdict per variant and overall, as data."""
+    base = stability(runs, baseline)
+    baseline_unstable = base["diverged"] > 0 or base["mean_spikes"] >= 1
+    verdicts = {}
+    for variant in [v for v in family["variant"].unique()]:
+        prim = family[(family["variant"] == variant) & (family["metric"] == PRIMARY)].iloc[0]
+        var = stability(runs, variant)
+        fixes = var["diverged"] == 0 and var["mean_spikes"] < base["mean_spikes"]
+        regress = bool(prim.significant and prim.mean_diff > 0)
+        improve = bool(prim.significant and prim.mean_diff < 0 and abs(prim.mean_diff) >= mei)
+        if not baseline_unstable and regress:
+            verdict, rule = "keep baseline", 1
+            why = f"{variant} raises {PRIMARY} by {prim.mean_diff:+.4f} (Holm p={prim.p_holm:.3g}) with a stable baseline"
+        elif not baseline_unstable and improve:
+            verdict, rule = f"adopt {variant}", 2
+            why = f"{variant} lowers {PRIMARY} by {-prim.mean_diff:.4f} >= MEI {mei} (Holm p={prim.p_holm:.3g})"
+        elif baseline_unstable:
+            ok = fixes and prim.ci_high <= mei
+            verdict, rule = (f"adopt {variant}" if ok else "keep baseline"), 3
+            why = (f"baseline unstable ({base['diverged']} diverged, {base['mean_spikes']:.2f} spikes/run); {variant} "
+                   f"{'fixes' if fixes else 'does not fix'} it ({var['diverged']} diverged, {var['mean_spikes']:.2f} "
+                   f"spikes/run) at a cost CI upper {prim.ci_high:+.4f} vs MEI {mei}")
+        else:
+            verdict, rule, why = _tie_break(family, runs, variant, baseline, prim)
+        verdicts[variant] = {"verdict": verdict, "rule": rule, "reason": why, "stability": var}
+    adopted = [v for v, d in verdicts.items() if d["verdict"].startswith("adopt")]
+    if adopted:
+        best = min(adopted, key=lambda v: family[(family.variant == v) & (family.metric == PRIMARY)].mean_diff.iloc[0])
+        overall = f"adopt {best}"
+    else:
+        overall = "keep baseline"
+    return {"baseline": baseline, "baseline_stability": base, "baseline_unstable": bool(baseline_unstable),
+            "mei": mei, "variants": verdicts, "overall": overall}
+
+
+def _tie_break(family, runs, variant, baseline, prim):
+    ece = family[(family["variant"] == variant) & (family["metric"] == "ece_equal_width")]
+    if len(ece) and ece.iloc[0].significant:
+        better = ece.iloc[0].mean_diff < 0
+        return ((f"adopt {variant}" if better else "keep baseline"), 4,
+                f"no {PRIMARY} difference beyond the MEI (diff {prim.mean_diff:+.4f}, CI [{prim.ci_low:+.4f}, "
+                f"{prim.ci_high:+.4f}]); calibration decides: ECE diff {ece.iloc[0].mean_diff:+.4f} "
+                f"(Holm p={ece.iloc[0].p_holm:.3g})")
+    speed = runs.groupby("variant")["train_ms_per_iter"].mean() if "train_ms_per_iter" in runs else None
+    note = ""
+    if speed is not None and variant in speed and baseline in speed:
+        note = f"; throughput {speed[variant]:.0f} vs {speed[baseline]:.0f} ms/iter"
+    return ("keep baseline", 4,
+            f"no {PRIMARY} difference beyond the MEI (diff {prim.mean_diff:+.4f}, CI [{prim.ci_low:+.4f}, "
+            f"{prim.ci_high:+.4f}]) and no significant calibration difference{note}: the baseline is simpler")

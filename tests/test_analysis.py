@@ -1,0 +1,71 @@
+import json
+
+import nbformat
+import pandas as pd
+import papermill as pm
+import pytest
+
+from conftest import REPO, tiny
+from embnorm_lib import analysis, figures
+from embnorm_lib.report import arm_table, load_runs
+from embnorm_lib.sweep import build_index
+from embnorm_lib.train import run_dir_for, train
+
+
+@pytest.fixture(scope="session")
+def tiny_study(tmp_path_factory, data_path):
+    """3 variants x 3 seeds of the tiny preset: a real (small) study on disk."""
+    out = tmp_path_factory.mktemp("runs")
+    for variant in ("none", "ln", "rms"):
+        for seed in range(3):
+            train(tiny(variant=variant, seed=seed, max_iters=8, eval_interval=4, diag_interval=4, eval_at_init=False),
+                  run_dir_for("tinystudy", variant, seed, out), data_path, progress=False)
+    build_index("tinystudy", out)
+    return out
+
+
+def test_index_and_arm_table(tiny_study):
+    runs = load_runs("tinystudy", tiny_study)
+    assert len(runs) == 9 and set(runs["arm"]) == {"none", "ln", "rms"}
+    table = arm_table(runs)
+    assert list(table.index) == ["none", "ln", "rms"]
+    none = runs[runs["variant"] == "none"]["val_loss"]
+    assert table.loc["none", "val_loss_mean"] == pytest.approx(none.mean())
+
+
+def test_analysis_writes_tables_decision_and_report(tiny_study, tmp_path):
+    analyses = analysis.analyse("tinystudy", out_dir=tiny_study)
+    assert [a.scope for a in analyses] == ["tiny"]
+    a = analyses[0]
+    assert set(a.family["variant"]) == {"ln", "rms"} and "val_loss" in set(a.family["metric"])
+    report = analysis.write_outputs(analyses, tiny_study, tmp_path / "fig")
+    text = report.read_text()
+    assert "Decision" in text and "docs/PROTOCOL.md" in text
+    target = tiny_study / "tinystudy" / "analysis" / "tiny"
+    decision = json.loads((target / "decision.json").read_text())
+    assert decision["overall"] in ("keep baseline", "adopt ln", "adopt rms")
+    assert (target / "results.tex").read_text().startswith("\\begin{tabular}")
+    family = pd.read_csv(target / "family.csv")
+    ln_loss = family[(family.variant == "ln") & (family.metric == "val_loss")].iloc[0]
+    runs = load_runs("tinystudy", tiny_study)
+    by_seed = runs.pivot_table(index="seed", columns="variant", values="val_loss")
+    assert ln_loss.mean_diff == pytest.approx((by_seed["ln"] - by_seed["none"]).mean())
+    assert (tmp_path / "fig" / "forest_tiny.png").stat().st_size > 1000
+
+
+def test_every_registered_figure_renders(tiny_study, tmp_path):
+    written = figures.render_study("tinystudy", tiny_study, tmp_path)
+    assert set(written) == set(figures.FIGURES)
+    for paths in written.values():
+        assert all(p.stat().st_size > 1000 for p in paths)
+
+
+@pytest.mark.parametrize("name", ["03_diagnostics", "04_statistics"])
+def test_analysis_notebooks_run_under_papermill(tiny_study, tmp_path, name):
+    out_nb = tmp_path / f"{name}.ipynb"
+    pm.execute_notebook(str(REPO / "notebooks" / f"{name}.ipynb"), str(out_nb), kernel_name="python3",
+                        progress_bar=False, cwd=str(REPO / "notebooks"),
+                        parameters=dict(study="tinystudy", out_dir=str(tiny_study), figures_dir=str(tmp_path / "f")))
+    nb = nbformat.read(out_nb, as_version=4)
+    assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert any((tmp_path / "f").glob("*.png"))

@@ -1,0 +1,98 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from embnorm_lib import stats
+
+
+def make_runs(baseline, variants, metric="val_loss", **extra):
+    rows = []
+    for seed, value in enumerate(baseline):
+        rows.append({"variant": "none", "seed": seed, metric: value, "diverged": False, "spike_count": 0, **extra})
+    for name, values in variants.items():
+        for seed, value in enumerate(values):
+            rows.append({"variant": name, "seed": seed, metric: value, "diverged": False, "spike_count": 0, **extra})
+    return pd.DataFrame(rows)
+
+
+def test_constant_shift_gives_exact_mean_and_a_degenerate_ci():
+    base = [2.60, 2.70, 2.65, 2.58, 2.66]
+    runs = make_runs(base, {"ln": [b + 0.05 for b in base]})
+    c = stats.compare(runs, "val_loss", "ln")
+    assert c.n == 5 and c.mean_diff == pytest.approx(0.05)
+    assert c.ci_low == pytest.approx(0.05) and c.ci_high == pytest.approx(0.05)
+    assert c.prob_improvement == 0.0 and c.p_t == 0.0
+
+
+def test_pairing_is_by_seed_not_by_row_order():
+    runs = make_runs([1.0, 2.0, 3.0], {"ln": [1.1, 2.1, 3.1]}).sample(frac=1.0, random_state=0)
+    pairs = stats.paired_differences(runs, "val_loss", "ln")
+    assert list(pairs.index) == [0, 1, 2] and np.allclose(pairs["diff"], 0.1)
+
+
+def test_holm_on_a_textbook_family():
+    reject, adjusted = stats.holm([0.01, 0.04, 0.03, 0.005])
+    # sorted p x (m, m-1, ...): 0.005*4, 0.01*3, 0.03*2, 0.04*1 -> made monotone
+    assert np.allclose(adjusted, [0.03, 0.06, 0.06, 0.02])
+    assert list(reject) == [True, False, False, True]
+
+
+def test_effect_size_on_a_hand_computed_example():
+    d_z, g_z = stats.effect_sizes(np.array([1.0, 2.0, 3.0]))  # mean 2, SD 1
+    assert d_z == pytest.approx(2.0)
+    assert g_z == pytest.approx(2.0 * (1 - 3 / 7))
+
+
+def test_t_and_wilcoxon_agree_with_scipy_directly():
+    from scipy import stats as sps
+
+    d = np.array([0.02, -0.01, 0.03, 0.015, 0.04, 0.0, 0.025])
+    assert stats.paired_t_p(d) == pytest.approx(sps.ttest_rel(d + 1.0, np.ones_like(d)).pvalue)
+    assert stats.wilcoxon_p(d) == pytest.approx(sps.wilcoxon(d).pvalue)
+
+
+def test_bootstrap_ci_brackets_the_mean_and_is_reproducible():
+    rng = np.random.default_rng(5)
+    d = rng.normal(0.03, 0.01, size=10)
+    lo, hi = stats.bootstrap_ci(d)
+    assert lo < d.mean() < hi and hi - lo < 0.03
+    assert stats.bootstrap_ci(d) == (lo, hi)
+
+
+def test_power_figures_match_the_known_paired_t_sample_size():
+    # effect size 0.5 (MEI 0.01 with SD 0.02) needs 34 pairs for 80% power at alpha 0.05
+    mde, needed = stats.power_figures(sd_diff=0.02, n=34)
+    assert needed == 34
+    assert mde == pytest.approx(0.01, rel=0.03)
+
+
+def test_family_is_holm_adjusted_across_variants_and_metrics():
+    base = [2.6, 2.7, 2.65, 2.58, 2.66, 2.61]
+    noise = [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002]
+    runs = make_runs(base, {"ln": [b + 0.05 + e for b, e in zip(base, noise)],
+                            "rms": [b + e for b, e in zip(base, noise)]})
+    runs["val_acc"] = 1 - runs["val_loss"] / 10
+    fam = stats.comparison_family(runs, ["val_loss", "val_acc"])
+    assert len(fam) == 4
+    assert (fam["p_holm"] >= fam["p_t"]).all()
+    ln = fam[(fam.variant == "ln") & (fam.metric == "val_loss")].iloc[0]
+    rms = fam[(fam.variant == "rms") & (fam.metric == "val_loss")].iloc[0]
+    assert ln.significant and not rms.significant
+
+
+def test_decision_keeps_the_baseline_when_a_norm_regresses_a_stable_baseline():
+    base = [2.6, 2.7, 2.65, 2.58, 2.66, 2.61]
+    noise = [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002]
+    runs = make_runs(base, {"ln": [b + 0.05 + e for b, e in zip(base, noise)]})
+    decision = stats.decide(stats.comparison_family(runs, ["val_loss"]), runs)
+    assert decision["overall"] == "keep baseline" and decision["variants"]["ln"]["rule"] == 1
+
+
+def test_decision_adopts_a_norm_that_fixes_an_unstable_baseline_cheaply():
+    base = [2.6, 2.7, 2.65, 2.58, 2.66, 2.61]
+    noise = [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002]
+    runs = make_runs(base, {"ln": [b + 0.002 + e for b, e in zip(base, noise)]})
+    runs.loc[runs.variant == "none", "spike_count"] = 3
+    decision = stats.decide(stats.comparison_family(runs, ["val_loss"]), runs)
+    assert decision["baseline_unstable"] and decision["overall"] == "adopt ln"
+    assert decision["variants"]["ln"]["rule"] == 3
