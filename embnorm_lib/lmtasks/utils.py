@@ -1,0 +1,13 @@
+"""Dataset hook for the Shakespeare tasks: lm-eval calls load_items(**dataset_kwargs, **metadata)."""
+from __future__ import annotations
+
+
+def load_items(task_name: str, data_path: str | None = None, **_):
+    import datasets
+
+    from embnorm_lib.lmtasks.build import verified_suite
+
+    suite = verified_suite(data_path or None)[task_name]
+    keep = ("context", "choices", "label")
+    return datasets.DatasetDict({split: datasets.Dataset.from_list([{k: it[k] for k in keep} for it in items])
+                                 for split, items in suite.items()})
