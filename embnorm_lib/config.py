@@ -46,6 +46,7 @@ class RunConfig:
     diag_interval: int = 25
     spike_factor: float = 1.5
     spike_window: int = 20
+    lm_eval: bool = False  # zero/few-shot suite through lm-evaluation-harness at the end of the run
     # execution
     device: str = "auto"
     precision: str = "auto"
@@ -119,7 +120,7 @@ class RunConfig:
     def training_identity(self) -> dict[str, Any]:
         """The fields that must match for a checkpoint to be resumed (execution knobs may differ)."""
         d = self.to_dict()
-        for knob in ("device", "compile", "torch_threads", "preset", "checkpoint_interval"):
+        for knob in ("device", "compile", "torch_threads", "preset", "checkpoint_interval", "lm_eval"):
             d.pop(knob)
         return d
 

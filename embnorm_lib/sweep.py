@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -337,6 +337,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch threads per worker")
     p.add_argument("--out-dir", default=None)
     p.add_argument("--data-path", default=None)
+    p.add_argument("--lm-eval", action="store_true", help="also run the zero/few-shot suite at the end of each run")
     p.add_argument("--list", action="store_true", help="print the cells and their status, run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
     args = p.parse_args(argv)
@@ -352,6 +353,9 @@ def main(argv=None) -> int:
             cells = grid(args.study, args.preset, args.variants.split(","), _parse_seeds(args.seeds), fixed, axes)
         else:
             cells = study_cells(args.study)
+        if args.lm_eval:
+            cells = [replace(c, overrides=tuple(sorted({**dict(c.overrides), "lm_eval": True}.items())))
+                     for c in cells]
         for c in cells:
             c.config()  # validate every cell before running any
     except ValueError as e:

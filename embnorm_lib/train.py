@@ -116,8 +116,7 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
     run = RunDir(Path(run_dir))
     _check_same_run(run, cfg)
     if run.summary.is_file():
-        import json
-        return json.loads(run.summary.read_text())
+        return _with_lm_eval(cfg, run, data_path)
     corpus = load_corpus(data_path)  # verified before anything is written
     if corpus.vocab_size != cfg.vocab_size:
         raise ValueError(f"invalid vocab_size={cfg.vocab_size}; the corpus has {corpus.vocab_size} characters")
@@ -258,7 +257,18 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
     os.replace(run.final_model.with_suffix(".pt.tmp"), run.final_model)
     write_json(run.summary, summary)
     run.checkpoint.unlink(missing_ok=True)
-    return summary
+    return _with_lm_eval(cfg, run, data_path)
+
+
+def _with_lm_eval(cfg: RunConfig, run: RunDir, data_path) -> dict:
+    """The run's summary, after the zero/few-shot suite has been added to it when the config asks."""
+    import json
+
+    if cfg.lm_eval and not (run.root / "lm_eval.json").is_file():
+        from .lm_eval_adapter import evaluate_run
+
+        evaluate_run(run.root, data_path)
+    return json.loads(run.summary.read_text())
 
 
 def _progress_bar(cfg: RunConfig, start: int, enabled: bool):

@@ -8,6 +8,7 @@ validation split, test items from the rest, so no few-shot example overlaps a te
 The JSONL bytes are pinned by sha256 in manifest.json and checked whenever a task is loaded."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -170,6 +171,7 @@ def pinned() -> dict[str, str]:
     return json.loads(MANIFEST.read_text())["sha256"]
 
 
+@functools.lru_cache(maxsize=4)
 def verified_suite(data_path=None) -> dict:
     """Build the suite from the (checksum-verified) corpus and check it against the pinned hashes."""
     from ..data import load_corpus

@@ -11,3 +11,15 @@ def load_items(task_name: str, data_path: str | None = None, **_):
     keep = ("context", "choices", "label")
     return datasets.DatasetDict({split: datasets.Dataset.from_list([{k: it[k] for k in keep} for it in items])
                                  for split, items in suite.items()})
+
+
+def doc_to_text(doc: dict) -> str:
+    return doc["context"]
+
+
+def doc_to_choice(doc: dict) -> list[str]:
+    return list(doc["choices"])
+
+
+def doc_to_target(doc: dict) -> int:
+    return int(doc["label"])

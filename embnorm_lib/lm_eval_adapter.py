@@ -1,0 +1,247 @@
+"""Zero/few-shot evaluation of a trained run through lm-evaluation-harness, fully offline.
+
+    python -m embnorm_lib.lm_eval_adapter STUDY          # every finished run of a study lacking results
+    python -m embnorm_lib.lm_eval_adapter --run-dir runs/seeds-final/ln/seed0
+
+`CharLM` is an `lm_eval.api.model.LM` over a run's final weights: character tokenization,
+left-truncation to the block size, batched scoring, greedy generation. The Shakespeare suite lives in
+embnorm_lib/lmtasks (one YAML per task) and is registered with `TaskManager(include_path=...)`."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+# Some harness code paths touch the Hub unless told not to (lm-eval #2394): set before importing it.
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TQDM_DISABLE", "1")  # the harness's per-request bars would flood notebooks and logs
+
+import torch  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+from .config import RunConfig  # noqa: E402
+from .data import load_corpus  # noqa: E402
+from .io import read_jsonl, write_json  # noqa: E402
+from .model import GPT  # noqa: E402
+
+TASK_DIR = Path(__file__).resolve().parent / "lmtasks"
+TASKS = ["shakespeare_word_cloze", "shakespeare_shuffled", "shakespeare_next_line", "shakespeare_next_speaker"]
+SHOTS = (0, 1, 3)
+FEWSHOT_SEED = 1234
+
+try:
+    from lm_eval.api.model import LM as _LMBase
+except ImportError:  # lm-eval is optional for training; CharLM needs it
+    _LMBase = object
+
+
+class CharLM(_LMBase):
+    """A character-level GPT behind lm-eval's LM interface."""
+
+    def __init__(self, model: GPT, chars: list[str], batch_size: int = 64, device: str = "cpu"):
+        super().__init__()
+        self.model = model.to(device).eval()
+        self.chars = chars
+        self.stoi = {c: i for i, c in enumerate(chars)}
+        self.block_size = model.cfg.block_size
+        self.batch_size_per_gpu = batch_size
+        self.device_name = device
+        self.truncated = 0  # requests cut from the left to fit the window
+
+    @classmethod
+    def from_run_dir(cls, run_dir: str | Path, data_path=None, **kwargs) -> "CharLM":
+        run_dir = Path(run_dir)
+        cfg = RunConfig.load(run_dir / "config.json")
+        model = GPT(cfg)
+        model.load_state_dict(torch.load(run_dir / "model.pt", map_location="cpu", weights_only=True))
+        return cls(model, load_corpus(data_path).chars, **kwargs)
+
+    def encode(self, text: str) -> list[int]:
+        bad = sorted({c for c in text if c not in self.stoi})
+        if bad:
+            raise ValueError(f"characters outside the model's vocabulary: {bad!r}; allowed: the "
+                             f"{len(self.chars)} characters of tiny Shakespeare")
+        return [self.stoi[c] for c in text]
+
+    # -- scoring ---------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+        """Sum of log P(continuation | context) and whether greedy decoding gives the continuation.
+
+        Context and continuation are concatenated and cut from the left to block_size + 1 tokens;
+        an empty context is conditioned on a newline (this corpus's record separator)."""
+        rows = []
+        for ctx, cont in pairs:
+            if not cont:
+                raise ValueError("empty continuation; allowed: a continuation of at least one character")
+            ctx = ctx or [self.stoi["\n"]]
+            full = (ctx + cont)[-(self.block_size + 1):]
+            if len(ctx) + len(cont) > self.block_size + 1:
+                self.truncated += 1
+            rows.append((full, len(cont)))
+        # batch similar lengths together so padding stays small; answers go back in request order
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+        results: list = [None] * len(rows)
+        for i in range(0, len(order), self.batch_size_per_gpu):
+            idx = order[i: i + self.batch_size_per_gpu]
+            batch = [rows[j] for j in idx]
+            width = max(len(full) - 1 for full, _ in batch)
+            x = torch.zeros(len(batch), width, dtype=torch.long)
+            for j, (full, _) in enumerate(batch):
+                x[j, : len(full) - 1] = torch.tensor(full[:-1])
+            logits, _, _ = self.model(x.to(self.device_name))
+            logprobs = F.log_softmax(logits.float(), dim=-1).cpu()
+            for j, (full, n_cont) in enumerate(batch):
+                end = len(full) - 1
+                target = torch.tensor(full[-n_cont:])
+                lp = logprobs[j, end - n_cont: end]
+                results[idx[j]] = (lp.gather(-1, target[:, None]).sum().item(), bool((lp.argmax(-1) == target).all()))
+        return results
+
+    def loglikelihood(self, requests) -> list[tuple[float, bool]]:
+        return self._score([(self.encode(r.args[0]), self.encode(r.args[1])) for r in requests])
+
+    def loglikelihood_rolling(self, requests) -> list[float]:
+        """Log-likelihood of whole strings: each window of block_size characters conditions on the one before."""
+        out = []
+        for r in requests:
+            ids = self.encode(r.args[0])
+            pairs = []
+            for start in range(0, len(ids), self.block_size):
+                cont = ids[start: start + self.block_size]
+                ctx = ids[max(0, start - self.block_size): start]
+                pairs.append((ctx[-(self.block_size + 1 - len(cont)):] if ctx else [], cont))
+            out.append(sum(lp for lp, _ in self._score(pairs)))
+        return out
+
+    @torch.inference_mode()
+    def generate_until(self, requests) -> list[str]:
+        """Greedy decoding, one character at a time, until a stop string or max_gen_toks."""
+        outputs = []
+        for r in requests:
+            context, kwargs = r.args[0], dict(r.args[1] if len(r.args) > 1 else {})
+            until = kwargs.get("until") or []
+            until = [until] if isinstance(until, str) else list(until)
+            max_new = int(kwargs.get("max_gen_toks", 64))
+            ids = self.encode(context) or [self.stoi["\n"]]
+            text = ""
+            for _ in range(max_new):
+                logits, _, _ = self.model(torch.tensor([ids[-self.block_size:]], device=self.device_name))
+                nxt = int(logits[0, -1].argmax())
+                ids.append(nxt)
+                text += self.chars[nxt]
+                hit = [s for s in until if s and s in text]
+                if hit:
+                    text = text[: min(text.index(s) for s in hit)]
+                    break
+            outputs.append(text)
+        return outputs
+
+
+def fits(block_size: int, shots: int, max_item_chars: int = 31) -> bool:
+    """Whether a k-shot prompt (k examples + the query, newline-separated) fits the window."""
+    return (shots + 1) * (max_item_chars + 1) <= block_size + 1
+
+
+def evaluate_lm(lm: CharLM, shots=SHOTS, data_path=None, tasks=TASKS) -> dict:
+    """Per task and k: acc, acc_norm and their harness stderr; macro accuracy over tasks per k."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=str(TASK_DIR), include_defaults=False)
+    result = {"tasks": {}, "macro": {}, "skipped_shots": []}
+    t0 = time.perf_counter()
+    for k in shots:
+        if not fits(lm.block_size, k):
+            result["skipped_shots"].append(k)
+            continue
+        out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), num_fewshot=k, task_manager=manager,
+                                      use_cache=None, cache_requests=False, log_samples=False,
+                                      random_seed=0, numpy_random_seed=0, torch_random_seed=0,
+                                      fewshot_random_seed=FEWSHOT_SEED, bootstrap_iters=1000,
+                                      metadata={"data_path": str(data_path) if data_path else ""},
+                                      verbosity="ERROR")
+        accs, norms, ses = [], [], []
+        for task in tasks:
+            r = out["results"][task]
+            entry = {"acc": r["acc,none"], "acc_norm": r["acc_norm,none"],
+                     "acc_stderr": r.get("acc_stderr,none"), "acc_norm_stderr": r.get("acc_norm_stderr,none")}
+            result["tasks"].setdefault(task, {})[f"{k}shot"] = entry
+            accs.append(entry["acc"])
+            norms.append(entry["acc_norm"])
+            ses.append(entry["acc_stderr"])
+        stderr = (math.sqrt(sum(s ** 2 for s in ses)) / len(ses)
+                  if all(isinstance(s, (int, float)) for s in ses) else None)
+        result["macro"][f"{k}shot"] = {"acc": sum(accs) / len(accs), "acc_norm": sum(norms) / len(norms),
+                                       "acc_stderr": stderr}
+    result["seconds"] = time.perf_counter() - t0
+    result["truncated_requests"] = lm.truncated
+    result["fewshot_random_seed"] = FEWSHOT_SEED
+    return result
+
+
+def summary_fields(result: dict) -> dict:
+    """Scalars for summary.json / runs.csv; lm_macro_acc (zero-shot) is the protocol's secondary metric."""
+    fields = {}
+    for k, macro in result["macro"].items():
+        suffix = "" if k == "0shot" else f"_{k}"
+        fields[f"lm_macro_acc{suffix}"] = macro["acc"]
+        fields[f"lm_macro_acc_norm{suffix}"] = macro["acc_norm"]
+    for task, by_k in result["tasks"].items():
+        for k, entry in by_k.items():
+            fields[f"lm.{task.removeprefix('shakespeare_')}.{k}.acc"] = entry["acc"]
+    fields["lm_eval_s"] = result["seconds"]
+    return fields
+
+
+def evaluate_run(run_dir: str | Path, data_path=None, shots=SHOTS, force: bool = False) -> dict | None:
+    """Evaluate one finished run; writes lm_eval.json and merges the scalars into summary.json."""
+    run_dir = Path(run_dir)
+    summary_path = run_dir / "summary.json"
+    if not summary_path.is_file() or not (run_dir / "model.pt").is_file():
+        return None
+    summary = json.loads(summary_path.read_text())
+    if summary.get("diverged"):
+        return None
+    if (run_dir / "lm_eval.json").is_file() and not force:
+        return json.loads((run_dir / "lm_eval.json").read_text())
+    result = evaluate_lm(CharLM.from_run_dir(run_dir, data_path), shots, data_path)
+    write_json(run_dir / "lm_eval.json", result)
+    write_json(summary_path, {**summary, **summary_fields(result)})
+    return result
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study", nargs="?")
+    p.add_argument("--run-dir", default=None)
+    p.add_argument("--out-dir", default=None)
+    p.add_argument("--data-path", default=None)
+    p.add_argument("--force", action="store_true")
+    args = p.parse_args(argv)
+    if args.run_dir:
+        result = evaluate_run(args.run_dir, args.data_path, force=args.force)
+        print(json.dumps(result["macro"] if result else None, indent=2))
+        return 0
+    if not args.study:
+        p.error("give a study or --run-dir")
+    from tqdm import tqdm
+
+    from .results import finished_runs
+    from .sweep import build_index
+
+    runs = finished_runs(args.study, args.out_dir)
+    for run in tqdm(runs, desc=f"lm-eval {args.study}", unit="run"):
+        evaluate_run(run, args.data_path, force=args.force)
+    build_index(args.study, args.out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
