@@ -147,6 +147,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "nanogpt-cpu": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, lr=1e-3,
                         max_iters=2000, dropout=0.0, beta2=0.99, warmup_frac=0.05,
                         eval_interval=250, checkpoint_interval=250, diag_interval=100),
+    # Stress regime: twice as deep, a high learning rate and no warmup, where a baseline may spike or diverge.
+    "stress-deep": dict(n_layer=16, n_head=8, n_embd=128, block_size=128, batch_size=16, lr=1e-2,
+                        warmup_frac=0.0, max_iters=150, eval_interval=50, checkpoint_interval=50),
     # A few iterations of a tiny model: for tests and smoke runs.
     "tiny": dict(n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=8, lr=1e-3,
                  max_iters=20, eval_interval=10, checkpoint_interval=10, diag_interval=5),

@@ -78,6 +78,7 @@ def grid(study: str, preset: str, variants: Iterable[str], seeds: Iterable[int],
 
 
 VARIANTS_ABC = ("none", "ln", "rms")
+VARIANTS_ABCD = ("none", "ln", "rms", "scaled")
 
 STUDIES: dict[str, callable] = {
     # seed study Table 1 protocol: 3 variants x 3 seeds x 150 iterations
@@ -87,6 +88,18 @@ STUDIES: dict[str, callable] = {
     # 10 seeds of the short regime next to 5 seeds of a converged (nanoGPT CPU recipe) regime
     "main": lambda: (grid("main", "seeds-final", VARIANTS_ABC, range(10), tag_preset=True)
                      + grid("main", "nanogpt-cpu", VARIANTS_ABC, range(5), tag_preset=True)),
+    # -- stability (docs/PROTOCOL.md "Stability"; budgets chosen to fit about an hour here) ----------
+    # LR sensitivity (Wortsman et al. 2023): 7 learning rates, 1e-4 ... 3e-2, on the nanoGPT CPU model
+    "stability-lr": lambda: grid("stability-lr", "nanogpt-cpu", VARIANTS_ABC, range(3), fixed={"max_iters": 300},
+                                 axes={"lr": [1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2]}),
+    # embedding-init scale: GPT-2's N(0, 0.02) vs PyTorch's N(0, 1), on the seed study's model and budget
+    "stability-init": lambda: grid("stability-init", "seeds-prelim", VARIANTS_ABCD, range(3),
+                                   axes={"emb_init_std": [0.02, 1.0]}),
+    # stress: 16 layers, lr 1e-2, no warmup
+    "stability-stress": lambda: grid("stability-stress", "stress-deep", VARIANTS_ABCD, range(3)),
+    # the same comparison at 150, 300 and 2000 (converged) iterations of the nanoGPT CPU model
+    "stability-budget": lambda: grid("stability-budget", "nanogpt-cpu", VARIANTS_ABC, range(3),
+                                     axes={"max_iters": [150, 300, 2000]}),
     # smoke study for the README and CI: a tiny model, a few iterations
     "smoke": lambda: grid("smoke", "tiny", VARIANTS_ABC, range(2), fixed={"max_iters": 20}),
 }
