@@ -1,6 +1,7 @@
 """Throughput benchmark of the real training loop: prints ratios, not pass/fail.
 
     python -m embnorm_lib.bench [--preset seeds-final] [--iters 40] [--threads N]
+    python -m embnorm_lib.bench --parallelism     # sweep workers: 1 x all threads vs cores x 1 thread
 
 MFU = achieved model FLOP/s (6N + 12*L*d*T per token, fwd+bwd) / fp32 matmul peak measured
 in this process with the same thread count. Diagnostics overhead = loop time with
@@ -40,13 +41,52 @@ def loop_seconds(summary: dict) -> float:
     return summary["wall_s"] - summary["eval_s_total"]
 
 
+def _loop_worker(preset: str, iters: int, threads: int, data_path, queue) -> None:
+    torch.set_num_threads(threads)
+    cfg = preset_config(preset, max_iters=iters, eval_interval=0, eval_at_init=False, checkpoint_interval=0,
+                        diag_interval=0, torch_threads=threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = train(cfg, f"{tmp}/run", data_path, progress=False)
+    queue.put(summary["steps"] / loop_seconds(summary))
+
+
+def parallelism(preset: str, iters: int, data_path=None) -> dict:
+    """Iterations/s of the whole machine: one worker using every core vs one 1-thread worker per core."""
+    import multiprocessing as mp
+
+    cores = mp.cpu_count()
+    ctx = mp.get_context("spawn")
+    result = {}
+    for workers, threads in ((1, cores), (cores, 1)):
+        queue = ctx.Queue()
+        procs = [ctx.Process(target=_loop_worker, args=(preset, iters, threads, data_path, queue))
+                 for _ in range(workers)]
+        for proc in procs:
+            proc.start()
+        rates = [queue.get() for _ in procs]
+        for proc in procs:
+            proc.join()
+        result[f"{workers}x{threads}"] = sum(rates)
+    one, many = result[f"1x{cores}"], result[f"{cores}x1"]
+    print(f"{preset}: 1 worker x {cores} threads {one:.2f} it/s; {cores} workers x 1 thread {many:.2f} it/s "
+          f"(together); ratio {many / one:.2f}")
+    return result
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="seeds-final")
     parser.add_argument("--iters", type=int, default=40)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--data-path", default=None)
+    parser.add_argument("--save", default=None, help="also write the figures as JSON to this path")
+    parser.add_argument("--parallelism", action="store_true",
+                        help="compare one multi-threaded worker with one single-threaded worker per core")
     args = parser.parse_args(argv)
+    if args.parallelism:
+        result = parallelism(args.preset, args.iters, args.data_path)
+        _save(args.save, {"mode": "parallelism", "preset": args.preset, "iters": args.iters, "it_per_s": result})
+        return result
     if args.threads:
         torch.set_num_threads(args.threads)
     corpus = load_corpus(args.data_path)
@@ -87,7 +127,16 @@ def main(argv=None) -> dict:
     print(f"diagnostics      {result['diag_overhead']:8.3f}   (loop time with / without, interval {cfg.diag_interval})")
     print(f"full-val eval    {eval_s:8.2f} s for {val_y.numel():,} chars")
     print(f"peak RSS         {rss_mib:8.0f} MiB")
+    _save(args.save, {"mode": "throughput", **result})
     return result
+
+
+def _save(path, payload: dict) -> None:
+    if path:
+        from .io import environment_info, git_commit, write_json
+
+        write_json(path, {**payload, "git_commit": git_commit(), **environment_info(),
+                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
 
 
 if __name__ == "__main__":

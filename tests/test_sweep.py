@@ -51,7 +51,9 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
     assert {"cfg.lr", "val_loss", "val_acc", "ece_equal_width", "git_commit"} <= set(table.columns)
     for run_dir in (out / "tgrid").glob("*/seed*"):
         nb = nbformat.read(run_dir / "02_train.ipynb", as_version=4)  # executed copy kept with the run
-        assert nb.cells[-1].outputs
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.execution_count for c in code)
+        assert any("val_loss" in o.get("text", "") for c in code for o in c.outputs)
     second = run_cli(["tgrid", *GRID, "--out-dir", str(out)], data_path)
     assert second.returncode == 0
     assert "nothing to execute" in second.stdout
