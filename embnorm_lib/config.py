@@ -29,7 +29,8 @@ class RunConfig:
     init_std: float = 0.02
     emb_init_std: float = 0.02  # token and position embeddings; PyTorch's nn.Embedding default is 1.0
     # optimisation (AdamW, linear warmup then cosine decay to min_lr)
-    batch_size: int = 16
+    batch_size: int = 16  # global batch: per-rank micro-batch x world size x grad_accum
+    grad_accum: int = 1
     max_iters: int = 300
     lr: float = 3e-4
     min_lr_ratio: float = 0.1
@@ -50,7 +51,7 @@ class RunConfig:
     # execution
     device: str = "auto"
     precision: str = "auto"
-    compile: bool = False
+    compile: bool | str = "auto"  # auto: torch.compile on CUDA only (on CPU its warm-up costs more than it saves)
     torch_threads: int = 0  # 0 leaves torch's default
     preset: str = ""
 
@@ -58,7 +59,7 @@ class RunConfig:
         self.variant = canonical_variant(self.variant)
         _check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
                "seed", self.seed, "an integer >= 0")
-        for name in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "batch_size", "max_iters"):
+        for name in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "batch_size", "max_iters", "grad_accum"):
             value = getattr(self, name)
             _check(isinstance(value, int) and not isinstance(value, bool) and value > 0, name, value,
                    "an integer > 0")
@@ -81,6 +82,7 @@ class RunConfig:
         _check(_num(self.spike_factor) and self.spike_factor > 1, "spike_factor", self.spike_factor, "a number > 1")
         _check(self.precision in PRECISIONS, "precision", self.precision, ", ".join(PRECISIONS))
         _check(self.device in DEVICES, "device", self.device, ", ".join(DEVICES))
+        _check(self.compile in (True, False, "auto"), "compile", self.compile, "true, false, auto")
 
     # -- derived quantities ------------------------------------------------------------
     @property
@@ -120,7 +122,7 @@ class RunConfig:
     def training_identity(self) -> dict[str, Any]:
         """The fields that must match for a checkpoint to be resumed (execution knobs may differ)."""
         d = self.to_dict()
-        for knob in ("device", "compile", "torch_threads", "preset", "checkpoint_interval", "lm_eval"):
+        for knob in ("device", "compile", "torch_threads", "preset", "checkpoint_interval", "lm_eval", "grad_accum"):
             d.pop(knob)
         return d
 
@@ -150,6 +152,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Stress regime: twice as deep, a high learning rate and no warmup, where a baseline may spike or diverge.
     "stress-deep": dict(n_layer=16, n_head=8, n_embd=128, block_size=128, batch_size=16, lr=1e-2,
                         warmup_frac=0.0, max_iters=150, eval_interval=50, checkpoint_interval=50),
+    # GPT-2 small shape (12 x 768, block 1024): GPU only; bf16/fp16 and torch.compile come on by themselves
+    # on CUDA. Global batch 64 x 1024 tokens, reached with grad_accum on smaller cards.
+    "gpt-small": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, batch_size=64, grad_accum=8, lr=6e-4,
+                      max_iters=5000, dropout=0.0, eval_interval=500, checkpoint_interval=250, diag_interval=100),
     # A few iterations of a tiny model: for tests and smoke runs.
     "tiny": dict(n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=8, lr=1e-3,
                  max_iters=20, eval_interval=10, checkpoint_interval=10, diag_interval=5),

@@ -25,6 +25,10 @@ def default_runs_dir() -> Path:
 
 
 def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> Path:
+    from .distributed import current_rank
+
+    if current_rank() != 0:  # under torchrun only rank 0 writes the run directory
+        raise RuntimeError(f"rank {current_rank()} tried to write {path}; allowed: rank 0 only")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -12,6 +12,7 @@ the exit code is 1 if any cell failed. A diverged run is a result, not a failure
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import itertools
 import json
@@ -239,8 +240,27 @@ class SweepReport:
         return [r for r in self.results if r["status"] == "failed"]
 
 
+EXECUTORS = ("local", "submitit-local", "slurm")
+
+
+def make_submitit_executor(kind: str, folder: Path, threads: int, slurm: dict | None = None):
+    """A submitit executor: 'submitit-local' runs jobs as local processes, 'slurm' submits them to Slurm."""
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=str(folder), cluster="local" if kind == "submitit-local" else "slurm")
+    params = {"timeout_min": int((slurm or {}).get("time_min", 120)), "cpus_per_task": max(1, threads)}
+    if kind == "slurm":
+        slurm = slurm or {}
+        params.update({k: v for k, v in {"slurm_partition": slurm.get("partition"),
+                                          "gpus_per_node": slurm.get("gpus"),
+                                          "slurm_array_parallelism": slurm.get("parallel")}.items() if v})
+    executor.update_parameters(**params)
+    return executor
+
+
 def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: str | None = None,
-              workers: int = 0, threads: int = 0, notebook: str | None = None, echo=print) -> SweepReport:
+              workers: int = 0, threads: int = 0, notebook: str | None = None, echo=print,
+              executor: str = "local", slurm: dict | None = None) -> SweepReport:
     from tqdm import tqdm
 
     out = Path(out_dir or default_runs_dir()).resolve()
@@ -259,13 +279,23 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
         return report
     echo(f"{len(todo)} of {len(cells)} runs to execute ({report.skipped} already finished); "
          f"{workers} worker(s) x {threads} thread(s)")
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
     t0 = time.perf_counter()
-    # spawned (not forked) workers: the parent has torch loaded and forking it is fragile
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool, \
-            tqdm(total=len(todo), unit="run", desc="sweep", file=sys.stderr, mininterval=2.0) as bar:
-        futures = [pool.submit(execute_cell, c, str(out), data_path, threads, notebook) for c in todo]
-        for future in as_completed(futures):
-            result = future.result()
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(tqdm(total=len(todo), unit="run", desc="sweep", file=sys.stderr, mininterval=2.0))
+        if executor == "local":
+            # spawned (not forked) workers: the parent has torch loaded and forking it is fragile
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers,
+                                                           mp_context=multiprocessing.get_context("spawn")))
+            futures = [pool.submit(execute_cell, c, str(out), data_path, threads, notebook) for c in todo]
+            finished = (f.result() for f in as_completed(futures))
+        else:
+            engine = make_submitit_executor(executor, out / ".submitit", threads, slurm)
+            with engine.batch():
+                jobs = [engine.submit(execute_cell, c, str(out), data_path, threads, notebook) for c in todo]
+            finished = (job.result() for job in jobs)
+        for result in finished:
             report.results.append(result)
             bar.update(1)
             if result["status"] in ("ok", "diverged"):
@@ -350,6 +380,11 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch threads per worker")
     p.add_argument("--out-dir", default=None)
     p.add_argument("--data-path", default=None)
+    p.add_argument("--executor", default="local", choices=EXECUTORS,
+                   help="local worker processes (default), submitit's local executor, or Slurm via submitit")
+    p.add_argument("--partition", default=None, help="Slurm partition (with --executor slurm)")
+    p.add_argument("--time-min", type=int, default=120, help="Slurm time limit per run, minutes")
+    p.add_argument("--gpus", type=int, default=None, help="GPUs per Slurm job")
     p.add_argument("--lm-eval", action="store_true", help="also run the zero/few-shot suite at the end of each run")
     p.add_argument("--list", action="store_true", help="print the cells and their status, run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
@@ -378,7 +413,8 @@ def main(argv=None) -> int:
         for c in cells:
             print(f"{cell_status(c, out):9s} {c.label():36s} {c.run_dir(out)}")
         return 0
-    report = run_sweep(cells, out, args.data_path, args.workers, args.threads)
+    slurm = {"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus, "parallel": args.workers or None}
+    report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor, slurm=slurm)
     return 1 if report.failures else 0
 
 

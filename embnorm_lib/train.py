@@ -1,6 +1,7 @@
 """One training run: paired, resumable, and written to its run directory as it goes."""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 
 from . import diagnostics as diag
+from . import distributed as D
 from .config import RunConfig
 from .data import BatchSampler, load_corpus, validation_windows
 from .device import Precision, resolve_precision, select_device
@@ -120,12 +122,18 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
     corpus = load_corpus(data_path)  # verified before anything is written
     if corpus.vocab_size != cfg.vocab_size:
         raise ValueError(f"invalid vocab_size={cfg.vocab_size}; the corpus has {corpus.vocab_size} characters")
-    run.root.mkdir(parents=True, exist_ok=True)
-    write_json(run.config, cfg.to_dict())
+    device = select_device(cfg.device)
+    ddp = D.setup(device.type)
+    if ddp.active and device.type == "cuda":
+        device = torch.device("cuda", ddp.local_rank)
+        torch.cuda.set_device(device)
+    micro = D.micro_batch_size(cfg.batch_size, ddp.world_size, cfg.grad_accum)
+    if ddp.is_main:
+        run.root.mkdir(parents=True, exist_ok=True)
+        write_json(run.config, cfg.to_dict())
 
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    device = select_device(cfg.device)
     precision = Precision(resolve_precision(cfg.precision, device), device)
     torch.manual_seed(cfg.seed)  # dropout; data order and init have generators of their own
     np.random.seed(cfg.seed)
@@ -138,7 +146,9 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
     val_x, val_y = validation_windows(corpus.val, cfg.block_size)
     probe_x = val_x[:8]
     groups = diag.parameter_groups(model)
-    forward = torch.compile(model) if cfg.compile else model
+    wrapped = torch.nn.parallel.DistributedDataParallel(model) if ddp.active else model
+    use_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda")
+    forward = torch.compile(wrapped) if use_compile else wrapped
 
     step, elapsed_before = 0, 0.0
     rows, eval_rows, diag_rows = [], [], []
@@ -174,6 +184,8 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
             on_eval(row)
 
     def save_progress(with_checkpoint: bool) -> None:
+        if not ddp.is_main:
+            return
         write_jsonl(run.metrics, rows)
         write_jsonl(run.evals, eval_rows)
         write_jsonl(run.diagnostics, diag_rows)
@@ -186,28 +198,37 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
             os.replace(tmp, run.checkpoint)
 
     t0 = time.perf_counter()
-    if step == 0 and cfg.eval_at_init and not eval_rows:
+    if step == 0 and cfg.eval_at_init and not eval_rows and ddp.is_main:
         record_eval(0)
         diag_rows.append({"step": 0, **diag.probe(model, probe_x, corpus.chars)})
     diverged_step = None
-    bar = _progress_bar(cfg, step, progress)
+    bar = _progress_bar(cfg, step, progress and ddp.is_main)
     last = until_step if until_step is not None else cfg.max_iters
     while step < min(last, cfg.max_iters):
         step += 1
         lr = lr_at(cfg, step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        x, y = sampler.next_batch()
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        x, y = sampler.next_batch()  # the global batch: every rank draws it, each keeps its own slice
+        x, y = D.rank_slice(x, ddp), D.rank_slice(y, ddp)
         t_step = time.perf_counter()
-        with precision.autocast():
-            _, loss, block1_input_norm = forward(x, y)
-        scaler.scale(loss).backward()
+        train_loss, block1_input_norm = 0.0, 0.0
+        for i in range(cfg.grad_accum):
+            xm = x[i * micro:(i + 1) * micro].to(device, non_blocking=True)
+            ym = y[i * micro:(i + 1) * micro].to(device, non_blocking=True)
+            # gradients are all-reduced once per step, on the last micro-batch
+            sync = wrapped.no_sync() if ddp.active and i < cfg.grad_accum - 1 else contextlib.nullcontext()
+            with sync:
+                with precision.autocast():
+                    _, loss, b1_norm = forward(xm, ym)
+                scaler.scale(loss / cfg.grad_accum if cfg.grad_accum > 1 else loss).backward()
+            train_loss += loss.item() / cfg.grad_accum
+            block1_input_norm += b1_norm.item() / cfg.grad_accum
+        train_loss, block1_input_norm = D.mean_across_ranks([train_loss, block1_input_norm], ddp)
         scaler.unscale_(optimizer)
         max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
         grad_norm_total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, foreach=True).item()
-        train_loss = loss.item()
-        do_diag = cfg.diag_interval and step % cfg.diag_interval == 0
+        do_diag = cfg.diag_interval and step % cfg.diag_interval == 0 and ddp.is_main
         diag_row = {"step": step}
         if do_diag:
             diag_row.update(diag.grad_norms(groups))
@@ -217,7 +238,7 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
         optimizer.zero_grad(set_to_none=True)
         rows.append({"step": step, "tokens": step * cfg.tokens_per_iter, "lr": lr, "train_loss": train_loss,
                      "grad_norm_total": grad_norm_total, "clipped": bool(grad_norm_total > max_norm),
-                     "block1_input_norm": block1_input_norm.item(),
+                     "block1_input_norm": block1_input_norm,
                      "step_ms": (time.perf_counter() - t_step) * 1e3,
                      "wall_s": elapsed_before + time.perf_counter() - t0})
         if not math.isfinite(train_loss) or (precision.name != "fp16" and not math.isfinite(grad_norm_total)):
@@ -232,7 +253,7 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
             bar.update(1)
             bar.set_postfix(loss=f"{train_loss:.3f}", refresh=False)
         is_last = step == cfg.max_iters
-        if (cfg.eval_interval and step % cfg.eval_interval == 0) or is_last:
+        if ((cfg.eval_interval and step % cfg.eval_interval == 0) or is_last) and ddp.is_main:
             record_eval(step)
         if is_last:
             break
@@ -243,10 +264,14 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
 
     if diverged_step is None and step < cfg.max_iters:  # stopped early on request: resumable
         save_progress(with_checkpoint=True)
+        D.cleanup(ddp)
         return {"finished": False, "step": step}
+    D.cleanup(ddp)
+    if not ddp.is_main:
+        return {"rank": ddp.rank, "finished": True, "step": step}
     save_progress(with_checkpoint=False)
     summary = _summarize(cfg, rows, eval_rows, diag_rows, diverged_step, model, corpus, device, precision,
-                         elapsed_before + time.perf_counter() - t0)
+                         elapsed_before + time.perf_counter() - t0, ddp.world_size)
     if final_logits is not None:
         from .calibration import calibration_from_logits
 
@@ -281,7 +306,8 @@ def _progress_bar(cfg: RunConfig, start: int, enabled: bool):
                 mininterval=10.0, file=sys.stderr, leave=False)
 
 
-def _summarize(cfg, rows, eval_rows, diag_rows, diverged_step, model, corpus, device, precision, wall_s) -> dict:
+def _summarize(cfg, rows, eval_rows, diag_rows, diverged_step, model, corpus, device, precision, wall_s,
+               world_size: int = 1) -> dict:
     final_eval = eval_rows[-1] if eval_rows and diverged_step is None else {}
     losses = [r["train_loss"] for r in rows]
     spikes = diag.find_spikes(losses, cfg.spike_factor, cfg.spike_window)
@@ -312,6 +338,7 @@ def _summarize(cfg, rows, eval_rows, diag_rows, diverged_step, model, corpus, de
         "train_ms_per_iter": sum(r["step_ms"] for r in rows) / len(rows) if rows else float("nan"),
         "eval_s_total": sum(r["eval_s"] for r in eval_rows),
         "device": str(device), "precision": precision.name, "torch_threads": torch.get_num_threads(),
+        "world_size": world_size, "grad_accum": cfg.grad_accum,
         "data_sha256": corpus.sha256, "git_commit": git_commit(),
         **environment_info(),
     }

@@ -311,6 +311,64 @@ report = analysis.write_outputs(analyses, out_dir or None, figures_dir or None)
 print(f"wrote {report}")
 """),
     ],
+    "kaggle_quickstart.ipynb": [
+        md("""
+# Kaggle / Colab quickstart (GPU)
+
+Clones embnorm, installs what the image lacks (keeping its CUDA build of torch), checks the GPU and
+runs a small paired sweep on it. On CUDA the library picks bf16 on compute capability >= 8.0 and fp16
+with loss scaling below that (T4, P100), and compiles the model with `torch.compile`.
+Turn on the GPU accelerator and internet in the notebook settings first.
+"""),
+        code("""
+repo_url = ""            # your clone URL of embnorm (not needed when this notebook runs inside a checkout)
+study = "gpu-demo"
+preset = "seeds-final"  # or gpt-small for a GPT-2-small-shaped model (GPU only)
+variants = "none,ln,rms"
+seeds = "0-2"
+""", parameters=True),
+        md("""
+## Get the code and its dependencies
+
+Everything in `requirements.txt` except torch: the image's CUDA torch stays.
+"""),
+        code("""
+import os, pathlib, subprocess, sys
+
+here = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir()), None)
+if here is None:
+    if not repo_url:
+        raise ValueError("set repo_url to your clone URL of embnorm; allowed: any git URL")
+    subprocess.run(["git", "clone", "--depth", "1", repo_url, "embnorm"], check=True)
+    here = pathlib.Path("embnorm").resolve()
+os.chdir(here)
+needed = [line for line in (here / "requirements.txt").read_text().splitlines()
+          if line.strip() and not line.startswith(("#", "torch=="))]
+subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *needed], check=True)
+subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "-e", "."], check=True)
+"""),
+        md("""
+## The GPU the runs will use
+"""),
+        code("""
+import torch
+from embnorm_lib.device import resolve_precision, select_device
+
+device = select_device("auto")
+print(device, torch.cuda.get_device_name() if device.type == "cuda" else "(no GPU: runs will use the CPU)",
+      "precision:", resolve_precision("auto", device))
+"""),
+        md("""
+## A paired sweep
+
+Each cell of the grid runs `notebooks/02_train.ipynb` through papermill; one worker, since the GPU is shared.
+"""),
+        code("""
+subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", study, "--preset", preset, "--variants", variants,
+                "--seeds", seeds, "--workers", "1"], check=True)
+subprocess.run([sys.executable, "-m", "embnorm_lib.report", "summary", study], check=True)
+"""),
+    ],
 }
 
 
