@@ -183,6 +183,9 @@ def evaluate_lm(lm: CharLM, shots=SHOTS, data_path=None, tasks=TASKS) -> dict:
     result["seconds"] = time.perf_counter() - t0
     result["truncated_requests"] = lm.truncated
     result["fewshot_random_seed"] = FEWSHOT_SEED
+    from .io import git_commit
+
+    result["git_commit"] = git_commit()
     return result
 
 

@@ -11,10 +11,14 @@ import sys
 from pathlib import Path
 
 from .io import atomic_write_text, default_runs_dir, repo_root
-from .report import runs_readme
+from .report import findings_text, runs_readme, update_readme_findings
 from .sweep import build_index
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
+FINDINGS_STUDY = "seeds-final"  # the README's headline comes from the main job's study
+
+
+NOTEBOOK_TIMEOUT_S = 1800  # per cell: a hung kernel fails the step instead of blocking it forever
 
 
 def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
@@ -28,13 +32,19 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     written = {}
     for name in ANALYSIS_NOTEBOOKS:
         executed = out / study / f"{name}.ipynb"
+        params = dict(study=study, out_dir=str(out), figures_dir=figures_dir or "")
+        if name == "03_diagnostics":
+            params["interactive"] = False
         pm.execute_notebook(str(notebooks / f"{name}.ipynb"), str(executed), kernel_name="python3",
-                            progress_bar=False, cwd=str(notebooks),
-                            parameters=dict(study=study, out_dir=str(out), figures_dir=figures_dir or ""))
+                            progress_bar=False, cwd=str(notebooks), parameters=params,
+                            execution_timeout=NOTEBOOK_TIMEOUT_S)
         written[name] = executed
     body, _ = HTMLExporter().from_notebook_node(nbformat.read(written["04_statistics"], as_version=4))
     written["report.html"] = atomic_write_text(out / study / "report.html", body)
     written["runs/README.md"] = atomic_write_text(out / "README.md", runs_readme(out) + "\n")
+    if study == FINDINGS_STUDY and out == default_runs_dir().resolve():
+        update_readme_findings(repo_root() / "README.md", findings_text(study, out))
+        written["README.md findings"] = repo_root() / "README.md"
     return written
 
 

@@ -121,6 +121,12 @@ def study_provenance(study: str, out_dir: Path) -> dict:
     return {"commits": sorted(commits), "sweep_wall_s": sum(walls), "runs": len(runs)}
 
 
+def _planned(study: str) -> int:
+    from .sweep import study_cells
+
+    return len(study_cells(study))
+
+
 def runs_readme(out_dir: str | Path | None = None) -> str:
     out = Path(out_dir or default_runs_dir())
     parts = ["# Committed study results",
@@ -138,19 +144,37 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
         prov = study_provenance(study, out)
         parts += [f"## {study}", "", text, "",
                   f"Produced by `python -m embnorm_lib.sweep {study}` at commit(s) "
-                  f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} runs, "
+                  f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {_planned(study)} runs finished, "
                   f"{prov['sweep_wall_s'] / 60:.1f} min of sweep wall time on this 2-core CPU.", ""]
         if "cfg.preset" in runs.columns and runs["cfg.preset"].nunique() > 1:
             for preset, sub in runs.groupby("cfg.preset"):
                 parts += [f"Preset `{preset}`:", "", markdown_arm_table(arm_table(sub.assign(arm=sub["variant"]))), ""]
         else:
             parts += [markdown_arm_table(arm_table(runs)), ""]
+        if (out / study / "REPORT.md").is_file():
+            parts += [f"Statistics and the decision: [`{study}/REPORT.md`]({study}/REPORT.md) "
+                      f"(rendered notebook: `{study}/report.html`).", ""]
         if study == "seeds-prelim":
             rep = replication_table(runs)
             parts += ["### Replication of the seed study's Table 1", "",
                       "Seed-study figures are quoted from its Table 1; ours are means over our seeds "
                       "(± SD). Our embedding-norm column is the mean L2 norm of the tensor entering block 1 "
                       "at the last step.", "", replication_markdown(rep), "", replication_sentence(rep), ""]
+    stability = [s for s in ("stability-lr", "stability-init", "stability-stress", "stability-budget")
+                 if (out / s / "runs.csv").is_file()]
+    parts += ["## Stability studies", "",
+              (f"Results: [`STABILITY.md`](STABILITY.md) (studies run: {', '.join(stability)})." if stability else
+               "Not run yet: `python -m embnorm_lib.sweep stability-lr` (and `-init`, `-stress`, `-budget`), then "
+               "`python -m embnorm_lib.stability`."), ""]
+    bench = out / "bench.json"
+    if bench.is_file():
+        b = json.loads(bench.read_text())
+        parts += ["## Throughput", "",
+                  f"`python -m embnorm_lib.bench --save runs/bench.json` at commit {b['git_commit'][:12]}: "
+                  f"{b['ms_per_iter']:.0f} ms/iteration on the seeds-final model ({b['threads']} threads, fp32), "
+                  f"{b['achieved_gflops']:.1f} GFLOP/s against a measured fp32 matmul peak of {b['peak_gflops']:.1f} "
+                  f"(MFU {b['mfu']:.2f}); full-validation eval {b['full_val_eval_s']:.1f} s; peak RSS "
+                  f"{b['peak_rss_mib']:.0f} MiB.", ""]
     return "\n".join(parts)
 
 
@@ -176,3 +200,35 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+FINDINGS_START, FINDINGS_END = "<!-- findings:start -->", "<!-- findings:end -->"
+
+
+def findings_text(study: str = "seeds-final", out_dir=None) -> str:
+    """Two sentences for the README, built from the study's analysis files and the replication table."""
+    import json as _json
+
+    out = Path(out_dir or default_runs_dir())
+    root = out / study / "analysis"
+    scope = sorted(p.name for p in root.iterdir())[0]
+    family = pd.read_csv(root / scope / "family.csv")
+    decision = _json.loads((root / scope / "decision.json").read_text())
+    prim = family[family["metric"] == "val_loss"].set_index("variant")
+    parts = [f"`{v}` {'raises' if r.mean_diff > 0 else 'lowers'} it by {abs(r.mean_diff):.3f} "
+             f"(95% CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g})" for v, r in prim.iterrows()]
+    first = (f"In [`{study}`](runs/{study}/REPORT.md) ({int(prim['n'].iloc[0])} seeds, paired), against a final "
+             f"validation loss of {prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, "
+             + " and ".join(parts) + f"; the registered decision rule says: **{decision['overall']}**.")
+    second = replication_sentence(replication_table(load_runs("seeds-prelim", out))) \
+        if (out / "seeds-prelim" / "runs.csv").is_file() else ""
+    return f"{first} {second}".strip()
+
+
+def update_readme_findings(readme: Path, text: str) -> None:
+    content = readme.read_text()
+    if FINDINGS_START not in content:
+        raise ValueError(f"{readme} has no {FINDINGS_START} marker")
+    head, rest = content.split(FINDINGS_START, 1)
+    _, tail = rest.split(FINDINGS_END, 1)
+    atomic_write_text(readme, f"{head}{FINDINGS_START}\n{text}\n{FINDINGS_END}{tail}")

@@ -33,6 +33,7 @@ from .variants import canonical_variant
 
 TRAIN_NOTEBOOK = "notebooks/02_train.ipynb"
 KERNEL_START_RETRIES = 3
+CELL_TIMEOUT_S = 6 * 3600  # a notebook cell running longer than this fails the run instead of hanging the sweep
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,8 @@ def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, 
         while True:
             try:
                 pm.execute_notebook(notebook, str(executed), parameters=params, kernel_name="python3",
-                                    progress_bar=False, cwd=str(Path(notebook).parent), log_output=False)
+                                    progress_bar=False, cwd=str(Path(notebook).parent), log_output=False,
+                                    execution_timeout=CELL_TIMEOUT_S)
                 break
             except pm.PapermillExecutionError as e:
                 return {"cell": cell.label(), "status": "failed", "run_dir": str(run_dir),

@@ -114,7 +114,16 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
     """Train one run into `run_dir` and return its summary.
 
     A finished run with the same config is not retrained; a partial one resumes from its
-    checkpoint. `until_step` stops after checkpointing that step (train in chunks)."""
+    checkpoint. `until_step` stops after checkpointing that step (train in chunks). The torch
+    thread count (part of what makes CPU numbers bitwise reproducible) is restored afterwards."""
+    threads_before = torch.get_num_threads()
+    try:
+        return _train(cfg, run_dir, data_path, until_step=until_step, progress=progress, on_eval=on_eval)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval) -> dict:
     run = RunDir(Path(run_dir))
     _check_same_run(run, cfg)
     if run.summary.is_file():

@@ -172,6 +172,7 @@ study = "seeds-final"
 arms = ""            # regex on arm names, empty keeps all
 out_dir = ""         # "": <repo>/runs
 figures_dir = ""     # "": <repo>/figures/<study>
+interactive = True   # the widget explorer at the end; publish and the tests run with False
 """, parameters=True),
         code(IMPORT_LIBRARY),
         md("""
@@ -216,10 +217,10 @@ plt.show()
         md("""
 ## Explore (JupyterLab)
 
-Pick a study and a figure. Under papermill this cell only renders the widget's initial state.
+Pick a study and a figure. Batch runs (papermill with `interactive=False`) skip this cell's widgets:
+with no frontend to talk to they add nothing to the static set above.
 """),
         code("""
-import ipywidgets as widgets
 from embnorm_lib.io import default_runs_dir
 
 studies = sorted(p.parent.name for p in pathlib.Path(out_dir or default_runs_dir()).glob("*/runs.csv"))
@@ -228,9 +229,12 @@ def show(study_name, figure, arm_regex):
     FIGURES[figure](StudyData(study_name, out_dir or None, arm_regex))
     plt.show()
 
-widgets.interact(show, study_name=widgets.Dropdown(options=studies, value=study if study in studies else None),
-                 figure=widgets.Dropdown(options=list(FIGURES), value="val_loss"),
-                 arm_regex=widgets.Text(value=arms));
+if interactive:
+    import ipywidgets as widgets
+
+    widgets.interact(show, study_name=widgets.Dropdown(options=studies, value=study if study in studies else None),
+                     figure=widgets.Dropdown(options=list(FIGURES), value="val_loss"),
+                     arm_regex=widgets.Text(value=arms));
 """),
     ],
     "04_statistics.ipynb": [

@@ -63,9 +63,11 @@ def test_every_registered_figure_renders(tiny_study, tmp_path):
 @pytest.mark.parametrize("name", ["03_diagnostics", "04_statistics"])
 def test_analysis_notebooks_run_under_papermill(tiny_study, tmp_path, name):
     out_nb = tmp_path / f"{name}.ipynb"
+    params = dict(study="tinystudy", out_dir=str(tiny_study), figures_dir=str(tmp_path / "f"))
+    if name == "03_diagnostics":
+        params["interactive"] = False
     pm.execute_notebook(str(REPO / "notebooks" / f"{name}.ipynb"), str(out_nb), kernel_name="python3",
-                        progress_bar=False, cwd=str(REPO / "notebooks"),
-                        parameters=dict(study="tinystudy", out_dir=str(tiny_study), figures_dir=str(tmp_path / "f")))
+                        progress_bar=False, cwd=str(REPO / "notebooks"), parameters=params, execution_timeout=600)
     nb = nbformat.read(out_nb, as_version=4)
     assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert any((tmp_path / "f").glob("*.png"))

@@ -69,7 +69,7 @@ def test_design_card_command_runs_and_leaves_a_valid_run_dir(tmp_path, data_path
 def test_data_notebook_runs(tmp_path, data_path):
     pm.execute_notebook(str(REPO / "notebooks" / "01_data.ipynb"), str(tmp_path / "data.ipynb"),
                         parameters=dict(data_path=data_path, figures_dir=str(tmp_path / "fig")),
-                        kernel_name="python3", progress_bar=False, cwd=str(REPO / "notebooks"))
+                        kernel_name="python3", progress_bar=False, cwd=str(REPO / "notebooks"), execution_timeout=600)
     assert (tmp_path / "fig" / "char_classes.png").stat().st_size > 1000
 
 

@@ -83,7 +83,7 @@ def test_invalid_grid_is_refused_before_anything_runs(tmp_path, data_path):
 
 def test_killed_cell_resumes_to_the_uninterrupted_result(tmp_path, data_path):
     args = ["tkill", "--preset", "tiny", "--variants", "rms", "--seeds", "0", "--set", "max_iters=150",
-            "--set", "checkpoint_interval=5", "--set", "eval_interval=200", "--workers", "1",
+            "--set", "checkpoint_interval=5", "--set", "eval_interval=200", "--workers", "1", "--threads", "1",
             "--out-dir", str(tmp_path / "runs"), "--data-path", data_path]
     run_dir = tmp_path / "runs" / "tkill" / "rms" / "seed0"
     proc = subprocess.Popen([sys.executable, "-m", "embnorm_lib.sweep", *args], cwd=REPO,
@@ -101,6 +101,6 @@ def test_killed_cell_resumes_to_the_uninterrupted_result(tmp_path, data_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     cell = sweep.grid("tkill", "tiny", ["rms"], [0], fixed={"max_iters": 150, "checkpoint_interval": 5,
                                                              "eval_interval": 200})[0]
-    train(cell.config(), tmp_path / "reference", data_path, progress=False)
+    train(cell.config().replace(torch_threads=1), tmp_path / "reference", data_path, progress=False)  # same threads
     for name in ("metrics.jsonl", "evals.jsonl"):
         assert strip_timing(read_jsonl(run_dir / name)) == strip_timing(read_jsonl(tmp_path / "reference" / name))
