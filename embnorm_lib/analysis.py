@@ -108,9 +108,13 @@ def to_latex(frame: pd.DataFrame) -> str:
 def plot_forest(a: ScopeAnalysis):
     fam = a.family
     metrics = list(dict.fromkeys(fam["metric"]))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(2.6 * len(metrics), 0.6 + 0.45 * fam["variant"].nunique() + 1),
+    ncols = min(4, len(metrics))
+    nrows = -(-len(metrics) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, nrows * (0.9 + 0.45 * fam["variant"].nunique())),
                              squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
+    for ax in axes.flat[len(metrics):]:
+        ax.axis("off")
+    for ax, metric in zip(axes.flat, metrics):
         sub = fam[fam["metric"] == metric].reset_index(drop=True)
         y = np.arange(len(sub))[::-1]
         for yi, (_, c) in zip(y, sub.iterrows()):
