@@ -7,8 +7,10 @@
 
 Resumable and idempotent: finished cells (summary.json with the same config) are skipped, partial
 ones resume from their checkpoint, and a lock per run directory keeps two sweeps from running the
-same cell. A failing cell is recorded (its executed notebook keeps the error) and the others go on;
-the exit code is 1 if any cell failed. A diverged run is a result, not a failure."""
+same cell. A cell whose training identity (and thread count) matches a finished run of any study
+under the same runs directory is copied from it, with reused_from.json naming the source, instead
+of being trained again (--no-reuse turns that off). A failing cell is recorded (its executed
+notebook keeps the error) and the others go on; the exit code is 1 if any cell failed. A diverged run is a result, not a failure."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +20,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -205,6 +208,68 @@ def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, 
         lock.release()
 
 
+# -- reuse of identical runs ----------------------------------------------------------------------
+
+REUSED_FROM = "reused_from.json"
+NOT_COPIED = ("ckpt.pt", ".lock", "*.tmp")
+
+
+def finished_runs_by_identity(out: Path) -> dict[str, Path]:
+    """Every finished run under `out` (any study), keyed by its training identity and thread count."""
+    found: dict[str, Path] = {}
+    for summary in sorted(out.glob("*/*/*/summary.json")):
+        try:
+            cfg = RunConfig.load(summary.parent / "config.json")
+        except (OSError, ValueError, TypeError):
+            continue
+        found.setdefault(_identity_key(cfg), summary.parent)
+    return found
+
+
+def _identity_key(cfg: RunConfig) -> str:
+    # thread count is part of the key: results are bitwise equal only for the same torch thread count
+    return json.dumps({**cfg.training_identity(), "torch_threads": cfg.torch_threads}, sort_keys=True)
+
+
+def reuse_identical_run(cell: Cell, out: Path, threads: int, finished: dict[str, Path]) -> dict | None:
+    """Copy a finished run of another study with the same training identity into this cell's run directory
+    (its own files, not re-trained) and record where it came from. None if there is no such run."""
+    cfg = cell.config()
+    if threads:
+        cfg = replace(cfg, torch_threads=threads)
+    source = finished.get(_identity_key(cfg))
+    target = cell.run_dir(out)
+    if source is None or source.resolve() == target.resolve():
+        return None
+    if cfg.lm_eval and not (source / "lm_eval.json").is_file():
+        return None
+    lock = RunLock(target)
+    if not lock.acquire():
+        return None  # another sweep is on this cell
+    try:
+        if any(p.name != ".lock" for p in target.iterdir()):
+            return None  # something of this cell is already there: leave it to training (resume or conflict)
+        tmp = target.with_name(target.name + ".reuse.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(*NOT_COPIED))
+        origin = source
+        if (source / REUSED_FROM).is_file():  # a copy of a copy names the run that was trained
+            origin = out / json.loads((source / REUSED_FROM).read_text())["run_dir"]
+        write_json(tmp / REUSED_FROM, {"run_dir": str(origin.relative_to(out)),
+                                       "reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                       "why": "same training identity and torch thread count: training again "
+                                              "would reproduce these numbers bit for bit"})
+        # summary.json marks a run finished, so it moves in last
+        for path in sorted(tmp.iterdir(), key=lambda p: p.name == "summary.json"):
+            os.replace(path, target / path.name)
+        tmp.rmdir()
+    finally:
+        lock.release()
+    summary = json.loads((target / "summary.json").read_text())
+    return {"cell": cell.label(), "status": "reused", "run_dir": str(target), "reused_from": str(origin),
+            "seconds": 0.0, "train_wall_s": 0.0, "val_loss": summary.get("val_loss")}
+
+
 # -- the index ------------------------------------------------------------------------------------
 
 def build_index(study: str, out_dir: str | Path | None = None):
@@ -218,6 +283,8 @@ def build_index(study: str, out_dir: str | Path | None = None):
         cfg = json.loads((run_dir / "config.json").read_text())
         summary = json.loads(summary_path.read_text())
         row = {"run_dir": str(run_dir.relative_to(root)), "arm": run_dir.parent.name}
+        reused = run_dir / REUSED_FROM
+        row["reused_from"] = json.loads(reused.read_text())["run_dir"] if reused.is_file() else ""
         row.update({f"cfg.{k}": v for k, v in cfg.items()})
         row.update({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
         rows.append(row)
@@ -262,7 +329,7 @@ def make_submitit_executor(kind: str, folder: Path, threads: int, slurm: dict | 
 
 def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: str | None = None,
               workers: int = 0, threads: int = 0, notebook: str | None = None, echo=print,
-              executor: str = "local", slurm: dict | None = None) -> SweepReport:
+              executor: str = "local", slurm: dict | None = None, reuse: bool = True) -> SweepReport:
     from tqdm import tqdm
 
     out = Path(out_dir or default_runs_dir()).resolve()
@@ -276,10 +343,27 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
             report.skipped += 1
         else:
             todo.append(cell)
+    if reuse and todo:
+        finished, remaining = finished_runs_by_identity(out), []
+        for cell in todo:
+            result = reuse_identical_run(cell, out, threads, finished)
+            if result is None:
+                remaining.append(cell)
+            else:
+                report.results.append(result)
+                echo(f"reused   {cell.label():28s} val_loss {result['val_loss']:.4f}  from {result['reused_from']}")
+        todo = remaining
     if not todo:
-        echo(f"all {len(cells)} runs already finished; nothing to execute")
+        if report.results:
+            echo(f"{len(report.results)} run(s) reused from identical finished runs; nothing else to execute")
+            for study in sorted({c.study for c in cells}):
+                build_index(study, out)
+            _write_sweep_log(out, cells, report, 0.0, workers, threads)
+        else:
+            echo(f"all {len(cells)} runs already finished; nothing to execute")
         return report
-    echo(f"{len(todo)} of {len(cells)} runs to execute ({report.skipped} already finished); "
+    echo(f"{len(todo)} of {len(cells)} runs to execute ({report.skipped} already finished, "
+         f"{len(report.results)} reused); "
          f"{workers} worker(s) x {threads} thread(s)")
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
@@ -328,7 +412,8 @@ def _write_sweep_log(out: Path, cells: list[Cell], report: SweepReport, wall: fl
         log_path = out / study / "sweeps.jsonl"
         previous = log_path.read_text() if log_path.is_file() else ""
         entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(), "wall_s": wall,
-                 "workers": workers, "threads": threads, "executed": len(report.results),
+                 "workers": workers, "threads": threads, "executed": sum(r["status"] != "reused" for r in report.results),
+                 "reused": sum(r["status"] == "reused" for r in report.results),
                  "skipped": report.skipped, "failed": len(report.failures),
                  "kernel_retries": sum(r.get("kernel_retries", 0) for r in report.results),
                  "results": report.results}
@@ -388,6 +473,8 @@ def main(argv=None) -> int:
     p.add_argument("--time-min", type=int, default=120, help="Slurm time limit per run, minutes")
     p.add_argument("--gpus", type=int, default=None, help="GPUs per Slurm job")
     p.add_argument("--lm-eval", action="store_true", help="also run the zero/few-shot suite at the end of each run")
+    p.add_argument("--no-reuse", action="store_true",
+                   help="train every cell even if another study holds a finished run with the same training identity")
     p.add_argument("--list", action="store_true", help="print the cells and their status, run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
     args = p.parse_args(argv)
@@ -416,7 +503,8 @@ def main(argv=None) -> int:
             print(f"{cell_status(c, out):9s} {c.label():36s} {c.run_dir(out)}")
         return 0
     slurm = {"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus, "parallel": args.workers or None}
-    report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor, slurm=slurm)
+    report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor, slurm=slurm,
+                       reuse=not args.no_reuse)
     return 1 if report.failures else 0
 
 

@@ -60,6 +60,24 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
     log = read_jsonl(out / "tgrid" / "sweeps.jsonl")
     assert len(log) == 1 and log[0]["executed"] == 4
 
+    # another study with the same cells copies the finished runs instead of training them again
+    fixed = {"max_iters": 6, "eval_interval": 3}
+    copies = sweep.grid("tcopy", "tiny", ["none", "ln"], [0, 1], fixed=fixed)
+    report = sweep.run_sweep(copies, out, data_path, echo=lambda *a: None)
+    assert [r["status"] for r in report.results] == ["reused"] * 4
+    for cell in copies:
+        source = sweep.grid("tgrid", "tiny", [cell.variant], [cell.seed], fixed=fixed)[0].run_dir(out)
+        target = cell.run_dir(out)
+        assert (target / "metrics.jsonl").read_bytes() == (source / "metrics.jsonl").read_bytes()
+        assert json.loads((target / "reused_from.json").read_text())["run_dir"] == str(source.relative_to(out))
+        assert not (target / "ckpt.pt").exists()
+    assert pd.read_csv(out / "tcopy" / "runs.csv")["reused_from"].str.startswith("tgrid/").all()
+    assert read_jsonl(out / "tcopy" / "sweeps.jsonl")[0]["reused"] == 4
+    # a cell that differs in anything that shapes training is not a copy
+    other = sweep.grid("tother", "tiny", ["none"], [0], fixed={**fixed, "lr": 2e-3})[0]
+    assert sweep.reuse_identical_run(other, out, 1, sweep.finished_runs_by_identity(out)) is None
+    assert not other.run_dir(out).exists()
+
 
 def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, data_path):
     out = tmp_path / "runs"
