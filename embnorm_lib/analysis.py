@@ -210,6 +210,13 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
                      f"(LaTeX: `results.tex`); power: [`analysis/{a.scope}/power.md`](analysis/{a.scope}/power.md); "
                      f"figures: `figures/{study}/forest_{a.scope}.png`, `paired_lines_{a.scope}.png`.", "",
                      to_markdown(table[table["metric"] == stats.PRIMARY]), ""]
+    from .stability import recommendation_from_report
+
+    stability_words = recommendation_from_report(out_dir)
+    if stability_words:
+        sections += ["## Stability (all stability studies)", "",
+                     "From [`runs/STABILITY.md`](../STABILITY.md) (`python -m embnorm_lib.stability`):", "",
+                     stability_words, ""]
     atomic_write_text(study_root / "REPORT.md", "\n".join(sections))
     return study_root / "REPORT.md"
 

@@ -8,6 +8,7 @@ Reads the runs.csv of the studies `stability-lr`, `stability-init`, `stability-s
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -111,9 +112,91 @@ def plot_lr_curves(runs: pd.DataFrame):
     return fig
 
 
+def lr_divergence(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per variant and learning rate: runs, divergences and loss spikes; where along the grid each arm breaks."""
+    frame = runs.assign(capped=capped_loss(runs), diverged=runs["diverged"].astype(bool))
+    table = frame.groupby(["variant", "cfg.lr"]).agg(runs=("seed", "size"), diverged=("diverged", "sum"),
+                                                    spikes_per_run=("spike_count", "mean"),
+                                                    capped_loss_mean=("capped", "mean")).reset_index()
+    return _order(table)
+
+
+def paired_sensitivity(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per-seed LR sensitivity of each variant minus that of `none` (same seed), with a 95% CI."""
+    per_seed = per_seed_sensitivity(runs)
+    rows = []
+    for variant in [v for v in VARIANT_ORDER if v in set(per_seed["variant"]) and v != "none"]:
+        c = stats.compare(per_seed, "lr_sensitivity", variant)
+        rows.append({"variant": variant, "seeds": c.n, "sensitivity_none": c.baseline_mean,
+                     "sensitivity_variant": c.variant_mean, "delta_vs_none": c.mean_diff,
+                     "ci_low": c.ci_low, "ci_high": c.ci_high, "p_t": c.p_t})
+    return pd.DataFrame(rows)
+
+
+def divergence_vs_none(runs: pd.DataFrame) -> pd.DataFrame:
+    """The divergence table plus, per variant, Fisher's exact test of its divergence rate against none's."""
+    from scipy.stats import fisher_exact
+
+    table = divergence_table(runs)
+    base = table.set_index("variant").loc["none"] if "none" in set(table["variant"]) else None
+    p_values = []
+    for _, row in table.iterrows():
+        if base is None or row["variant"] == "none":
+            p_values.append(np.nan)
+            continue
+        contingency = [[row["diverged"], row["runs"] - row["diverged"]],
+                       [base["diverged"], base["runs"] - base["diverged"]]]
+        p_values.append(fisher_exact(contingency).pvalue)
+    return table.assign(p_fisher_vs_none=p_values)
+
+
+def study_cost(study: str, runs: pd.DataFrame, out: Path) -> dict:
+    """Runs, how many were trained here vs copied from an identical run of another study, their summed
+    train-loop time, and the sweeps' wall time (sweeps.jsonl)."""
+    reused = runs["reused_from"].fillna("").astype(str).str.len() > 0 if "reused_from" in runs else \
+        pd.Series(False, index=runs.index)
+    log = out / study / "sweeps.jsonl"
+    sweep_wall = sum(json.loads(line)["wall_s"] for line in log.read_text().splitlines() if line.strip()) \
+        if log.is_file() else np.nan
+    return {"study": study, "runs": len(runs), "trained": int((~reused).sum()), "reused": int(reused.sum()),
+            "train_loop_min": runs.loc[~reused, "wall_s"].sum() / 60 if "wall_s" in runs else np.nan, "sweep_wall_min": sweep_wall / 60}
+
+
+def plot_budget_deltas(table: pd.DataFrame):
+    """Paired Δ val loss vs none (95% CI) at each budget, one line per variant."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    sub = table[table["variant"] != "none"]
+    for variant, rows in sub.groupby("variant", sort=False):
+        rows = rows.sort_values("cfg.max_iters")
+        x = rows["cfg.max_iters"].to_numpy(float)
+        y = rows["delta_vs_none"].to_numpy(float)
+        err = np.vstack([y - rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float) - y])
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=variant, color=plots._arm_color(variant))
+    ax.axhline(0, color="0.4", lw=0.8)
+    ax.set(xscale="log", xlabel="training budget (iterations)", ylabel="Δ val loss vs none (nats/char)",
+           title="Embedding-norm effect by budget (paired, 95% CI)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_loss_traces(series: pd.DataFrame, title: str):
+    """Training loss per step, one thin line per run and a panel per arm: spikes and divergences stay visible."""
+    arms = list(dict.fromkeys(series["arm"]))
+    fig, axes = plt.subplots(1, len(arms), figsize=(3.4 * len(arms), 3.2), sharey=True, squeeze=False)
+    for ax, arm in zip(axes.flat, arms):
+        for seed, run in series[series["arm"] == arm].groupby("seed"):
+            ax.plot(run["step"], run["train_loss"], lw=0.8, color=plots._arm_color(arm), alpha=0.8)
+        ax.set(title=arm, xlabel="step", yscale="log")
+    axes.flat[0].set_ylabel("train loss")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def _order(frame: pd.DataFrame) -> pd.DataFrame:
     key = {v: i for i, v in enumerate(VARIANT_ORDER)}
-    return frame.sort_values("variant", key=lambda s: s.map(key)).reset_index(drop=True)
+    return frame.sort_values("variant", key=lambda s: s.map(key), kind="stable").reset_index(drop=True)
 
 
 def _md(frame: pd.DataFrame) -> str:
@@ -126,22 +209,89 @@ def _md(frame: pd.DataFrame) -> str:
     return to_markdown(frame.map(fmt))
 
 
+def _effect_words(row) -> str:
+    """'costs 0.120 [0.10, 0.14]' / 'gains …' / 'ties …' from a paired Δ (lower is better) and its CI."""
+    span = f"{row['delta_vs_none']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
+    if row["ci_low"] > 0:
+        return f"costs {span}"
+    if row["ci_high"] < 0:
+        return f"gains {span}"
+    return f"ties {span}"
+
+
 def recommendation(sections: dict) -> str:
-    """When to use embedding normalization, from whichever evidence exists."""
+    """When to use embedding normalization: evidence sentences and a verdict, all from the tables."""
     parts = []
     if "lr" in sections:
         sens = sections["lr"].set_index("variant")["lr_sensitivity"]
         lowest = sens.idxmin()
-        parts.append(f"LR sensitivity is lowest for `{lowest}` ({sens[lowest]:.3f} nats/char; none {sens.get('none', np.nan):.3f})")
+        parts.append(f"LR sensitivity is lowest for `{lowest}` ({sens[lowest]:.3f} nats/char; none "
+                     f"{sens.get('none', np.nan):.3f})")
     if "stress" in sections:
         div = sections["stress"].set_index("variant")
         parts.append("in the stress regime " + ", ".join(
-            f"`{v}` diverged {int(r.diverged)}/{int(r.runs)} with {r.spikes_per_run:.1f} spikes/run" for v, r in div.iterrows()))
+            f"`{v}` diverged {int(r.diverged)}/{int(r.runs)} with {r.spikes_per_run:.1f} spikes/run"
+            for v, r in div.iterrows()))
     if "flip" in sections:
         f = sections["flip"]
         parts.append(f"LayerNorm's effect {'flips sign' if f['flips'] else 'keeps its sign'} across init scales "
                      f"({', '.join(f'std {k:g}: {v}' for k, v in f['by_init'].items())})")
-    return "; ".join(parts) + "." if parts else "No stability study has been run yet."
+    if "budget" in sections:
+        b = sections["budget"]
+        ln = b[b["variant"] == "ln"].sort_values("cfg.max_iters")
+        parts.append("across budgets LayerNorm " + ", ".join(
+            f"{_effect_words(r)} at {int(r['cfg.max_iters'])} it" for _, r in ln.iterrows()))
+    if not parts:
+        return "No stability study has been run yet."
+    return "; ".join(parts) + ".\n\n" + verdict(sections)
+
+
+def verdict(sections: dict) -> str:
+    """The protocol's stability definition applied to the stress regime, then the accuracy side."""
+    lines = []
+    if "stress" in sections:
+        div = sections["stress"].set_index("variant")
+        base = div.loc["none"] if "none" in div.index else None
+        if base is not None:
+            unstable = base["diverged"] > 0 or base["spikes_per_run"] >= 1
+            fixers = [v for v, r in div.iterrows() if v != "none" and r["diverged"] == 0
+                      and r["spikes_per_run"] < base["spikes_per_run"]]
+            if unstable and fixers:
+                lines.append(f"- **Use an embedding norm where the baseline is unstable**: in the stress regime the "
+                             f"baseline is unstable by the protocol's definition and {', '.join(f'`{v}`' for v in fixers)} "
+                             f"fix{'es' if len(fixers) == 1 else ''} it.")
+            elif unstable:
+                lines.append("- In the stress regime the baseline is unstable, but no variant fixes it "
+                             "(each still diverges or spikes as often): an embedding norm is not a cure there.")
+            else:
+                lines.append("- Even the stress regime leaves the baseline stable (no divergence, < 1 spike/run), "
+                             "so there is no instability for an embedding norm to fix at this scale.")
+    if "budget" in sections:
+        ln = sections["budget"][sections["budget"]["variant"] == "ln"]
+        costs = [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["ci_low"] > 0]
+        gains = [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["ci_high"] < 0]
+        if costs and not gains:
+            lines.append(f"- **Otherwise keep the baseline**: in a stable regime LayerNorm costs validation loss at "
+                         f"every budget where the difference is resolved ({', '.join(map(str, costs))} iterations).")
+        elif gains and not costs:
+            lines.append(f"- LayerNorm improves validation loss at {', '.join(map(str, gains))} iterations in the "
+                         f"stable regime as well.")
+        elif gains and costs:
+            lines.append(f"- The budget decides: LayerNorm helps at {', '.join(map(str, gains))} and costs at "
+                         f"{', '.join(map(str, costs))} iterations — an early-speed effect, not a final-quality one.")
+    if "flip" in sections and sections["flip"]["flips"]:
+        by = sections["flip"]["by_init"]
+        helps = ", ".join(f"{k:g}" for k, v in by.items() if v == "helps")
+        hurts = ", ".join(f"{k:g}" for k, v in by.items() if v == "hurts")
+        lines.append(f"- **The embedding's init scale decides the sign**: LayerNorm helps with embeddings initialised "
+                     f"at std {helps} and hurts at std {hurts}; check the embedding scale before adding a norm.")
+    if "init" in sections:
+        scaled = sections["init"][sections["init"]["variant"] == "scaled"]
+        if len(scaled):
+            lines.append("- The `scaled` embedding (tok·√d + pos) " + ", ".join(
+                f"{_effect_words(r)} at init std {r['cfg.emb_init_std']:g}" for _, r in scaled.iterrows())
+                + " (Δ val loss vs none, nats/char).")
+    return "\n".join(lines)
 
 
 def write_report(out_dir=None, figures_dir=None) -> Path:
@@ -149,42 +299,92 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
     fig_dir = Path(figures_dir or repo_root() / "figures" / "stability")
     lines = ["# Stability: when does an embedding norm pay for itself?", "",
              f"Written by `python -m embnorm_lib.stability` at commit {git_commit()[:12]} from the `runs.csv` of "
-             f"the stability studies; each study is produced by `python -m embnorm_lib.sweep <study>`.", ""]
+             f"the stability studies; each study is produced by `python -m embnorm_lib.sweep <study>`. Figures: "
+             f"`figures/stability/`.", ""]
     sections: dict = {}
     available = {s: load_runs(s, out) for s in STUDIES if (out / s / "runs.csv").is_file()}
+
+    def figure(fig, name):
+        plots.save(fig, fig_dir / name)
+        plt.close(fig)
+
     if "stability-lr" in available:
         runs = available["stability-lr"]
         sections["lr"] = lr_sensitivity(runs)
-        fig = plot_lr_curves(runs)
-        plots.save(fig, fig_dir / "lr_sensitivity")
-        plt.close(fig)
+        figure(plot_lr_curves(runs), "lr_sensitivity")
         paired = per_seed_sensitivity(runs)
         lines += ["## LR sensitivity (`stability-lr`: nanoGPT CPU model, 300 iterations)", "",
                   "Sensitivity = mean over the LR grid of min(loss(lr), loss at init) − the best loss over the grid "
                   "(Wortsman et al. 2023); diverged runs count at the loss at init. Figure: "
-                  "`figures/stability/lr_sensitivity.png`.", "", _md(sections["lr"]), "",
-                  "Per-seed sensitivity (paired by seed):", "",
+                  "`figures/stability/lr_sensitivity.png` (mean and 95% band over seeds).", "",
+                  _md(sections["lr"]), "",
+                  "Per-seed sensitivity, and each variant's paired difference from none:", "",
                   _md(paired.pivot(index="seed", columns="variant", values="lr_sensitivity").reset_index()), "",
+                  _md(paired_sensitivity(runs)), "",
                   "Each variant at its own best LR, and all at the presets' 1e-3:", "",
-                  _md(best_vs_fixed(runs, 1e-3)), ""]
+                  _md(best_vs_fixed(runs, 1e-3)), "",
+                  "Divergences and spikes along the grid:", "",
+                  _md(lr_divergence(runs)), ""]
     if "stability-init" in available:
-        table = axis_table(available["stability-init"], "cfg.emb_init_std")
+        runs = available["stability-init"]
+        table = axis_table(runs, "cfg.emb_init_std")
         sections["flip"] = sign_flips(table)
+        sections["init"] = table
         lines += ["## Embedding-init scale (`stability-init`: 8 x 128, 150 iterations)", "",
-                  "Paired Δ vs none within each init scale (the seed study's 11.46 input norm implies N(0, 1)).", "",
-                  _md(table), "", f"LayerNorm effect by init: {sections['flip']}", ""]
+                  "Paired Δ val loss vs none within each init scale (the seed study's block-1 input norm of 11.46 "
+                  "implies N(0, 1) embeddings; GPT-2 uses N(0, 0.02)).", "", _md(table), "",
+                  f"LayerNorm effect by init: {', '.join(f'std {k:g}: {v}' for k, v in sections['flip']['by_init'].items())}"
+                  f" — {'the sign flips' if sections['flip']['flips'] else 'the sign does not flip'}.", ""]
+        if "final_block1_input_norm" in runs:
+            norms = runs.pivot_table(index="variant", columns="cfg.emb_init_std", values="final_block1_input_norm",
+                                     aggfunc="mean")
+            norms.columns = [f"std={c:g}" for c in norms.columns]
+            lines += ["Final block-1 input norm (mean over seeds) by variant and init std:", "",
+                      _md(_order(norms.reset_index())), ""]
     if "stability-stress" in available:
-        sections["stress"] = divergence_table(available["stability-stress"])
+        runs = available["stability-stress"]
+        sections["stress"] = divergence_vs_none(runs)
+        from .results import load_series
+
+        figure(plot_loss_traces(load_series("stability-stress", "metrics.jsonl", out),
+                                "stress regime: train loss per run"), "stress_loss_traces")
         lines += ["## Stress regime (`stability-stress`: 16 layers, lr 1e-2, no warmup, 150 iterations)", "",
+                  "Divergence = non-finite loss (the run stops and records the step); spike = train loss above "
+                  "1.5 x the running median of the last 20 steps. Fisher's exact test compares each divergence rate "
+                  "with none's. Figure: `figures/stability/stress_loss_traces.png`.", "",
                   _md(sections["stress"]), ""]
     if "stability-budget" in available:
+        table = axis_table(available["stability-budget"], "cfg.max_iters")
+        sections["budget"] = table
+        figure(plot_budget_deltas(table), "budget_deltas")
         lines += ["## Budgets (`stability-budget`: nanoGPT CPU model at 150 / 300 / 2000 iterations)", "",
-                  _md(axis_table(available["stability-budget"], "cfg.max_iters")), ""]
+                  "The same paired comparison at three budgets: an effect that shrinks with the budget is early speed, "
+                  "one that stays is final quality. Figure: `figures/stability/budget_deltas.png`.", "",
+                  _md(table), ""]
     lines += ["## Recommendation", "", recommendation(sections), ""]
+    if available:
+        cost = pd.DataFrame([study_cost(s, r, out) for s, r in available.items()])
+        lines += ["## Grid and cost", "",
+                  "Runs copied from an identical finished run of another study (`reused_from.json`) are not trained "
+                  "twice; train-loop minutes are summed over the runs trained for the study, sweep wall time is the "
+                  "sum over its sweep invocations on this 2-core machine (2 workers x 1 thread).", "",
+                  _md(cost), "",
+                  f"Total: {cost['runs'].sum()} runs, {cost['trained'].sum()} trained, " +
+                  (f"{cost['sweep_wall_min'].sum():.1f} min of sweep wall time." if cost["sweep_wall_min"].notna().any()
+                   else "no sweep log (sweeps.jsonl) to time them."), ""]
     missing = [s for s in STUDIES if s not in available]
     if missing:
         lines += [f"Not run yet: {', '.join(f'`{s}`' for s in missing)}.", ""]
     return atomic_write_text(out / "STABILITY.md", "\n".join(lines))
+
+
+def recommendation_from_report(out_dir=None) -> str | None:
+    """The Recommendation section of runs/STABILITY.md, for other reports to quote."""
+    path = Path(out_dir or default_runs_dir()) / "STABILITY.md"
+    if not path.is_file():
+        return None
+    text = path.read_text().split("## Recommendation", 1)
+    return text[1].split("\n## ", 1)[0].strip() if len(text) == 2 else None
 
 
 def main(argv=None) -> int:

@@ -304,6 +304,24 @@ for a in analyses:
     display(Markdown(analysis.to_markdown(analysis.power_table(a))))
 """),
         md("""
+## Stability
+
+Accuracy at one learning rate and one budget is half the question; the other half is whether an
+embedding norm buys stability. The stability studies (`stability-lr`, `stability-init`,
+`stability-stress`, `stability-budget`; docs/PROTOCOL.md "Stability") are analysed together:
+LR sensitivity curves with seed bands, the init-scale × variant table, divergence and spike counts,
+and the recommendation. Written to `runs/STABILITY.md`; REPORT.md quotes its recommendation.
+"""),
+        code("""
+from pathlib import Path
+
+from embnorm_lib import stability
+
+stability_report = stability.write_report(out_dir or None,
+                                          Path(figures_dir).parent / "stability" if figures_dir else None)
+display(Markdown(stability_report.read_text()))
+"""),
+        md("""
 ## Decision and report
 
 The registered rule, applied; then every table, figure and the plain-words REPORT.md are written.

@@ -1,4 +1,5 @@
 import json
+import shutil
 
 import nbformat
 import pandas as pd
@@ -66,8 +67,16 @@ def test_analysis_notebooks_run_under_papermill(tiny_study, tmp_path, name):
     params = dict(study="tinystudy", out_dir=str(tiny_study), figures_dir=str(tmp_path / "f"))
     if name == "03_diagnostics":
         params["interactive"] = False
+    else:  # the stability section reads the stability studies next to the study: stand one in
+        shutil.copytree(tiny_study / "tinystudy", tiny_study / "stability-stress", dirs_exist_ok=True)
     pm.execute_notebook(str(REPO / "notebooks" / f"{name}.ipynb"), str(out_nb), kernel_name="python3",
                         progress_bar=False, cwd=str(REPO / "notebooks"), parameters=params, execution_timeout=600)
     nb = nbformat.read(out_nb, as_version=4)
     assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert any((tmp_path / "f").glob("*.png"))
+    if name == "04_statistics":
+        stability_md = (tiny_study / "STABILITY.md").read_text()
+        assert "## Stress regime" in stability_md and "`none` diverged 0/3" in stability_md
+        report = (tiny_study / "tinystudy" / "REPORT.md").read_text()
+        assert "## Stability (all stability studies)" in report and "`none` diverged 0/3" in report
+        assert (tmp_path / "stability" / "stress_loss_traces.png").stat().st_size > 1000

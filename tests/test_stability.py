@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -69,3 +71,95 @@ def test_report_from_an_lr_study_on_disk(tmp_path):
     assert "LR sensitivity" in text and "lowest for `ln`" in text
     assert "Not run yet" in text and "`stability-stress`" in text
     assert (tmp_path / "fig" / "lr_sensitivity.png").stat().st_size > 1000
+
+
+def test_paired_sensitivity_and_grid_divergence():
+    runs = lr_runs()
+    runs.loc[(runs.variant == "none") & (runs["cfg.lr"] == 1e-2), ["diverged", "val_loss", "spike_count"]] = [True, np.nan, 2]
+    paired = stability.paired_sensitivity(runs).set_index("variant")
+    # none per seed: (2+s, 1.5+s, 4.0 capped) -> mean - min; ln: (1.8+s, 1.6+s, 1.7+s) -> 0.1
+    none_sens = np.mean([(2.0 + 1.5 + 4.0 + 0.02 * s) / 3 - (1.5 + 0.01 * s) for s in range(2)])
+    assert paired.loc["ln", "delta_vs_none"] == pytest.approx(0.1 - none_sens)
+    grid = stability.lr_divergence(runs).set_index(["variant", "cfg.lr"])
+    assert grid.loc[("none", 1e-2), "diverged"] == 2 and grid.loc[("none", 1e-2), "spikes_per_run"] == 2
+    assert grid.loc[("ln", 1e-2), "diverged"] == 0 and grid.loc[("none", 1e-3), "capped_loss_mean"] == pytest.approx(2.005)
+
+
+def stress_runs(none_diverged=3, ln_diverged=0, n=3):
+    rows = []
+    for variant, k in (("none", none_diverged), ("ln", ln_diverged)):
+        for seed in range(n):
+            div = seed < k
+            rows.append({"variant": variant, "seed": seed, "diverged": div, "diverged_step": 30 + seed if div else np.nan,
+                         "spike_count": 4 if div else 0, "peak_grad_norm": 9.0, "val_loss": np.nan if div else 2.0})
+    return pd.DataFrame(rows)
+
+
+def test_fisher_test_of_divergence_rates_and_the_verdict():
+    table = stability.divergence_vs_none(stress_runs(3, 0, n=6)).set_index("variant")
+    from scipy.stats import fisher_exact
+    assert table.loc["ln", "p_fisher_vs_none"] == pytest.approx(fisher_exact([[0, 6], [3, 3]]).pvalue)
+    assert np.isnan(table.loc["none", "p_fisher_vs_none"])
+    fixed = stability.verdict({"stress": stability.divergence_vs_none(stress_runs(3, 0))})
+    assert "Use an embedding norm where the baseline is unstable" in fixed and "`ln` fixes it" in fixed
+    not_fixed = stability.verdict({"stress": stability.divergence_vs_none(stress_runs(3, 1))})
+    assert "no variant fixes it" in not_fixed
+    stable = stability.verdict({"stress": stability.divergence_vs_none(stress_runs(0, 0))})
+    assert "leaves the baseline stable" in stable
+
+
+def test_budget_verdict_tells_early_speed_from_final_quality():
+    def table(deltas):
+        return pd.DataFrame([{"cfg.max_iters": it, "variant": "ln", "delta_vs_none": d, "ci_low": d - 0.01,
+                              "ci_high": d + 0.01} for it, d in deltas.items()])
+    assert "early-speed effect" in stability.verdict({"budget": table({150: -0.1, 2000: 0.05})})
+    assert "Otherwise keep the baseline" in stability.verdict({"budget": table({150: 0.1, 2000: 0.05})})
+    assert "ties" in stability._effect_words(table({300: 0.005}).iloc[0])
+
+
+def write_run(root, study, arm, seed, summary, config, steps=()):
+    run = root / study / arm / f"seed{seed}"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "config.json").write_text(json.dumps(config))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+
+
+def test_full_report_from_all_four_studies_on_disk(tmp_path):
+    from embnorm_lib.sweep import build_index
+
+    for variant in ("none", "ln"):
+        for seed in range(3):
+            for lr in (1e-3, 1e-2):
+                loss = 2.0 + (0.5 if lr == 1e-2 and variant == "none" else 0) + 0.01 * seed
+                write_run(tmp_path, "stability-lr", f"{variant}_lr={lr}", seed,
+                          {"variant": variant, "seed": seed, "val_loss": loss, "init_val_loss": 4.2, "diverged": False,
+                           "spike_count": 0, "peak_grad_norm": 1.0, "wall_s": 60.0}, {"lr": lr, "max_iters": 300})
+            for std, shift in ((0.02, 0.1), (1.0, -0.1)):
+                write_run(tmp_path, "stability-init", f"{variant}_emb_init_std={std}", seed,
+                          {"variant": variant, "seed": seed, "diverged": False, "spike_count": 0, "wall_s": 30.0,
+                           "val_loss": 2.5 + 0.01 * seed + (shift + 0.001 * seed if variant == "ln" else 0),
+                           "final_block1_input_norm": 11.3 if variant == "ln" else 0.4},
+                          {"emb_init_std": std})
+            div = variant == "none"
+            write_run(tmp_path, "stability-stress", variant, seed,
+                      {"variant": variant, "seed": seed, "diverged": div, "diverged_step": 40 if div else None,
+                       "val_loss": None if div else 2.4, "spike_count": 3 if div else 0, "peak_grad_norm": 5.0,
+                       "wall_s": 100.0}, {"n_layer": 16},
+                      [{"step": i, "train_loss": 4.0 - 0.01 * i} for i in range(1, 40)])
+            for iters in (150, 2000):
+                write_run(tmp_path, "stability-budget", f"{variant}_max_iters={iters}", seed,
+                          {"variant": variant, "seed": seed, "diverged": False, "spike_count": 0, "wall_s": 10.0,
+                           "val_loss": 2.0 + 0.01 * seed + (0.1 + 0.001 * seed if variant == "ln" else 0)},
+                          {"max_iters": iters})
+    for study in stability.STUDIES:
+        build_index(study, tmp_path)
+    text = stability.write_report(tmp_path, tmp_path / "fig").read_text()
+    assert "Not run yet" not in text
+    assert "the sign flips" in text and "`none` diverged 3/3" in text and "`ln` fixes it" in text
+    assert "Otherwise keep the baseline" in text and "costs +0.101" in text
+    assert "Total: 42 runs, 42 trained, no sweep log" in text
+    for name in ("lr_sensitivity", "stress_loss_traces", "budget_deltas"):
+        assert (tmp_path / "fig" / f"{name}.png").stat().st_size > 1000
+    quoted = stability.recommendation_from_report(tmp_path)
+    assert quoted.startswith("LR sensitivity is lowest for `ln`") and "## Grid" not in quoted
