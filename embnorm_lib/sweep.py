@@ -249,7 +249,7 @@ def reuse_identical_run(cell: Cell, out: Path, threads: int, finished: dict[str,
     try:
         if any(p.name != ".lock" for p in target.iterdir()):
             return None  # something of this cell is already there: leave it to training (resume or conflict)
-        tmp = target.with_name(target.name + ".reuse.tmp")
+        tmp = target.with_name(f".{target.name}.reuse.tmp")  # hidden: never indexed or committed
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(*NOT_COPIED))
         origin = source
