@@ -30,6 +30,15 @@ STUDY_DESCRIPTIONS = {
             "(4 x 128, block 64, 2000 iterations) for none/ln/rms x seeds 0-4: a converged regime.",
 }
 
+STABILITY_DESCRIPTIONS = {
+    "stability-lr": "LR sensitivity: nanoGPT CPU model (4 x 128), 300 iterations, none/ln/rms x seeds 0-2 x peak "
+                    "LR in {1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2}.",
+    "stability-init": "Embedding-init scale: the 8 x 128 model at 150 iterations, none/ln/rms/scaled x seeds 0-2 x "
+                      "emb_init_std in {0.02, 1.0}.",
+    "stability-stress": "Stress: 16 layers x 128, lr 1e-2, no warmup, 150 iterations, none/ln/rms/scaled x seeds 0-2.",
+    "stability-budget": "Budgets: nanoGPT CPU model at 150, 300 and 2000 iterations, none/ln/rms x seeds 0-2.",
+}
+
 METRICS = ["val_loss", "val_ppl", "val_acc", "ece_equal_width", "brier", "final_grad_norm",
            "final_block1_input_norm", "spike_count"]
 
@@ -160,12 +169,21 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
                       "Seed-study figures are quoted from its Table 1; ours are means over our seeds "
                       "(± SD). Our embedding-norm column is the mean L2 norm of the tensor entering block 1 "
                       "at the last step.", "", replication_markdown(rep), "", replication_sentence(rep), ""]
-    stability = [s for s in ("stability-lr", "stability-init", "stability-stress", "stability-budget")
-                 if (out / s / "runs.csv").is_file()]
     parts += ["## Stability studies", "",
-              (f"Results: [`STABILITY.md`](STABILITY.md) (studies run: {', '.join(stability)})." if stability else
-               "Not run yet: `python -m embnorm_lib.sweep stability-lr` (and `-init`, `-stress`, `-budget`), then "
-               "`python -m embnorm_lib.stability`."), ""]
+              "Analysed together by `python -m embnorm_lib.stability` into [`STABILITY.md`](STABILITY.md) "
+              "(figures in `figures/stability/`). A cell identical to a finished run of another study is copied "
+              "from it (`reused_from.json`, column `reused_from` in runs.csv) instead of being trained twice.", ""]
+    for study, text in STABILITY_DESCRIPTIONS.items():
+        if not (out / study / "runs.csv").is_file():
+            parts += [f"- `{study}`: {text} Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
+            continue
+        runs = load_runs(study, out)
+        prov = study_provenance(study, out)
+        reused = int((runs["reused_from"].fillna("").astype(str) != "").sum()) if "reused_from" in runs else 0
+        parts += [f"- `{study}`: {text} Produced by `python -m embnorm_lib.sweep {study}` at commit(s) "
+                  f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {_planned(study)} runs finished "
+                  f"({reused} copied from identical runs), {prov['sweep_wall_s'] / 60:.1f} min of sweep wall time; "
+                  f"{int(runs['diverged'].astype(bool).sum())} diverged.", ""]
     bench = out / "bench.json"
     if bench.is_file():
         b = json.loads(bench.read_text())

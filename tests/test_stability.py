@@ -163,3 +163,8 @@ def test_full_report_from_all_four_studies_on_disk(tmp_path):
         assert (tmp_path / "fig" / f"{name}.png").stat().st_size > 1000
     quoted = stability.recommendation_from_report(tmp_path)
     assert quoted.startswith("LR sensitivity is lowest for `ln`") and "## Grid" not in quoted
+    from embnorm_lib.report import runs_readme
+
+    readme = runs_readme(tmp_path)
+    assert "- `stability-stress`: Stress" in readme and "6 of 12 runs finished (0 copied from identical runs)" in readme
+    assert "3 diverged" in readme and "Not run yet: `python -m embnorm_lib.sweep seeds-final`" in readme
