@@ -120,7 +120,7 @@ def test_budget_verdict_tells_early_speed_from_final_quality():
 def write_run(root, study, arm, seed, summary, config, steps=()):
     run = root / study / arm / f"seed{seed}"
     run.mkdir(parents=True)
-    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "summary.json").write_text(json.dumps({"git_commit": "abc123", **summary}))
     (run / "config.json").write_text(json.dumps(config))
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
 
