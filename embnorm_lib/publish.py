@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 from .io import atomic_write_text, default_runs_dir, repo_root
-from .report import findings_text, runs_readme, update_readme_findings
+from .report import FINDINGS_STUDIES, findings_text, runs_readme, update_readme_findings
 from .sweep import build_index
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
-FINDINGS_STUDY = "seeds-final"  # the README's headline comes from the main job's study
 
 
 NOTEBOOK_TIMEOUT_S = 1800  # per cell: a hung kernel fails the step instead of blocking it forever
@@ -42,8 +41,8 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     body, _ = HTMLExporter().from_notebook_node(nbformat.read(written["04_statistics"], as_version=4))
     written["report.html"] = atomic_write_text(out / study / "report.html", body)
     written["runs/README.md"] = atomic_write_text(out / "README.md", runs_readme(out) + "\n")
-    if study == FINDINGS_STUDY and out == default_runs_dir().resolve():
-        update_readme_findings(repo_root() / "README.md", findings_text(study, out))
+    if study in FINDINGS_STUDIES and out == default_runs_dir().resolve():
+        update_readme_findings(repo_root() / "README.md", findings_text(out))
         written["README.md findings"] = repo_root() / "README.md"
     return written
 

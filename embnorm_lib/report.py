@@ -223,24 +223,43 @@ if __name__ == "__main__":
 FINDINGS_START, FINDINGS_END = "<!-- findings:start -->", "<!-- findings:end -->"
 
 
-def findings_text(study: str = "seeds-final", out_dir=None) -> str:
-    """Two sentences for the README, built from the study's analysis files and the replication table."""
-    import json as _json
+FINDINGS_STUDIES = ("seeds-final", "main")  # the README's headline: the main job's study, then the large one
 
-    out = Path(out_dir or default_runs_dir())
-    root = out / study / "analysis"
-    scope = sorted(p.name for p in root.iterdir())[0]
-    family = pd.read_csv(root / scope / "family.csv")
-    decision = _json.loads((root / scope / "decision.json").read_text())
+
+def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
+    """One sentence per training regime: the primary difference of each variant and the decision."""
+    root = out / study / "analysis" / scope
+    family = pd.read_csv(root / "family.csv")
+    decision = json.loads((root / "decision.json").read_text())
     prim = family[family["metric"] == "val_loss"].set_index("variant")
     parts = [f"`{v}` {'raises' if r.mean_diff > 0 else 'lowers'} it by {abs(r.mean_diff):.3f} "
              f"(95% CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g})" for v, r in prim.iterrows()]
-    first = (f"In [`{study}`](runs/{study}/REPORT.md) ({int(prim['n'].iloc[0])} seeds, paired), against a final "
-             f"validation loss of {prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, "
-             + " and ".join(parts) + f"; the registered decision rule says: **{decision['overall']}**.")
-    second = replication_sentence(replication_table(load_runs("seeds-prelim", out))) \
-        if (out / "seeds-prelim" / "runs.csv").is_file() else ""
-    return f"{first} {second}".strip()
+    where = f"[`{study}`](runs/{study}/REPORT.md)" + (f", regime `{scope}`" if several else "")
+    return (f"In {where} ({int(prim['n'].iloc[0])} seeds, paired), against a final validation loss of "
+            f"{prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, " + " and ".join(parts)
+            + f"; the registered decision rule says: **{decision['overall']}**.")
+
+
+def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
+    """The README's findings block, built from the analysis files, the replication table and STABILITY.md."""
+    out = Path(out_dir or default_runs_dir())
+    sentences = []
+    for study in studies:
+        root = out / study / "analysis"
+        if not root.is_dir():
+            continue
+        scopes = sorted(p.name for p in root.iterdir() if (p / "family.csv").is_file())
+        sentences += [scope_sentence(study, scope, out, len(scopes) > 1) for scope in scopes]
+    if (out / "seeds-prelim" / "runs.csv").is_file():
+        sentences.append(replication_sentence(replication_table(load_runs("seeds-prelim", out))))
+    text = " ".join(sentences)
+    from .stability import recommendation_from_report
+
+    stability_words = recommendation_from_report(out)
+    if stability_words:
+        verdict = [line for line in stability_words.splitlines() if line.startswith("- ")]
+        text += "\n\nStability ([`runs/STABILITY.md`](runs/STABILITY.md)):\n" + "\n".join(verdict)
+    return text
 
 
 def update_readme_findings(readme: Path, text: str) -> None:

@@ -393,6 +393,12 @@ def main(argv=None) -> int:
     p.add_argument("--figures-dir", default=None)
     args = p.parse_args(argv)
     path = write_report(args.out_dir, args.figures_dir)
+    out = Path(args.out_dir or default_runs_dir()).resolve()
+    if out == default_runs_dir().resolve():  # the committed results: refresh what quotes them
+        from .report import findings_text, runs_readme, update_readme_findings
+
+        atomic_write_text(out / "README.md", runs_readme(out) + "\n")
+        update_readme_findings(repo_root() / "README.md", findings_text(out))
     print(path.read_text())
     return 0
 

@@ -52,6 +52,12 @@ def test_analysis_writes_tables_decision_and_report(tiny_study, tmp_path):
     by_seed = runs.pivot_table(index="seed", columns="variant", values="val_loss")
     assert ln_loss.mean_diff == pytest.approx((by_seed["ln"] - by_seed["none"]).mean())
     assert (tmp_path / "fig" / "forest_tiny.png").stat().st_size > 1000
+    from embnorm_lib.report import findings_text
+
+    words = findings_text(tiny_study, studies=("tinystudy",))
+    assert words.startswith("In [`tinystudy`](runs/tinystudy/REPORT.md) (3 seeds, paired)")
+    assert f"`ln` {'raises' if ln_loss.mean_diff > 0 else 'lowers'} it by {abs(ln_loss.mean_diff):.3f}" in words
+    assert f"**{decision['overall']}**" in words
 
 
 def test_every_registered_figure_renders(tiny_study, tmp_path):
