@@ -252,13 +252,12 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
         sentences += [scope_sentence(study, scope, out, len(scopes) > 1) for scope in scopes]
     if (out / "seeds-prelim" / "runs.csv").is_file():
         sentences.append(replication_sentence(replication_table(load_runs("seeds-prelim", out))))
-    text = " ".join(sentences)
+    text = "\n".join(f"- {s}" for s in sentences)
     from .stability import recommendation_from_report
 
-    stability_words = recommendation_from_report(out)
-    if stability_words:
-        verdict = [line for line in stability_words.splitlines() if line.startswith("- ")]
-        text += "\n\nStability ([`runs/STABILITY.md`](runs/STABILITY.md)):\n" + "\n".join(verdict)
+    verdict = [line for line in (recommendation_from_report(out) or "").splitlines() if line.startswith("- ")]
+    if verdict:
+        text += "\n\nStability ([`runs/STABILITY.md`](runs/STABILITY.md)):\n\n" + "\n".join(verdict)
     return text
 
 

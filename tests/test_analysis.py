@@ -55,7 +55,7 @@ def test_analysis_writes_tables_decision_and_report(tiny_study, tmp_path):
     from embnorm_lib.report import findings_text
 
     words = findings_text(tiny_study, studies=("tinystudy",))
-    assert words.startswith("In [`tinystudy`](runs/tinystudy/REPORT.md) (3 seeds, paired)")
+    assert words.startswith("- In [`tinystudy`](runs/tinystudy/REPORT.md) (3 seeds, paired)")
     assert f"`ln` {'raises' if ln_loss.mean_diff > 0 else 'lowers'} it by {abs(ln_loss.mean_diff):.3f}" in words
     assert f"**{decision['overall']}**" in words
 
