@@ -68,11 +68,22 @@ def seed_band(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return out
 
 
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def arm_linestyle(arm: str, arms) -> str:
+    """Colour says the variant; line style says the rest of the arm's name (e.g. the regime), in order seen."""
+    tags = list(dict.fromkeys(a.partition("_")[2] for a in arms))
+    return LINESTYLES[tags.index(arm.partition("_")[2]) % len(LINESTYLES)]
+
+
 def plot_bands(ax, series: pd.DataFrame, x: str, y: str, label_prefix: str = ""):
+    arms = list(dict.fromkeys(series["arm"]))
     for arm, frame in series.groupby("arm", sort=False):
         band = seed_band(frame, x, y)
         color = _arm_color(arm)
-        ax.plot(band[x], band["mean"], color=color, lw=1.2, label=f"{label_prefix}{arm} (n={frame['seed'].nunique()})")
+        ax.plot(band[x], band["mean"], color=color, lw=1.2, ls=arm_linestyle(arm, arms),
+                label=f"{label_prefix}{arm} (n={frame['seed'].nunique()})")
         ax.fill_between(band[x], band["mean"] - band["half_width"], band["mean"] + band["half_width"],
                         color=color, alpha=0.2, lw=0)
 

@@ -149,3 +149,13 @@ def test_calibration_report_fields():
         assert math.isfinite(report[key])
     assert len(report["reliability_equal_width"]["count"]) == 15
     assert len(report["temperature_curve"]["nll"]) == len(cal.TEMPERATURE_GRID)
+
+
+def test_arms_of_one_variant_differ_in_line_style_not_colour():
+    from embnorm_lib import plots
+
+    arms = ["none_preset=a", "none_preset=b", "ln_preset=a", "ln_preset=b"]
+    styles = {a: plots.arm_linestyle(a, arms) for a in arms}
+    assert styles["none_preset=a"] == styles["ln_preset=a"] != styles["none_preset=b"] == styles["ln_preset=b"]
+    assert plots._arm_color("none_preset=a") == plots._arm_color("none_preset=b") != plots._arm_color("ln_preset=a")
+    assert plots.arm_linestyle("none", ["none", "ln"]) == "-"
