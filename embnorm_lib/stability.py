@@ -286,6 +286,12 @@ def verdict(sections: dict) -> str:
         lines.append(f"- **The embedding's init scale decides the sign**: LayerNorm helps with embeddings initialised "
                      f"at std {helps} and hurts at std {hurts}; check the embedding scale before adding a norm.")
     if "init" in sections:
+        best = sections["init"].loc[sections["init"]["val_loss_mean"].idxmin()]
+        lines.append(f"- Best cell of the init grid: `{best['variant']}` with init std {best['cfg.emb_init_std']:g} "
+                     f"(val loss {best['val_loss_mean']:.3f}): fixing the init beats adding a norm to a badly scaled "
+                     f"embedding." if best["variant"] == "none" else
+                     f"- Best cell of the init grid: `{best['variant']}` with init std {best['cfg.emb_init_std']:g} "
+                     f"(val loss {best['val_loss_mean']:.3f}).")
         scaled = sections["init"][sections["init"]["variant"] == "scaled"]
         if len(scaled):
             lines.append("- The `scaled` embedding (tok·√d + pos) " + ", ".join(

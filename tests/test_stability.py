@@ -157,6 +157,7 @@ def test_full_report_from_all_four_studies_on_disk(tmp_path):
     text = stability.write_report(tmp_path, tmp_path / "fig").read_text()
     assert "Not run yet" not in text
     assert "the sign flips" in text and "`none` diverged 3/3" in text and "`ln` fixes it" in text
+    assert "Best cell of the init grid: `ln` with init std 1 (val loss 2.411)" in text
     assert "Otherwise keep the baseline" in text and "costs +0.101" in text
     assert "Total: 42 runs, 42 trained, no sweep log" in text
     for name in ("lr_sensitivity", "stress_loss_traces", "budget_deltas"):
