@@ -227,6 +227,12 @@ def recommendation(sections: dict) -> str:
         lowest = sens.idxmin()
         parts.append(f"LR sensitivity is lowest for `{lowest}` ({sens[lowest]:.3f} nats/char; none "
                      f"{sens.get('none', np.nan):.3f})")
+        if "lr_paired" in sections:
+            parts.append("paired by seed, the sensitivity of " + ", ".join(
+                f"`{r['variant']}` " + {"costs": "is higher by", "gains": "is lower by",
+                                        "ties": "differs (unresolved) by"}[_effect_words(r).split()[0]]
+                + " " + _effect_words(r).split(" ", 1)[1]
+                for _, r in sections["lr_paired"].iterrows()) + " than none's")
     if "stress" in sections:
         div = sections["stress"].set_index("variant")
         parts.append("in the stress regime " + ", ".join(
@@ -249,6 +255,20 @@ def recommendation(sections: dict) -> str:
 def verdict(sections: dict) -> str:
     """The protocol's stability definition applied to the stress regime, then the accuracy side."""
     lines = []
+    if "lr" in sections:
+        best = sections["lr"].set_index("variant")
+        winner = best["best_loss"].idxmin()
+        lines.append(f"- Tuned, not just at one LR: at its own best LR each arm reaches " + ", ".join(
+            f"`{v}` {r.best_loss:.3f} (lr {r.best_lr:g})" for v, r in best.iterrows())
+            + f"; `{winner}` is best.")
+    if "lr_grid" in sections:
+        grid = sections["lr_grid"]
+        spiky = grid[grid["spikes_per_run"] > 0]
+        if len(spiky):
+            by_variant = spiky.groupby("variant", sort=False)["cfg.lr"].apply(lambda x: ", ".join(f"{v:g}" for v in x))
+            quiet = [v for v in grid["variant"].unique() if v not in by_variant.index]
+            lines.append("- Loss spikes on the LR grid: " + "; ".join(f"`{v}` at lr {lrs}" for v, lrs in by_variant.items())
+                         + (f"; no spikes for {', '.join(f'`{v}`' for v in quiet)}." if quiet else "."))
     if "stress" in sections:
         div = sections["stress"].set_index("variant")
         base = div.loc["none"] if "none" in div.index else None
@@ -319,6 +339,8 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
         sections["lr"] = lr_sensitivity(runs)
         figure(plot_lr_curves(runs), "lr_sensitivity")
         paired = per_seed_sensitivity(runs)
+        sections["lr_paired"] = paired_sensitivity(runs)
+        sections["lr_grid"] = lr_divergence(runs)
         lines += ["## LR sensitivity (`stability-lr`: nanoGPT CPU model, 300 iterations)", "",
                   "Sensitivity = mean over the LR grid of min(loss(lr), loss at init) − the best loss over the grid "
                   "(Wortsman et al. 2023); diverged runs count at the loss at init. Figure: "
@@ -326,11 +348,11 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
                   _md(sections["lr"]), "",
                   "Per-seed sensitivity, and each variant's paired difference from none:", "",
                   _md(paired.pivot(index="seed", columns="variant", values="lr_sensitivity").reset_index()), "",
-                  _md(paired_sensitivity(runs)), "",
+                  _md(sections["lr_paired"]), "",
                   "Each variant at its own best LR, and all at the presets' 1e-3:", "",
                   _md(best_vs_fixed(runs, 1e-3)), "",
                   "Divergences and spikes along the grid:", "",
-                  _md(lr_divergence(runs)), ""]
+                  _md(sections["lr_grid"]), ""]
     if "stability-init" in available:
         runs = available["stability-init"]
         table = axis_table(runs, "cfg.emb_init_std")

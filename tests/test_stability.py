@@ -75,6 +75,7 @@ def test_report_from_an_lr_study_on_disk(tmp_path):
 
 def test_paired_sensitivity_and_grid_divergence():
     runs = lr_runs()
+    assert "Loss spikes on the LR grid" not in stability.verdict({"lr_grid": stability.lr_divergence(runs)})
     runs.loc[(runs.variant == "none") & (runs["cfg.lr"] == 1e-2), ["diverged", "val_loss", "spike_count"]] = [True, np.nan, 2]
     paired = stability.paired_sensitivity(runs).set_index("variant")
     # none per seed: (2+s, 1.5+s, 4.0 capped) -> mean - min; ln: (1.8+s, 1.6+s, 1.7+s) -> 0.1
@@ -82,6 +83,8 @@ def test_paired_sensitivity_and_grid_divergence():
     assert paired.loc["ln", "delta_vs_none"] == pytest.approx(0.1 - none_sens)
     grid = stability.lr_divergence(runs).set_index(["variant", "cfg.lr"])
     assert grid.loc[("none", 1e-2), "diverged"] == 2 and grid.loc[("none", 1e-2), "spikes_per_run"] == 2
+    words = stability.verdict({"lr_grid": stability.lr_divergence(runs)})
+    assert "Loss spikes on the LR grid: `none` at lr 0.01; no spikes for `ln`." in words
     assert grid.loc[("ln", 1e-2), "diverged"] == 0 and grid.loc[("none", 1e-3), "capped_loss_mean"] == pytest.approx(2.005)
 
 
@@ -158,6 +161,8 @@ def test_full_report_from_all_four_studies_on_disk(tmp_path):
     assert "Not run yet" not in text
     assert "the sign flips" in text and "`none` diverged 3/3" in text and "`ln` fixes it" in text
     assert "Best cell of the init grid: `ln` with init std 1 (val loss 2.411)" in text
+    assert "at its own best LR each arm reaches `none` 2.010 (lr 0.001), `ln` 2.010 (lr 0.001)" in text
+    assert "the sensitivity of `ln` is lower by -0.250 [-0.250, -0.250]" in text
     assert "Otherwise keep the baseline" in text and "costs +0.101" in text
     assert "Total: 42 runs, 42 trained, no sweep log" in text
     for name in ("lr_sensitivity", "stress_loss_traces", "budget_deltas"):
