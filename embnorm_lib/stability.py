@@ -8,7 +8,6 @@ Reads the runs.csv of the studies `stability-lr`, `stability-init`, `stability-s
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -153,13 +152,14 @@ def divergence_vs_none(runs: pd.DataFrame) -> pd.DataFrame:
 def study_cost(study: str, runs: pd.DataFrame, out: Path) -> dict:
     """Runs, how many were trained here vs copied from an identical run of another study, their summed
     train-loop time, and the sweeps' wall time (sweeps.jsonl)."""
+    from .report import study_provenance
+
     reused = runs["reused_from"].fillna("").astype(str).str.len() > 0 if "reused_from" in runs else \
         pd.Series(False, index=runs.index)
-    log = out / study / "sweeps.jsonl"
-    sweep_wall = sum(json.loads(line)["wall_s"] for line in log.read_text().splitlines() if line.strip()) \
-        if log.is_file() else np.nan
+    sweep_wall = study_provenance(study, out)["sweep_wall_s"] if (out / study / "sweeps.jsonl").is_file() else np.nan
     return {"study": study, "runs": len(runs), "trained": int((~reused).sum()), "reused": int(reused.sum()),
-            "train_loop_min": runs.loc[~reused, "wall_s"].sum() / 60 if "wall_s" in runs else np.nan, "sweep_wall_min": sweep_wall / 60}
+            "train_loop_min": runs.loc[~reused, "wall_s"].sum() / 60 if "wall_s" in runs else np.nan,
+            "sweep_wall_min": sweep_wall / 60}
 
 
 def plot_budget_deltas(table: pd.DataFrame):

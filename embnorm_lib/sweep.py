@@ -10,7 +10,8 @@ ones resume from their checkpoint, and a lock per run directory keeps two sweeps
 same cell. A cell whose training identity (and thread count) matches a finished run of any study
 under the same runs directory is copied from it, with reused_from.json naming the source, instead
 of being trained again (--no-reuse turns that off). A failing cell is recorded (its executed
-notebook keeps the error) and the others go on; the exit code is 1 if any cell failed. A diverged run is a result, not a failure."""
+notebook keeps the error) and the others go on; the exit code is 1 if any cell failed. A diverged
+run is a result, not a failure."""
 from __future__ import annotations
 
 import argparse
