@@ -209,14 +209,15 @@ def _md(frame: pd.DataFrame) -> str:
     return to_markdown(frame.map(fmt))
 
 
-def _effect_words(row) -> str:
-    """'costs 0.120 [0.10, 0.14]' / 'gains …' / 'ties …' from a paired Δ (lower is better) and its CI."""
+def _effect_words(row, verbs=("costs", "gains", "ties")) -> str:
+    """'costs 0.120 [0.10, 0.14]' / 'gains …' / 'ties …' from a paired Δ (lower is better) and its CI;
+    `verbs` names the three cases (worse, better, unresolved)."""
     span = f"{row['delta_vs_none']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
     if row["ci_low"] > 0:
-        return f"costs {span}"
+        return f"{verbs[0]} {span}"
     if row["ci_high"] < 0:
-        return f"gains {span}"
-    return f"ties {span}"
+        return f"{verbs[1]} {span}"
+    return f"{verbs[2]} {span}"
 
 
 def recommendation(sections: dict) -> str:
@@ -229,9 +230,7 @@ def recommendation(sections: dict) -> str:
                      f"{sens.get('none', np.nan):.3f})")
         if "lr_paired" in sections:
             parts.append("paired by seed, the sensitivity of " + ", ".join(
-                f"`{r['variant']}` " + {"costs": "is higher by", "gains": "is lower by",
-                                        "ties": "differs (unresolved) by"}[_effect_words(r).split()[0]]
-                + " " + _effect_words(r).split(" ", 1)[1]
+                f"`{r['variant']}` " + _effect_words(r, ("is higher by", "is lower by", "differs (unresolved) by"))
                 for _, r in sections["lr_paired"].iterrows()) + " than none's")
     if "stress" in sections:
         div = sections["stress"].set_index("variant")
