@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError
 from .variants import canonical_variant
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+MAX_SEED = 2**32 - 1  # numpy's seed range; torch and Python accept it too
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
@@ -57,8 +60,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         self.variant = canonical_variant(self.variant)
-        _check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
-               "seed", self.seed, "an integer >= 0")
+        _check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and 0 <= self.seed <= MAX_SEED,
+               "seed", self.seed, f"an integer in [0, {MAX_SEED}]")
         for name in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size", "batch_size", "max_iters", "grad_accum"):
             value = getattr(self, name)
             _check(isinstance(value, int) and not isinstance(value, bool) and value > 0, name, value,
@@ -109,12 +112,17 @@ class RunConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown config field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+            raise ConfigError(f"unknown config field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
         return cls(**d)
 
     @classmethod
     def load(cls, path: str | Path) -> "RunConfig":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        from .io import read_json
+
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise ConfigError(f"invalid config file {path}; allowed: a JSON object of config fields")
+        return cls.from_dict(data)
 
     def replace(self, **changes: Any) -> "RunConfig":
         return RunConfig.from_dict({**self.to_dict(), **changes})
@@ -128,12 +136,21 @@ class RunConfig:
 
 
 def _num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite real number (not a bool): inf and nan are refused, not recorded as a divergence."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
     if not ok:
-        raise ValueError(f"invalid {name}={value!r}; allowed: {allowed}")
+        raise ConfigError(f"invalid {name}={value!r}; allowed: {allowed}")
+
+
+def check_name(kind: str, value: Any, allow_empty: bool = False) -> str:
+    """A study name or run tag becomes a path component: no separators, no '..', no leading dot."""
+    ok = isinstance(value, str) and (value or allow_empty) and not any(
+        (sep in value) for sep in ("/", "\\", "\0")) and ".." not in value and not value.startswith(".")
+    _check(bool(ok), kind, value, "a name without '/', '\\', '..' or a leading dot" + (" (or empty)" if allow_empty else ""))
+    return value
 
 
 # Named starting points. A preset fixes the model and optimiser; variant and seed stay free.
@@ -164,5 +181,5 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def preset_config(preset: str, **overrides: Any) -> RunConfig:
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+        raise ConfigError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     return RunConfig.from_dict({**PRESETS[preset], "preset": preset, **overrides})

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .io import atomic_write_bytes
+from .errors import DataError
+from .io import atomic_write_bytes, repo_root
 
 CORPUS_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 CORPUS_BYTES = 1_115_394
@@ -18,10 +19,6 @@ CORPUS_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565e
 TRAIN_FRACTION = 0.9
 ENV_DATA = "EMBNORM_DATA"
 ENV_CACHE = "EMBNORM_CACHE"
-
-
-class DataError(RuntimeError):
-    """The corpus is missing, corrupt or cannot be fetched."""
 
 
 def sha256_of(path: Path) -> str:
@@ -58,16 +55,30 @@ def download(dest: Path, url: str = CORPUS_URL) -> Path:
     return dest
 
 
-def resolve_data_path(data_path: str | os.PathLike | None = None) -> Path:
-    """Explicit path, then $EMBNORM_DATA, then the local cache, then a download; always verified."""
+def shared_copy() -> Path:
+    """A copy kept beside the checkout (a workplace's shared/ folder), used before any download."""
+    return repo_root().parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+
+
+def data_candidates(data_path: str | os.PathLike | None = None) -> list[tuple[str, Path]]:
+    """Where the corpus is looked for, in order. The one rule every command, notebook and sweep uses."""
     if data_path:
-        return verify(Path(data_path).expanduser())
+        return [("data_path", Path(data_path).expanduser())]
     if os.environ.get(ENV_DATA):
-        return verify(Path(os.environ[ENV_DATA]).expanduser())
-    cached = cache_path()
-    if cached.is_file():
-        return verify(cached)
-    return verify(download(cached))
+        return [(f"${ENV_DATA}", Path(os.environ[ENV_DATA]).expanduser())]
+    return [("cache", cache_path()), ("shared copy", shared_copy())]
+
+
+def resolve_data_path(data_path: str | os.PathLike | None = None) -> Path:
+    """An explicit path, else $EMBNORM_DATA, else the local cache, else ../shared/data beside the
+    checkout, else a download into the cache. Whatever the source, the checksum is verified."""
+    candidates = data_candidates(data_path)
+    if data_path or os.environ.get(ENV_DATA):
+        return verify(candidates[0][1])
+    for _, path in candidates:
+        if path.is_file():
+            return verify(path)
+    return verify(download(cache_path()))
 
 
 @dataclass

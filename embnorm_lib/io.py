@@ -1,6 +1,8 @@
 """Atomic file writes and provenance (where a result came from)."""
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import math
 import os
@@ -10,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable
+
+from .errors import DiskFullError, RunDirError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -39,10 +43,76 @@ def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be read by others
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise DiskFullError(errno.ENOSPC, f"no space left while writing {path}") from None
         raise
     return path
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC, or torch.save's wording of it ('enforce fail at inline_container.cc ... file write failed')."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("inline_container" in text or "file write failed" in text
+                                              or "No space left" in text)
+
+
+def save_torch(obj: Any, path: str | os.PathLike) -> Path:
+    """torch.save through a uniquely named temp file in the same directory, then an atomic rename.
+    A failed write leaves nothing behind; a full disk says so in one line."""
+    import torch
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise DiskFullError(errno.ENOSPC, f"no space left while writing {path}") from None
+        raise
+    return path
+
+
+class RunLock:
+    """An exclusive flock on one lock file; released when the process dies, so it never goes stale.
+
+    `with RunLock(path):` refuses at once if another process holds it (one line, naming the file);
+    `acquire()` returns False instead."""
+
+    def __init__(self, path: str | os.PathLike, what: str = "run directory"):
+        self.path, self.what, self.fd = Path(path), what, None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            os.close(self.fd)
+            self.fd = None
+            return False
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "RunLock":
+        if not self.acquire():
+            raise RunDirError(f"{self.what} {self.path.parent} is in use by another process (lock {self.path.name} "
+                              f"held); allowed: wait for it to finish, or use another study/out_dir")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -72,7 +142,25 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise RunDirError(f"malformed JSON in {path} line {number} ({e.msg}); allowed: one JSON object "
+                                  f"per line (delete or repair the file)") from None
+    return rows
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A JSON file, or one line naming the file when it is not valid JSON."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise RunDirError(f"malformed JSON in {path} (line {e.lineno}: {e.msg}); allowed: a valid JSON file "
+                          f"(delete or repair it)") from None
 
 
 def git_commit(cwd: Path | None = None) -> str:

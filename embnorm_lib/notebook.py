@@ -8,18 +8,34 @@ from typing import Any
 import pandas as pd
 
 from .config import preset_config, RunConfig
+from .errors import ConfigError
 from .data import Corpus
 from .diagnostics import TOKEN_CLASSES, token_class
 from .io import read_jsonl
 from .train import run_dir_for
 
 
+RESERVED_OVERRIDES = ("variant", "seed")  # notebook parameters of their own: one value, one place
+
+
 def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int = 0, device: str = "auto",
                            overrides: dict[str, Any] | None = None) -> RunConfig:
-    """The run's config: a preset, then the notebook's parameters (max_iters 0 keeps the preset's)."""
-    changes: dict[str, Any] = dict(variant=variant, seed=int(seed), device=device, **(overrides or {}))
-    if max_iters:
-        changes["max_iters"] = int(max_iters)
+    """The run's config: a preset, then the notebook's parameters (max_iters 0 keeps the preset's).
+
+    Values are passed on as given: RunConfig's validation is the only gate, so `seed=3.5` or
+    `seed=True` is refused there instead of being truncated here."""
+    if overrides is None:
+        overrides = {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"invalid overrides={overrides!r}; allowed: a mapping of config fields, e.g. "
+                          f"papermill -y 'overrides: {{lr: 0.001}}' (papermill -p passes text)")
+    reserved = [k for k in RESERVED_OVERRIDES if k in overrides]
+    if reserved:
+        raise ConfigError(f"invalid overrides key(s) {', '.join(reserved)}; allowed: any other config field "
+                          f"(variant and seed are parameters of their own)")
+    changes: dict[str, Any] = dict(variant=variant, seed=seed, device=device, **overrides)
+    if not (isinstance(max_iters, int) and not isinstance(max_iters, bool) and max_iters == 0):
+        changes["max_iters"] = max_iters  # validated by RunConfig; 0 (the default) keeps the preset's
     return preset_config(preset, **changes)
 
 

@@ -20,11 +20,13 @@ from .config import RunConfig
 from .data import BatchSampler, load_corpus, validation_windows
 from .device import Precision, resolve_precision, select_device
 from .evaluate import evaluate
-from .io import (default_runs_dir, environment_info, git_commit, read_jsonl, write_json, write_jsonl)
+from .errors import ConfigError, RunDirError
+from .io import (RunLock, default_runs_dir, environment_info, git_commit, read_json, read_jsonl, save_torch,
+                 write_json, write_jsonl)
 from .model import GPT
 
 
-class ResumeError(RuntimeError):
+class ResumeError(RunDirError):
     """A run directory holds state that does not belong to the requested run."""
 
 
@@ -39,13 +41,18 @@ class RunDir:
     summary = property(lambda self: self.root / "summary.json")
     checkpoint = property(lambda self: self.root / "ckpt.pt")
     final_model = property(lambda self: self.root / "model.pt")
+    lock = property(lambda self: self.root / ".lock")  # held while a process trains or writes this run
 
 
 def run_dir_for(study: str, variant: str, seed: int, out_dir: str | os.PathLike | None = None,
                 tag: str = "") -> Path:
-    """runs/<study>/<variant>[<tag>]/seed<k>; the tag names any extra sweep axes (e.g. '_lr=1e-3')."""
+    """runs/<study>/<variant>[<tag>]/seed<k>; the tag names any extra sweep axes (e.g. '_lr=1e-3').
+    Study and tag are path components: a name that would leave `out_dir` is refused."""
+    from .config import check_name
     from .variants import canonical_variant
 
+    check_name("study", study)
+    check_name("run_tag", tag, allow_empty=True)
     base = Path(out_dir) if out_dir else default_runs_dir()
     return base / study / f"{canonical_variant(variant)}{tag}" / f"seed{seed}"
 
@@ -108,14 +115,52 @@ def _check_same_run(run: RunDir, cfg: RunConfig) -> None:
                           f"use another study/out_dir or delete that directory")
 
 
+def check_fits_data(cfg: RunConfig, corpus) -> None:
+    """Everything about the data that can fail, checked before the run directory is touched."""
+    if corpus.vocab_size != cfg.vocab_size:
+        raise ConfigError(f"invalid vocab_size={cfg.vocab_size}; allowed: {corpus.vocab_size} "
+                          f"(the corpus's character count)")
+    if len(corpus.train) <= cfg.block_size + 1:
+        raise ConfigError(f"invalid block_size={cfg.block_size}; allowed: < {len(corpus.train) - 1} "
+                          f"(the training split has {len(corpus.train)} characters)")
+    if len(corpus.val) < cfg.block_size + 1:
+        raise ConfigError(f"invalid block_size={cfg.block_size}; allowed: <= {len(corpus.val) - 1} "
+                          f"(the validation split has {len(corpus.val)} characters, less than one window)")
+
+
+def expected_log_steps(cfg: RunConfig, step: int) -> dict[str, list[int]]:
+    """The steps each log holds after a checkpoint at `step` (the final step is never checkpointed)."""
+    head = [0] if cfg.eval_at_init else []
+    every = lambda k: [s for s in range(1, step + 1) if k and s % k == 0]  # noqa: E731
+    return {"metrics": list(range(1, step + 1)), "evals": head + every(cfg.eval_interval),
+            "diagnostics": head + every(cfg.diag_interval)}
+
+
+def _check_logs_cover(run: RunDir, cfg: RunConfig, step: int, logs: dict[str, list[dict]]) -> None:
+    """A checkpoint is only resumed when the logs hold every row up to it, so the summary is complete."""
+    for name, expected in expected_log_steps(cfg, step).items():
+        found = [r["step"] for r in logs[name]]
+        if found != expected:
+            missing = sorted(set(expected) - set(found))
+            detail = f"missing steps {_ranges(missing)}" if missing else f"steps {_ranges(found)} out of order"
+            raise ResumeError(f"{name}.jsonl in {run.root} does not cover the checkpoint at step {step} ({detail}); "
+                              f"allowed: logs complete up to the checkpoint (delete the run directory to retrain)")
+
+
+def _ranges(steps: list[int]) -> str:
+    return f"{steps[0]}..{steps[-1]} ({len(steps)} rows)" if len(steps) > 3 else ", ".join(map(str, steps)) or "none"
+
+
 def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None, *,
           until_step: int | None = None, progress: bool = True,
           on_eval: Callable[[dict], None] | None = None) -> dict:
     """Train one run into `run_dir` and return its summary.
 
     A finished run with the same config is not retrained; a partial one resumes from its
-    checkpoint. `until_step` stops after checkpointing that step (train in chunks). The torch
-    thread count (part of what makes CPU numbers bitwise reproducible) is restored afterwards."""
+    checkpoint. `until_step` stops after checkpointing that step (train in chunks). Everything that
+    can be checked is checked before the directory is written; the run holds the directory's lock
+    (another process training into it is refused). The torch thread count (part of what makes CPU
+    numbers bitwise reproducible) is restored afterwards."""
     threads_before = torch.get_num_threads()
     try:
         return _train(cfg, run_dir, data_path, until_step=until_step, progress=progress, on_eval=on_eval)
@@ -123,24 +168,46 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
         torch.set_num_threads(threads_before)
 
 
+@contextlib.contextmanager
+def _holding(run: RunDir, is_main: bool):
+    """The run directory's lock for the main rank; directories this call created and left empty are removed."""
+    if not is_main:
+        yield
+        return
+    created = [p for p in (run.root, *run.root.parents) if not p.exists()]
+    try:
+        with RunLock(run.lock):
+            yield
+    finally:
+        if run.root.is_dir() and [p.name for p in run.root.iterdir()] in ([], [run.lock.name]):
+            if created:  # nothing was written: leave no trace of this attempt
+                run.lock.unlink(missing_ok=True)
+                for p in created:
+                    with contextlib.suppress(OSError):
+                        p.rmdir()
+
+
 def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval) -> dict:
     run = RunDir(Path(run_dir))
-    _check_same_run(run, cfg)
-    if run.summary.is_file():
-        return _with_lm_eval(cfg, run, data_path)
     corpus = load_corpus(data_path)  # verified before anything is written
-    if corpus.vocab_size != cfg.vocab_size:
-        raise ValueError(f"invalid vocab_size={cfg.vocab_size}; the corpus has {corpus.vocab_size} characters")
+    check_fits_data(cfg, corpus)
     device = select_device(cfg.device)
     ddp = D.setup(device.type)
+    with _holding(run, ddp.is_main):
+        _check_same_run(run, cfg)  # under the lock: two processes cannot both pass it and then write
+        if run.summary.is_file():
+            D.cleanup(ddp)
+            return _with_lm_eval(cfg, run, data_path)
+        return _train_locked(cfg, run, corpus, device, ddp, data_path, until_step=until_step, progress=progress,
+                             on_eval=on_eval)
+
+
+def _train_locked(cfg: RunConfig, run: RunDir, corpus, device, ddp, data_path, *, until_step, progress,
+                  on_eval) -> dict:
     if ddp.active and device.type == "cuda":
         device = torch.device("cuda", ddp.local_rank)
         torch.cuda.set_device(device)
     micro = D.micro_batch_size(cfg.batch_size, ddp.world_size, cfg.grad_accum)
-    if ddp.is_main:
-        run.root.mkdir(parents=True, exist_ok=True)
-        write_json(run.config, cfg.to_dict())
-
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     precision = Precision(resolve_precision(cfg.precision, device), device)
@@ -167,15 +234,24 @@ def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval)
         if saved.training_identity() != cfg.training_identity():
             raise ResumeError(f"checkpoint {run.checkpoint} was written by a different config; "
                               f"delete it or use another run dir")
+        saved_threads = ckpt.get("torch_threads")
+        if device.type == "cpu" and saved_threads is not None and saved_threads != torch.get_num_threads():
+            raise ResumeError(f"checkpoint {run.checkpoint} was written with {saved_threads} torch thread(s), this "
+                              f"process has {torch.get_num_threads()}; allowed: torch_threads={saved_threads} "
+                              f"(CPU results are bitwise reproducible for one thread count only)")
+        step, elapsed_before = ckpt["step"], ckpt["elapsed_s"]
+        logs = {"metrics": [r for r in read_jsonl(run.metrics) if r["step"] <= step],
+                "evals": [r for r in read_jsonl(run.evals) if r["step"] <= step],
+                "diagnostics": [r for r in read_jsonl(run.diagnostics) if r["step"] <= step]}
+        _check_logs_cover(run, cfg, step, logs)
+        rows, eval_rows, diag_rows = logs["metrics"], logs["evals"], logs["diagnostics"]
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         scaler.load_state_dict(ckpt["scaler"])
         sampler.load_state_dict(ckpt["sampler"])
         _set_rng_state(ckpt["rng"])
-        step, elapsed_before = ckpt["step"], ckpt["elapsed_s"]
-        rows = [r for r in read_jsonl(run.metrics) if r["step"] <= step]
-        eval_rows = [r for r in read_jsonl(run.evals) if r["step"] <= step]
-        diag_rows = [r for r in read_jsonl(run.diagnostics) if r["step"] <= step]
+    if ddp.is_main:  # every check has passed: only now does the directory say which run it holds
+        write_json(run.config, cfg.to_dict())
 
     final_logits = None
 
@@ -200,11 +276,10 @@ def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval)
         write_jsonl(run.diagnostics, diag_rows)
         if with_checkpoint:
             state = {"config": cfg.to_dict(), "step": step, "elapsed_s": elapsed_before + time.perf_counter() - t0,
+                     "torch_threads": torch.get_num_threads(),
                      "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "scaler": scaler.state_dict(), "sampler": sampler.state_dict(), "rng": _rng_state()}
-            tmp = run.checkpoint.with_suffix(".pt.tmp")
-            torch.save(state, tmp)
-            os.replace(tmp, run.checkpoint)
+            save_torch(state, run.checkpoint)
 
     t0 = time.perf_counter()
     if step == 0 and cfg.eval_at_init and not eval_rows and ddp.is_main:
@@ -287,8 +362,7 @@ def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval)
         calib = calibration_from_logits(final_logits, val_y)
         write_json(run.root / "calibration.json", calib)
         summary.update({k: v for k, v in calib.items() if not isinstance(v, (list, dict))})
-    torch.save(model.state_dict(), run.final_model.with_suffix(".pt.tmp"))
-    os.replace(run.final_model.with_suffix(".pt.tmp"), run.final_model)
+    save_torch(model.state_dict(), run.final_model)
     write_json(run.summary, summary)
     run.checkpoint.unlink(missing_ok=True)
     return _with_lm_eval(cfg, run, data_path)
@@ -296,13 +370,16 @@ def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval)
 
 def _with_lm_eval(cfg: RunConfig, run: RunDir, data_path) -> dict:
     """The run's summary, after the zero/few-shot suite has been added to it when the config asks."""
-    import json
-
-    if cfg.lm_eval and not (run.root / "lm_eval.json").is_file():
+    summary = read_json(run.summary)
+    if cfg.lm_eval and not summary.get("diverged") and not (run.root / "lm_eval.json").is_file():
+        if not run.final_model.is_file():
+            raise RunDirError(f"run {run.root} has no lm_eval.json and no model.pt to score (weights are not "
+                              f"committed); allowed: a run with its weights, or retrain it into a fresh directory")
         from .lm_eval_adapter import evaluate_run
 
         evaluate_run(run.root, data_path)
-    return json.loads(run.summary.read_text())
+        summary = read_json(run.summary)
+    return summary
 
 
 def _progress_bar(cfg: RunConfig, start: int, enabled: bool):

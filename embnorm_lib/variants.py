@@ -13,6 +13,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from .errors import ConfigError
+
 
 class RMSNorm(nn.Module):
     """Root-mean-square norm with a learned per-channel scale and no bias (Zhang & Sennrich 2019)."""
@@ -56,7 +58,7 @@ def canonical_variant(name: str) -> str:
     """Map a variant name or alias to its registry key, or fail naming what is allowed."""
     key = str(name).strip().lower()
     if key not in _ALIASES:
-        raise ValueError(f"unknown variant {name!r}; allowed: {', '.join(sorted(_ALIASES))}")
+        raise ConfigError(f"unknown variant {name!r}; allowed: {', '.join(sorted(_ALIASES))}")
     return _ALIASES[key]
 
 

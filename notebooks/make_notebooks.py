@@ -45,15 +45,15 @@ the character vocabulary, the 90/10 train/validation split, and how characters f
 classes the diagnostics later track (letters, digits, punctuation, whitespace, newline).
 """),
         code("""
-data_path = ""     # "": $EMBNORM_DATA, then the local cache, then a download
+data_path = ""     # "": $EMBNORM_DATA, the cache, ../shared/data, a download
 figures_dir = ""   # "": <repo>/figures/data
 """, parameters=True),
         code(IMPORT_LIBRARY),
         md("""
 ## Locate and verify
 
-The corpus is resolved from an explicit path, then `$EMBNORM_DATA`, then the local cache, and only
-then downloaded. Whatever the source, its SHA-256 must match the canonical file: a run on a
+The corpus is resolved from an explicit path, then `$EMBNORM_DATA`, then the local cache, then a
+copy in `../shared/data` beside the checkout, and only then downloaded. Whatever the source, its SHA-256 must match the canonical file: a run on a
 different text would not be comparable with any other run of the study.
 """),
         code("""
@@ -104,7 +104,7 @@ preset = "seeds-final"  # seeds-prelim | seeds-final | nanogpt-cpu | tiny; see e
 max_iters = 0           # 0 keeps the preset's value
 study = "adhoc"         # runs land in <out_dir>/<study>/<variant>/seed<seed>
 out_dir = ""            # "": <repo>/runs
-data_path = ""          # "": $EMBNORM_DATA, then the local cache, then a download
+data_path = ""          # "": $EMBNORM_DATA, the cache, ../shared/data, a download
 device = "auto"         # auto picks cuda, then mps, then cpu
 overrides = {}          # any other config field, e.g. {"lr": 1e-3} (pass with papermill -y)
 run_tag = ""            # sweep axes other than variant/seed, part of the run directory name

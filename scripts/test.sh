@@ -3,5 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-export EMBNORM_DATA="${EMBNORM_DATA:-$(pwd)/../shared/data/tinyshakespeare/input.txt}"
 python -m pytest "$@"

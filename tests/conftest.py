@@ -1,19 +1,20 @@
-import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_COPY = REPO.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
 
 
 @pytest.fixture(scope="session")
 def data_path() -> str:
-    """The verified corpus: $EMBNORM_DATA (as .ci/run sets it) or the shared copy beside the repo."""
-    path = Path(os.environ.get("EMBNORM_DATA") or SHARED_COPY)
-    if not path.is_file():
-        pytest.fail(f"tiny Shakespeare not found at {path}; set EMBNORM_DATA=/path/to/input.txt")
-    return str(path)
+    """The verified corpus, found by the library's own rule (data.resolve_data_path)."""
+    from embnorm_lib.data import resolve_data_path
+    from embnorm_lib.errors import DataError
+
+    try:
+        return str(resolve_data_path())
+    except DataError as e:
+        pytest.fail(f"tiny Shakespeare not found ({e})")
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,14 @@ def test_variant_aliases(alias, canonical):
 
 @pytest.mark.parametrize("changes,names", [
     (dict(variant="batchnorm"), ["batchnorm", "ln", "rms"]),
-    (dict(seed=-1), ["seed=-1", ">= 0"]),
+    (dict(seed=-1), ["seed=-1", "[0, 4294967295]"]),
+    (dict(seed=3.5), ["seed=3.5", "an integer"]),
+    (dict(seed=True), ["seed=True", "an integer"]),
+    (dict(seed=2**32), ["seed=4294967296", "[0, 4294967295]"]),  # numpy's seed would overflow after writing
+    (dict(max_iters=2.5), ["max_iters=2.5", "an integer > 0"]),
+    (dict(lr=float("inf")), ["lr=inf", "a number > 0"]),
+    (dict(lr=float("nan")), ["lr=nan", "a number > 0"]),
+    (dict(grad_clip=float("inf")), ["grad_clip=inf", ">= 0"]),
     (dict(max_iters=0), ["max_iters=0", "> 0"]),
     (dict(max_iters=-5), ["max_iters=-5"]),
     (dict(n_embd=100, n_head=8), ["n_embd=100", "n_head=8"]),
@@ -48,6 +55,36 @@ def test_bad_config_gets_one_line_error_naming_value_and_allowed(changes, names)
     assert "\n" not in message
     for name in names:
         assert name in message
+
+
+@pytest.mark.parametrize("params,names", [
+    (dict(seed=3.5), ["seed=3.5"]),
+    (dict(seed=True), ["seed=True"]),
+    (dict(max_iters=2.5), ["max_iters=2.5"]),
+    (dict(overrides={"lr": float("inf")}), ["lr=inf"]),
+    (dict(overrides='{"lr": 0.001}'), ["overrides=", "papermill -y"]),
+    (dict(overrides={"seed": 2}), ["seed", "parameters of their own"]),
+    (dict(overrides={"variant": "ln"}), ["variant", "parameters of their own"]),
+])
+def test_notebook_parameters_are_validated_not_coerced(params, names):
+    from embnorm_lib.errors import ConfigError
+    from embnorm_lib.notebook import config_from_parameters
+
+    with pytest.raises(ConfigError) as err:
+        config_from_parameters(**{"preset": "tiny", "variant": "ln", "seed": 0, **params})
+    assert "\n" not in str(err.value) and all(n in str(err.value) for n in names)
+    assert config_from_parameters("tiny", "ln", 3, max_iters=0).max_iters == 20  # 0 keeps the preset's
+
+
+@pytest.mark.parametrize("study,tag", [("../../x", ""), ("ok", "/../../y"), (".hidden", ""), ("a/b", ""),
+                                       ("", ""), ("ok", "_..")])
+def test_names_that_would_leave_the_runs_directory_are_refused(tmp_path, study, tag):
+    from embnorm_lib.errors import ConfigError
+    from embnorm_lib.train import run_dir_for
+
+    with pytest.raises(ConfigError, match="allowed: a name without"):
+        run_dir_for(study, "ln", 0, tmp_path, tag=tag)
+    assert run_dir_for("ok", "ln", 0, tmp_path, tag="_lr=0.001") == tmp_path / "ok" / "ln_lr=0.001" / "seed0"
 
 
 def test_unknown_preset_error():
