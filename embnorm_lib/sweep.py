@@ -6,8 +6,8 @@
     python -m embnorm_lib.sweep seeds-final --index-only         # rebuild runs/<study>/runs.csv
 
 Resumable and idempotent: finished cells (summary.json with the same config) are skipped, partial
-ones resume from their checkpoint, and a lock per run directory keeps two sweeps from running the
-same cell. A cell whose training identity (and thread count) matches a finished run of any study
+ones resume from their checkpoint, and a lock per cell keeps two sweeps from running the
+same cell (training itself holds the run directory's own lock, so a notebook run cannot mix in either). A cell whose training identity (and thread count) matches a finished run of any study
 under the same runs directory is copied from it, with reused_from.json naming the source, instead
 of being trained again (--no-reuse turns that off). A failing cell is recorded (its executed
 notebook keeps the error) and the others go on; the exit code is 1 if any cell failed. A diverged
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import itertools
 import json
 import multiprocessing
@@ -29,8 +28,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from .config import RunConfig
-from .io import default_runs_dir, repo_root, write_json
+from .config import RunConfig, check_name
+from .errors import BRIEF_ERRORS, ConfigError, RunDirError
+from .io import RunLock, default_runs_dir, read_json, repo_root, write_json
 from .notebook import config_from_parameters
 from .train import RunDir, run_dir_for
 from .variants import canonical_variant
@@ -70,6 +70,18 @@ def grid(study: str, preset: str, variants: Iterable[str], seeds: Iterable[int],
          fixed: dict[str, Any] | None = None, axes: dict[str, list] | None = None,
          tag_preset: bool = False) -> list[Cell]:
     """variants x seeds x every combination of `axes`; `fixed` overrides apply to all cells."""
+    check_name("study", study)
+    for kind, given in (("overrides", fixed), ("axes", axes)):
+        if given is not None and not isinstance(given, dict):
+            raise ConfigError(f"invalid {kind}={given!r}; allowed: a mapping of config fields")
+        reserved = sorted(set(given or {}) & {"variant", "seed"})
+        if reserved:
+            raise ConfigError(f"invalid {kind} key(s) {', '.join(reserved)}; allowed: any other config field "
+                              f"(variants and seeds are axes of their own)")
+    seeds = list(seeds)
+    bad = [s for s in seeds if not (isinstance(s, int) and not isinstance(s, bool) and s >= 0)]
+    if bad:
+        raise ConfigError(f"invalid seeds {bad!r}; allowed: integers >= 0")
     axes = axes or {}
     names = list(axes)
     cells = []
@@ -78,7 +90,7 @@ def grid(study: str, preset: str, variants: Iterable[str], seeds: Iterable[int],
         tag_axes = (("preset",) if tag_preset else ()) + tuple(names)
         for variant in variants:
             for seed in seeds:
-                cells.append(Cell(study, preset, canonical_variant(variant), int(seed),
+                cells.append(Cell(study, preset, canonical_variant(variant), seed,
                                   tuple(sorted(overrides.items())), tag_axes))
     return cells
 
@@ -86,14 +98,16 @@ def grid(study: str, preset: str, variants: Iterable[str], seeds: Iterable[int],
 VARIANTS_ABC = ("none", "ln", "rms")
 VARIANTS_ABCD = ("none", "ln", "rms", "scaled")
 
+WITH_LM_EVAL = {"lm_eval": True}  # studies whose registered family includes lm_macro_acc score every run
+
 STUDIES: dict[str, callable] = {
     # seed study Table 1 protocol: 3 variants x 3 seeds x 150 iterations
-    "seeds-prelim": lambda: grid("seeds-prelim", "seeds-prelim", VARIANTS_ABC, range(3)),
+    "seeds-prelim": lambda: grid("seeds-prelim", "seeds-prelim", VARIANTS_ABC, range(3), fixed=WITH_LM_EVAL),
     # the seed study's final plan: 5 seeds x 300 iterations
-    "seeds-final": lambda: grid("seeds-final", "seeds-final", VARIANTS_ABC, range(5)),
+    "seeds-final": lambda: grid("seeds-final", "seeds-final", VARIANTS_ABC, range(5), fixed=WITH_LM_EVAL),
     # 10 seeds of the short regime next to 5 seeds of a converged (nanoGPT CPU recipe) regime
-    "main": lambda: (grid("main", "seeds-final", VARIANTS_ABC, range(10), tag_preset=True)
-                     + grid("main", "nanogpt-cpu", VARIANTS_ABC, range(5), tag_preset=True)),
+    "main": lambda: (grid("main", "seeds-final", VARIANTS_ABC, range(10), fixed=WITH_LM_EVAL, tag_preset=True)
+                     + grid("main", "nanogpt-cpu", VARIANTS_ABC, range(5), fixed=WITH_LM_EVAL, tag_preset=True)),
     # -- stability (docs/PROTOCOL.md "Stability"; budgets chosen to fit about an hour here) ----------
     # LR sensitivity (Wortsman et al. 2023): 7 learning rates, 1e-4 ... 3e-2, on the nanoGPT CPU model
     "stability-lr": lambda: grid("stability-lr", "nanogpt-cpu", VARIANTS_ABC, range(3), fixed={"max_iters": 300},
@@ -120,41 +134,41 @@ def study_cells(name: str) -> list[Cell]:
 # -- one cell -------------------------------------------------------------------------------------
 
 def cell_status(cell: Cell, out_dir: Path) -> str:
-    """'done' (finished with this config), 'partial' (checkpoint to resume), 'new', or 'conflict'."""
+    """'done' (finished with this config and every result it asks for), 'incomplete' (finished, but a
+    result the cell asks for is missing, e.g. lm_eval.json), 'partial' (checkpoint to resume), 'new',
+    'conflict' (another config), or 'corrupt' (a file that cannot be read; see cell_problem)."""
+    return _cell_status(cell, out_dir)[0]
+
+
+def cell_problem(cell: Cell, out_dir: Path) -> str:
+    return _cell_status(cell, out_dir)[1]
+
+
+def _cell_status(cell: Cell, out_dir: Path) -> tuple[str, str]:
     run = RunDir(cell.run_dir(out_dir))
-    if run.config.is_file():
+    if not run.config.is_file():
+        return ("partial" if run.checkpoint.is_file() else "new"), ""
+    try:
         if RunConfig.load(run.config).training_identity() != cell.config().training_identity():
-            return "conflict"
+            return "conflict", f"run dir {run.root} holds a run with a different config"
         if run.summary.is_file():
-            return "done"
-        if run.checkpoint.is_file():
-            return "partial"
-    return "new"
+            summary = read_json(run.summary)
+            return ("incomplete" if missing_results(cell.config(), run.root, summary) else "done"), ""
+    except BRIEF_ERRORS as e:
+        return "corrupt", str(e)
+    return ("partial" if run.checkpoint.is_file() else "new"), ""
 
 
-class RunLock:
-    """An exclusive, non-blocking flock on <run_dir>/.lock; released when the process dies."""
+def missing_results(cfg: RunConfig, run_dir: Path, summary: dict) -> list[str]:
+    """Per-run result files the config asks for and the finished run lacks (a diverged run has none to give)."""
+    if cfg.lm_eval and not summary.get("diverged") and not (run_dir / "lm_eval.json").is_file():
+        return ["lm_eval.json"]
+    return []
 
-    def __init__(self, run_dir: Path):
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self.path = run_dir / ".lock"
-        self.fd = None
 
-    def acquire(self) -> bool:
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            os.close(self.fd)
-            self.fd = None
-            return False
-
-    def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
+def cell_lock(run_dir: Path) -> RunLock:
+    """The sweep's lock on one cell (its kept notebook and status); training takes the run dir's own lock."""
+    return RunLock(run_dir / ".cell.lock", what="cell")
 
 
 def _is_kernel_start_failure(exc: BaseException) -> bool:
@@ -169,10 +183,16 @@ def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, 
 
     out = Path(out_dir)
     run_dir = cell.run_dir(out)
-    lock = RunLock(run_dir)
+    record = {"cell": cell.label(), "run_dir": str(run_dir)}
+    lock = cell_lock(run_dir)
     if not lock.acquire():
-        return {"cell": cell.label(), "status": "locked", "run_dir": str(run_dir)}
+        return {**record, "status": "locked"}
     try:
+        status, problem = _cell_status(cell, out)  # again, under the lock: another sweep may have finished it
+        if status == "done":
+            return {**record, "status": "skipped", "why": "finished by another sweep meanwhile"}
+        if status == "incomplete":
+            return {**record, "status": "failed", "error": "finished but incomplete: run_sweep completes it"}
         overrides = dict(cell.overrides)
         if threads:
             overrides["torch_threads"] = threads
@@ -190,40 +210,56 @@ def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, 
                                     execution_timeout=CELL_TIMEOUT_S)
                 break
             except pm.PapermillExecutionError as e:
-                return {"cell": cell.label(), "status": "failed", "run_dir": str(run_dir),
-                        "error": f"{e.ename}: {e.evalue}".splitlines()[0][:300], "notebook": str(executed),
-                        "seconds": time.perf_counter() - start, "kernel_retries": retries}
+                _drop_unreadable_notebook(executed)
+                return {**record, "status": "failed", "error": f"{e.ename}: {e.evalue}".splitlines()[0][:300],
+                        "notebook": str(executed), "seconds": time.perf_counter() - start, "kernel_retries": retries}
             except Exception as e:  # kernel start races under load (papermill #239, #511): retry those
                 if _is_kernel_start_failure(e) and retries < KERNEL_START_RETRIES:
                     retries += 1
                     time.sleep(2 * retries)
                     continue
-                return {"cell": cell.label(), "status": "failed", "run_dir": str(run_dir),
-                        "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
+                _drop_unreadable_notebook(executed)
+                return {**record, "status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
                         "seconds": time.perf_counter() - start, "kernel_retries": retries}
-        summary = json.loads((run_dir / "summary.json").read_text())
-        return {"cell": cell.label(), "status": "diverged" if summary.get("diverged") else "ok",
-                "run_dir": str(run_dir), "seconds": time.perf_counter() - start, "kernel_retries": retries,
+        try:
+            summary = read_json(run_dir / "summary.json")
+        except (OSError, RunDirError) as e:
+            return {**record, "status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start}
+        return {**record, "status": "diverged" if summary.get("diverged") else "ok",
+                "seconds": time.perf_counter() - start, "kernel_retries": retries,
                 "train_wall_s": summary.get("wall_s"), "val_loss": summary.get("val_loss")}
     finally:
         lock.release()
 
 
+def _drop_unreadable_notebook(path: Path) -> None:
+    """A notebook cut short (e.g. by a full disk) is not kept: an invalid .ipynb breaks every later reader."""
+    import nbformat
+
+    if path.is_file():
+        try:
+            nbformat.read(path, as_version=4)
+        except Exception:  # any parse or validation failure: the file is not a notebook any more
+            path.unlink(missing_ok=True)
+
+
 # -- reuse of identical runs ----------------------------------------------------------------------
 
 REUSED_FROM = "reused_from.json"
-NOT_COPIED = ("ckpt.pt", ".lock", "*.tmp")
+LOCK_FILES = (".lock", ".cell.lock")
+NOT_COPIED = ("ckpt.pt", *LOCK_FILES, "*.tmp")
 
 
-def finished_runs_by_identity(out: Path) -> dict[str, Path]:
-    """Every finished run under `out` (any study), keyed by its training identity and thread count."""
-    found: dict[str, Path] = {}
+def finished_runs_by_identity(out: Path) -> dict[str, list[Path]]:
+    """Every readable finished run under `out` (any study), keyed by its training identity and thread count."""
+    found: dict[str, list[Path]] = {}
     for summary in sorted(out.glob("*/*/*/summary.json")):
         try:
             cfg = RunConfig.load(summary.parent / "config.json")
-        except (OSError, ValueError, TypeError):
+            read_json(summary)
+        except (OSError, TypeError, *BRIEF_ERRORS):
             continue
-        found.setdefault(_identity_key(cfg), summary.parent)
+        found.setdefault(_identity_key(cfg), []).append(summary.parent)
     return found
 
 
@@ -232,78 +268,129 @@ def _identity_key(cfg: RunConfig) -> str:
     return json.dumps({**cfg.training_identity(), "torch_threads": cfg.torch_threads}, sort_keys=True)
 
 
-def reuse_identical_run(cell: Cell, out: Path, threads: int, finished: dict[str, Path]) -> dict | None:
+def _identical_source(cfg: RunConfig, target: Path, finished: dict[str, list[Path]], needs: list[str]) -> Path | None:
+    for source in finished.get(_identity_key(cfg), []):
+        if source.resolve() != target.resolve() and all((source / name).is_file() for name in needs):
+            return source
+    return None
+
+
+def _origin(source: Path, out: Path) -> Path:
+    """A copy of a copy names the run that was trained."""
+    if (source / REUSED_FROM).is_file():
+        return out / read_json(source / REUSED_FROM)["run_dir"]
+    return source
+
+
+def _cell_config(cell: Cell, threads: int) -> RunConfig:
+    cfg = cell.config()
+    return replace(cfg, torch_threads=threads) if threads else cfg
+
+
+def reuse_identical_run(cell: Cell, out: Path, threads: int, finished: dict[str, list[Path]]) -> dict | None:
     """Copy a finished run of another study with the same training identity into this cell's run directory
     (its own files, not re-trained) and record where it came from. None if there is no such run."""
-    cfg = cell.config()
-    if threads:
-        cfg = replace(cfg, torch_threads=threads)
-    source = finished.get(_identity_key(cfg))
+    cfg = _cell_config(cell, threads)
     target = cell.run_dir(out)
-    if source is None or source.resolve() == target.resolve():
+    source = _identical_source(cfg, target, finished, ["lm_eval.json"] if cfg.lm_eval else [])
+    if source is None:
         return None
-    if cfg.lm_eval and not (source / "lm_eval.json").is_file():
-        return None
-    lock = RunLock(target)
+    lock = RunLock(RunDir(target).lock)
     if not lock.acquire():
-        return None  # another sweep is on this cell
+        return None  # another sweep or run is on this cell
     try:
-        if any(p.name != ".lock" for p in target.iterdir()):
+        if any(p.name not in LOCK_FILES for p in target.iterdir()):
             return None  # something of this cell is already there: leave it to training (resume or conflict)
         tmp = target.with_name(f".{target.name}.reuse.tmp")  # hidden: never indexed or committed
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(*NOT_COPIED))
-        origin = source
-        if (source / REUSED_FROM).is_file():  # a copy of a copy names the run that was trained
-            origin = out / json.loads((source / REUSED_FROM).read_text())["run_dir"]
+        origin = _origin(source, out)
         write_json(tmp / REUSED_FROM, {"run_dir": str(origin.relative_to(out)),
                                        "reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                        "why": "same training identity and torch thread count: training again "
                                               "would reproduce these numbers bit for bit"})
+        write_json(tmp / "config.json", {**read_json(tmp / "config.json"), "lm_eval": cfg.lm_eval})
         # summary.json marks a run finished, so it moves in last
         for path in sorted(tmp.iterdir(), key=lambda p: p.name == "summary.json"):
             os.replace(path, target / path.name)
         tmp.rmdir()
     finally:
         lock.release()
-    summary = json.loads((target / "summary.json").read_text())
+    summary = read_json(target / "summary.json")
     return {"cell": cell.label(), "status": "reused", "run_dir": str(target), "reused_from": str(origin),
             "seconds": 0.0, "train_wall_s": 0.0, "val_loss": summary.get("val_loss")}
 
 
+def complete_cell(cell: Cell, out: Path, threads: int, finished: dict[str, list[Path]],
+                  data_path: str | None) -> dict:
+    """A finished cell lacks a result its study asks for (lm_eval.json): copy it from a bitwise-identical run
+    (same training identity and thread count, so same weights), else score this run's own weights, else fail
+    with what to do. Never silently leaves the gap."""
+    from .lm_eval_adapter import evaluate_run, summary_fields
+
+    cfg = _cell_config(cell, threads)
+    run = RunDir(cell.run_dir(out))
+    record = {"cell": cell.label(), "run_dir": str(run.root), "seconds": 0.0, "train_wall_s": 0.0}
+    with RunLock(run.lock):
+        summary = read_json(run.summary)
+        needs = missing_results(cfg, run.root, summary)
+        source = _identical_source(cfg, run.root, finished, needs)
+        if source is not None:
+            result = read_json(source / "lm_eval.json")
+            write_json(run.root / "lm_eval.json", {**result, "copied_from": str(_origin(source, out).relative_to(out))})
+            write_json(run.summary, {**summary, **summary_fields(result)})
+            status, detail = "completed", f"lm_eval.json copied from {_origin(source, out).relative_to(out)}"
+        elif run.final_model.is_file():
+            evaluate_run(run.root, data_path)
+            status, detail = "completed", "lm_eval.json scored from this run's weights"
+        else:
+            return {**record, "status": "failed",
+                    "error": f"{run.root} lacks {', '.join(needs)} and has no model.pt to score, and no identical "
+                             f"finished run holds it; allowed: retrain the study into a fresh runs directory"}
+        write_json(run.config, {**read_json(run.config), "lm_eval": True})
+    return {**record, "status": status, "detail": detail, "val_loss": summary.get("val_loss")}
+
+
 # -- the index ------------------------------------------------------------------------------------
 
-def build_index(study: str, out_dir: str | Path | None = None):
-    """runs/<study>/runs.csv: one row per finished run, every config field and summary scalar."""
+def build_index(study: str, out_dir: str | Path | None = None, echo=None):
+    """runs/<study>/runs.csv: one row per finished run, every config field and summary scalar.
+    A run whose files cannot be read is left out with one line naming the file (never a crash)."""
     import pandas as pd
 
+    from .io import atomic_write_text
+
+    echo = echo or (lambda text: print(text, file=sys.stderr))
     root = Path(out_dir or default_runs_dir()) / study
-    rows = []
+    rows, skipped = [], []
     for summary_path in sorted(root.glob("**/summary.json")):
         run_dir = summary_path.parent
-        cfg = json.loads((run_dir / "config.json").read_text())
-        summary = json.loads(summary_path.read_text())
-        row = {"run_dir": str(run_dir.relative_to(root)), "arm": run_dir.parent.name}
-        reused = run_dir / REUSED_FROM
-        row["reused_from"] = json.loads(reused.read_text())["run_dir"] if reused.is_file() else ""
+        try:
+            cfg = read_json(run_dir / "config.json")
+            summary = read_json(summary_path)
+            reused = run_dir / REUSED_FROM
+            reused_from = read_json(reused)["run_dir"] if reused.is_file() else ""
+        except (OSError, KeyError, TypeError, *BRIEF_ERRORS) as e:
+            skipped.append(f"{run_dir.relative_to(root)}: {e}")
+            echo(f"not indexed: {run_dir} ({str(e).splitlines()[0][:200]})")
+            continue
+        row = {"run_dir": str(run_dir.relative_to(root)), "arm": run_dir.parent.name, "reused_from": reused_from}
         row.update({f"cfg.{k}": v for k, v in cfg.items()})
         row.update({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
         rows.append(row)
     table = pd.DataFrame(rows)
     if rows:
         table = table.sort_values(["arm", "seed"]).reset_index(drop=True)
-        from .io import atomic_write_text
-
         atomic_write_text(root / "runs.csv", table.to_csv(index=False))
+    table.attrs["skipped"] = skipped
     return table
 
-
-# -- the sweep ------------------------------------------------------------------------------------
 
 @dataclass
 class SweepReport:
     results: list[dict] = field(default_factory=list)
     skipped: int = 0
+    wall_s: float = 0.0
 
     @property
     def failures(self) -> list[dict]:
@@ -333,41 +420,48 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
               executor: str = "local", slurm: dict | None = None, reuse: bool = True) -> SweepReport:
     from tqdm import tqdm
 
+    if executor not in EXECUTORS:
+        raise ConfigError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
     out = Path(out_dir or default_runs_dir()).resolve()
     notebook = str(Path(notebook or repo_root() / TRAIN_NOTEBOOK).resolve())
     workers, threads = resolve_parallelism(workers, threads)
     report = SweepReport()
-    todo = []
+    todo, incomplete = [], []
     for cell in cells:
         status = cell_status(cell, out)
         if status == "done":
             report.skipped += 1
+        elif status == "incomplete":
+            incomplete.append(cell)
         else:
-            todo.append(cell)
+            todo.append(cell)  # new, partial, conflict, corrupt: the notebook trains, resumes or says what is wrong
+    finished = finished_runs_by_identity(out) if (incomplete or (reuse and todo)) else {}
+    for cell in incomplete:
+        try:
+            result = complete_cell(cell, out, threads, finished, data_path)
+        except BRIEF_ERRORS as e:
+            result = {"cell": cell.label(), "run_dir": str(cell.run_dir(out)), "status": "failed", "error": str(e)}
+        report.results.append(result)
+        echo(f"{result['status']:9s} {cell.label():28s} {result.get('detail') or result.get('error', '')}")
     if reuse and todo:
-        finished, remaining = finished_runs_by_identity(out), []
+        remaining = []
         for cell in todo:
             result = reuse_identical_run(cell, out, threads, finished)
             if result is None:
                 remaining.append(cell)
             else:
                 report.results.append(result)
-                echo(f"reused   {cell.label():28s} val_loss {result['val_loss']:.4f}  from {result['reused_from']}")
+                echo(f"reused    {cell.label():28s} val_loss {result['val_loss']:.4f}  from {result['reused_from']}")
         todo = remaining
     if not todo:
         if report.results:
-            echo(f"{len(report.results)} run(s) reused from identical finished runs; nothing else to execute")
-            for study in sorted({c.study for c in cells}):
-                build_index(study, out)
-            _write_sweep_log(out, cells, report, 0.0, workers, threads)
+            echo(f"{len(report.results)} run(s) reused or completed from identical finished runs; nothing to train")
+            _finish(out, cells, report, 0.0, workers, threads, echo)
         else:
             echo(f"all {len(cells)} runs already finished; nothing to execute")
         return report
     echo(f"{len(todo)} of {len(cells)} runs to execute ({report.skipped} already finished, "
-         f"{len(report.results)} reused); "
-         f"{workers} worker(s) x {threads} thread(s)")
-    if executor not in EXECUTORS:
-        raise ValueError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
+         f"{len(report.results)} reused or completed); {workers} worker(s) x {threads} thread(s)")
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=len(todo), unit="run", desc="sweep", file=sys.stderr, mininterval=2.0))
@@ -376,56 +470,72 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
             pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers,
                                                            mp_context=multiprocessing.get_context("spawn")))
             futures = [pool.submit(execute_cell, c, str(out), data_path, threads, notebook) for c in todo]
-            finished = (f.result() for f in as_completed(futures))
+            results = (f.result() for f in as_completed(futures))
         else:
             engine = make_submitit_executor(executor, out / ".submitit", threads, slurm)
             with engine.batch():
                 jobs = [engine.submit(execute_cell, c, str(out), data_path, threads, notebook) for c in todo]
-            finished = (job.result() for job in jobs)
-        for result in finished:
+            results = (job.result() for job in jobs)
+        for result in results:
             report.results.append(result)
             bar.update(1)
             if result["status"] in ("ok", "diverged"):
                 overhead = result["seconds"] - (result["train_wall_s"] or 0)
                 loss = result["val_loss"]
-                bar.write(f"{result['status']:8s} {result['cell']:28s} val_loss "
+                bar.write(f"{result['status']:9s} {result['cell']:28s} val_loss "
                           f"{'diverged' if loss is None else f'{loss:.4f}'}  {result['seconds']:6.1f} s "
                           f"({overhead:4.1f} s outside the train loop: kernel, imports, calibration, plots)", file=sys.stderr)
             else:
-                bar.write(f"{result['status']:8s} {result['cell']:28s} {result.get('error', '')}", file=sys.stderr)
-    report_wall = time.perf_counter() - t0
-    for study in sorted({c.study for c in cells}):
-        build_index(study, out)
-    _write_sweep_log(out, cells, report, report_wall, workers, threads)
+                bar.write(f"{result['status']:9s} {result['cell']:28s} {result.get('error') or result.get('why', '')}",
+                          file=sys.stderr)
+    _finish(out, cells, report, time.perf_counter() - t0, workers, threads, echo)
     if report.failures:
         echo(f"{len(report.failures)} run(s) failed:")
         for r in report.failures:
             echo(f"  {r['cell']:28s} {r.get('error', '')}  ({r['run_dir']})")
-    echo(f"sweep wall time {report_wall:.1f} s for {len(todo)} runs")
+    echo(f"sweep wall time {report.wall_s:.1f} s for {len(todo)} runs")
     return report
 
 
-def _write_sweep_log(out: Path, cells: list[Cell], report: SweepReport, wall: float, workers: int,
-                     threads: int) -> None:
-    from .io import git_commit
-
+def _finish(out: Path, cells: list[Cell], report: SweepReport, wall: float, workers: int, threads: int, echo) -> None:
+    """The index and the sweep log, even when a cell failed; a write that fails (a full disk) is reported
+    as one line and recorded as a failure instead of losing the results of the cells that finished."""
+    report.wall_s = wall
     for study in sorted({c.study for c in cells}):
-        log_path = out / study / "sweeps.jsonl"
-        previous = log_path.read_text() if log_path.is_file() else ""
-        entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(), "wall_s": wall,
-                 "workers": workers, "threads": threads, "executed": sum(r["status"] != "reused" for r in report.results),
-                 "reused": sum(r["status"] == "reused" for r in report.results),
-                 "skipped": report.skipped, "failed": len(report.failures),
-                 "kernel_retries": sum(r.get("kernel_retries", 0) for r in report.results),
-                 "results": report.results}
-        from .io import atomic_write_text
+        for what, write in (("index", lambda: build_index(study, out, echo=echo)),
+                            ("sweep log", lambda: _write_sweep_log(out, study, report, wall, workers, threads))):
+            try:
+                write()
+            except OSError as e:
+                echo(f"could not write the {what} of {study}: {e}")
+                report.results.append({"cell": f"({study} {what})", "run_dir": str(out / study), "status": "failed",
+                                       "error": str(e)})
 
-        atomic_write_text(log_path, previous + json.dumps(entry, sort_keys=True) + "\n")
+
+def _write_sweep_log(out: Path, study: str, report: SweepReport, wall: float, workers: int, threads: int) -> None:
+    from .io import atomic_write_text, git_commit
+
+    log_path = out / study / "sweeps.jsonl"
+    previous = log_path.read_text() if log_path.is_file() else ""
+    trained = ("ok", "diverged", "failed")
+    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(), "wall_s": wall,
+             "workers": workers, "threads": threads,
+             "executed": sum(r["status"] in trained for r in report.results),
+             "reused": sum(r["status"] == "reused" for r in report.results),
+             "completed": sum(r["status"] == "completed" for r in report.results),
+             "skipped": report.skipped + sum(r["status"] in ("skipped", "locked") for r in report.results),
+             "failed": len(report.failures),
+             "kernel_retries": sum(r.get("kernel_retries", 0) for r in report.results),
+             "results": [r for r in report.results if Path(r["run_dir"]).resolve().is_relative_to(out / study)]}
+    atomic_write_text(log_path, previous + json.dumps(entry, sort_keys=True) + "\n")
 
 
 def resolve_parallelism(workers: int, threads: int) -> tuple[int, int]:
     """Default: one single-threaded worker per core (measured faster here than one 2-thread worker;
     see README, "Parallelism"). Given one of the two, the other fills the machine."""
+    for name, value in (("workers", workers), ("threads", threads)):
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            raise ConfigError(f"invalid {name}={value!r}; allowed: an integer >= 0 (0: fill the machine)")
     cores = os.cpu_count() or 1
     if not workers and not threads:
         threads = 1
@@ -439,13 +549,16 @@ def resolve_parallelism(workers: int, threads: int) -> tuple[int, int]:
 # -- command line ---------------------------------------------------------------------------------
 
 def _parse_seeds(text: str) -> list[int]:
+    """'0-4', '0,3,7' or a mix; anything else (negative, fractional, words, empty) is refused."""
+    import re
+
     seeds = []
     for part in text.split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            seeds.extend(range(int(lo), int(hi) + 1))
-        else:
-            seeds.append(int(part))
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not match or (match[2] is not None and int(match[2]) < int(match[1])):
+            raise ConfigError(f"invalid --seeds {text!r}; allowed: integers >= 0 as a range or list, e.g. 0-4 or 0,3,7")
+        lo, hi = int(match[1]), int(match[2] if match[2] is not None else match[1])
+        seeds.extend(range(lo, hi + 1))
     return seeds
 
 
@@ -480,6 +593,11 @@ def main(argv=None) -> int:
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
     args = p.parse_args(argv)
     out = Path(args.out_dir or default_runs_dir())
+    try:
+        check_name("study", args.study)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.index_only:
         table = build_index(args.study, out)
         print(f"{len(table)} runs indexed in {out / args.study / 'runs.csv'}")
@@ -496,6 +614,7 @@ def main(argv=None) -> int:
                      for c in cells]
         for c in cells:
             c.config()  # validate every cell before running any
+        resolve_parallelism(args.workers, args.threads)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -511,7 +630,7 @@ def main(argv=None) -> int:
 
 def _split_assignment(text: str) -> tuple[str, Any]:
     if "=" not in text:
-        raise ValueError(f"invalid assignment {text!r}; expected FIELD=VALUE")
+        raise ConfigError(f"invalid assignment {text!r}; allowed: FIELD=VALUE")
     key, value = text.split("=", 1)
     return key.strip(), value
 
