@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from . import plots, stats
+from .errors import RunDirError
 from .io import atomic_write_text, default_runs_dir, git_commit, repo_root, write_json
 from .report import load_runs
 
@@ -46,10 +47,53 @@ def scopes(runs: pd.DataFrame) -> list[str]:
     return sorted(runs["cfg.preset"].dropna().unique()) if "cfg.preset" in runs else ["all"]
 
 
+LM_METRICS = ("lm_macro_acc",)  # in a study's family only when the study asks for the lm-eval suite
+
+
+class IncompleteStudyError(RunDirError):
+    """A run of the study lacks a metric of the registered family: the analysis would use fewer seeds."""
+
+
+def study_family(study: str, runs: pd.DataFrame, metrics: list[str] | None = None) -> list[str]:
+    """The registered family for this study: the protocol's metrics, with the zero/few-shot ones only when
+    the study asks for lm-eval (the study registry says so, or a run's config did)."""
+    from .sweep import STUDIES, study_cells
+
+    metrics = list(metrics or DEFAULT_METRICS)
+    asked = bool(runs.get("cfg.lm_eval", pd.Series(dtype=bool)).fillna(False).astype(bool).any())
+    if study in STUDIES:
+        asked = asked or any(c.config().lm_eval for c in study_cells(study))
+    return [m for m in metrics if asked or m not in LM_METRICS]
+
+
+def missing_metrics(runs: pd.DataFrame, metrics: list[str]) -> list[tuple[str, str]]:
+    """(run, metric) pairs the analysis would silently drop. A diverged run has no final metrics to give."""
+    missing = []
+    for _, row in runs.iterrows():
+        if bool(row.get("diverged", False)):
+            continue
+        for m in metrics:
+            if m not in runs.columns or pd.isna(row[m]):
+                missing.append((str(row["run_dir"]), m))
+    return missing
+
+
+def check_complete(study: str, runs: pd.DataFrame, metrics: list[str]) -> None:
+    """The completeness gate: refuse, in one line, to analyse a study in which any run lacks a family metric."""
+    missing = missing_metrics(runs, metrics)
+    if missing:
+        listed = "; ".join(f"{run}: {m}" for run, m in missing[:12]) + (f"; … {len(missing) - 12} more"
+                                                                           if len(missing) > 12 else "")
+        raise IncompleteStudyError(f"study {study} is incomplete: {len(missing)} (run, metric) pair(s) missing "
+                                   f"({listed}); allowed: every run with every metric of the registered family "
+                                   f"(complete it with `python -m embnorm_lib.sweep {study}`)")
+
+
 def analyse(study: str, metrics: list[str] | None = None, out_dir=None, scope: str | None = None,
             baseline: str = "none") -> list[ScopeAnalysis]:
     runs_all = load_runs(study, out_dir)
-    metrics = [m for m in (metrics or DEFAULT_METRICS) if m in runs_all.columns]
+    metrics = study_family(study, runs_all, metrics)
+    check_complete(study, runs_all, metrics)
     results = []
     for name in ([scope] if scope else scopes(runs_all)):
         runs = runs_all[runs_all["cfg.preset"] == name] if name != "all" else runs_all

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .errors import BRIEF_ERRORS
 from .io import atomic_write_text, default_runs_dir, repo_root
 from .report import FINDINGS_STUDIES, findings_text, runs_readme, update_readme_findings
 from .sweep import build_index
@@ -25,8 +26,11 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     import papermill as pm
     from nbconvert import HTMLExporter
 
+    from .analysis import check_complete, study_family
+
     out = Path(out_dir or default_runs_dir()).resolve()
-    build_index(study, out)
+    runs = build_index(study, out)
+    check_complete(study, runs, study_family(study, runs))  # before any notebook runs: one line, not a traceback
     notebooks = repo_root() / "notebooks"
     written = {}
     for name in ANALYSIS_NOTEBOOKS:
@@ -53,7 +57,12 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=None)
     p.add_argument("--figures-dir", default=None)
     args = p.parse_args(argv)
-    for name, path in publish(args.study, args.out_dir, args.figures_dir).items():
+    try:
+        written = publish(args.study, args.out_dir, args.figures_dir)
+    except BRIEF_ERRORS as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for name, path in written.items():
         print(f"{name:16s} {path}")
     report = Path(args.out_dir or default_runs_dir()) / args.study / "REPORT.md"
     if report.is_file():

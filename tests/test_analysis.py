@@ -86,3 +86,29 @@ def test_analysis_notebooks_run_under_papermill(tiny_study, tmp_path, name):
         report = (tiny_study / "tinystudy" / "REPORT.md").read_text()
         assert "## Stability (all stability studies)" in report and "`none` diverged 0/3" in report
         assert (tmp_path / "stability" / "stress_loss_traces.png").stat().st_size > 1000
+
+
+def test_completeness_gate_refuses_a_study_with_a_missing_metric(tiny_study, tmp_path, capsys):
+    """A run that lacks a family metric must stop the analysis, not shrink its n (main's lm_macro_acc was 7 of 10)."""
+    out = tmp_path / "runs"
+    shutil.copytree(tiny_study / "tinystudy", out / "gated")
+    for run_dir in (out / "gated").glob("*/seed*"):
+        config = json.loads((run_dir / "config.json").read_text())
+        (run_dir / "config.json").write_text(json.dumps({**config, "lm_eval": True}))  # the study asks for lm-eval
+        if run_dir.parent.name != "none" or run_dir.name != "seed2":
+            summary = json.loads((run_dir / "summary.json").read_text())
+            (run_dir / "summary.json").write_text(json.dumps({**summary, "lm_macro_acc": 0.3}))
+    build_index("gated", out)
+    report = out / "gated" / "REPORT.md"
+    report.write_text("the committed report")
+    with pytest.raises(analysis.IncompleteStudyError, match=r"1 \(run, metric\) pair\(s\) missing \(none/seed2: "
+                                                             r"lm_macro_acc\)"):
+        analysis.analyse("gated", out_dir=out)
+    from embnorm_lib import publish
+
+    assert publish.main(["gated", "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "none/seed2: lm_macro_acc" in err
+    assert report.read_text() == "the committed report"  # nothing was re-analysed
+    # a study that never asked for lm-eval has no lm metric in its family, and nothing is missing
+    assert "lm_macro_acc" not in analysis.study_family("tinystudy", load_runs("tinystudy", tiny_study))
