@@ -20,7 +20,8 @@ import pandas as pd
 
 from . import plots, stats
 from .errors import RunDirError
-from .io import atomic_write_text, default_runs_dir, git_commit, repo_root, write_json
+from .figures import study_stamp
+from .io import atomic_write_text, default_runs_dir, git_commit, repo_root, write_json, write_text_stable
 from .report import load_runs
 
 DEFAULT_METRICS = ["val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc", "final_grad_norm",
@@ -214,6 +215,11 @@ def plain_words(a: ScopeAnalysis) -> list[str]:
         lines.append(f"- `{c.variant}` {direction} the final validation loss by {abs(c.mean_diff):.4f} nats/char "
                      f"({c.baseline_mean:.4f} → {c.variant_mean:.4f}; 95% CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], "
                      f"{sig}, p = {c.p_holm:.3g}; better on {c.prob_improvement:.0%} of {int(c.n)} seeds).")
+    for _, c in a.family[a.family["metric"] == "lm_macro_acc"].iterrows():
+        sig = "significant after Holm" if c.significant else "not significant after Holm"
+        lines.append(f"- Zero-shot macro accuracy (lm-eval suite, {int(c.n)} seeds): `{c.variant}` changes it by "
+                     f"{c.mean_diff:+.4f} ({c.baseline_mean:.4f} → {c.variant_mean:.4f}; 95% CI [{c.ci_low:+.4f}, "
+                     f"{c.ci_high:+.4f}], {sig}, p = {c.p_holm:.3g}).")
     for _, c in a.family[a.family["metric"] == "ece_equal_width"].iterrows():
         lines.append(f"- Calibration: `{c.variant}` changes top-label ECE by {c.mean_diff:+.4f} "
                      f"(CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], Holm p = {c.p_holm:.3g}).")
@@ -246,7 +252,7 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
         write_json(target / "decision.json", a.decision)
         for name, make in (("forest", plot_forest), ("paired_lines", plot_paired_lines)):
             fig = make(a)
-            plots.save(fig, fig_root / f"{name}_{a.scope}")
+            plots.save(fig, fig_root / f"{name}_{a.scope}", study_stamp(study, out_dir))
             plt.close(fig)
         sections += [f"## {a.scope} ({len(a.runs)} runs, seeds {sorted(a.runs['seed'].unique().tolist())})", "",
                      *plain_words(a), "",
@@ -261,7 +267,7 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
         sections += ["## Stability (all stability studies)", "",
                      "From [`runs/STABILITY.md`](../STABILITY.md) (`python -m embnorm_lib.stability`):", "",
                      stability_words, ""]
-    atomic_write_text(study_root / "REPORT.md", "\n".join(sections))
+    write_text_stable(study_root / "REPORT.md", "\n".join(sections))
     return study_root / "REPORT.md"
 
 

@@ -94,12 +94,21 @@ FIGURES: dict[str, Callable[[StudyData], plt.Figure]] = {
 }
 
 
+def study_stamp(study: str, out_dir=None) -> str:
+    """A figure's footer: the study and the fingerprint of the index it was drawn from."""
+    from .io import default_runs_dir, fingerprint
+
+    index = Path(out_dir or default_runs_dir()) / study / "runs.csv"
+    return f"embnorm · {study} · runs.csv {fingerprint(index)}" if index.is_file() else f"embnorm · {study}"
+
+
 def render_study(study: str, out_dir=None, figures_dir=None, arms: str = "", names=None) -> dict[str, list[Path]]:
     data = StudyData(study, out_dir, arms)
     target = Path(figures_dir or repo_root() / "figures" / study)
+    footer = study_stamp(study, out_dir)
     written = {}
     for name in names or FIGURES:
         fig = FIGURES[name](data)
-        written[name] = plots.save(fig, target / name)
+        written[name] = plots.save(fig, target / name, footer)
         plt.close(fig)
     return written

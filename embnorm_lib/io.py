@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,45 @@ def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> Path:
             raise DiskFullError(errno.ENOSPC, f"no space left while writing {path}") from None
         raise
     return path
+
+
+def write_bytes_if_changed(path: str | os.PathLike, payload: bytes) -> Path:
+    """Atomic write, skipped when the file already holds exactly these bytes (no churn, same mtime)."""
+    path = Path(path)
+    if path.is_file() and path.read_bytes() == payload:
+        return path
+    return atomic_write_bytes(path, payload)
+
+
+# "at commit 0123456789ab" names the code that produced an output. When nothing else in the output
+# changed, the file keeps the commit that first produced it (still true: that commit produces it too).
+STAMP = re.compile(r"(at commit )[0-9a-f]{7,40}(?:-dirty)?")
+
+
+def write_text_stable(path: str | os.PathLike, text: str) -> Path:
+    """Write text unless the file differs from it only in its 'at commit …' stamps."""
+    path = Path(path)
+    if path.is_file():
+        old = path.read_text()
+        if STAMP.sub(r"\1", old) == STAMP.sub(r"\1", text):
+            return path
+    return atomic_write_text(path, text)
+
+
+def fingerprint(path: str | os.PathLike, length: int = 12) -> str:
+    """The first hex digits of a file's sha256: what a figure or report was computed from."""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:length]
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as a reader should see it: relative to the checkout when inside it (no machine's layout leaks)."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(repo_root().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def is_disk_full(exc: BaseException) -> bool:

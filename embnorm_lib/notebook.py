@@ -8,11 +8,28 @@ from typing import Any
 import pandas as pd
 
 from .config import preset_config, RunConfig
-from .errors import ConfigError
+from .errors import BRIEF_ERRORS, ConfigError
 from .data import Corpus
 from .diagnostics import TOKEN_CLASSES, token_class
 from .io import read_jsonl
 from .train import run_dir_for
+
+
+def brief_errors() -> None:
+    """In a notebook, show a user's mistake (bad parameter, busy or damaged run dir, missing data, full disk) as
+    its one-line message instead of a traceback, so it is the first thing read in the output or papermill's
+    error. Bugs keep their full traceback."""
+    try:
+        shell = get_ipython()  # noqa: F821 (defined inside IPython only)
+    except NameError:
+        return
+
+    def one_line(shell, etype, value, tb, tb_offset=None):
+        line = [f"{etype.__name__}: {value}"]
+        shell._showtraceback(etype, value, line)
+        return line
+
+    shell.set_custom_exc(BRIEF_ERRORS, one_line)
 
 
 RESERVED_OVERRIDES = ("variant", "seed")  # notebook parameters of their own: one value, one place

@@ -6,22 +6,25 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .io import git_commit
+from .io import write_bytes_if_changed
+
+# No dates in the files: the same data drawn by the same matplotlib gives the same bytes, so re-publishing
+# unchanged runs leaves committed figures untouched.
+_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
 
 
-def save(fig, path_stem: str | Path, footer: str | None = None) -> list[Path]:
-    """Write <stem>.png and <stem>.pdf, stamped with the git commit that produced them."""
+def save(fig, path_stem: str | Path, footer: str = "embnorm") -> list[Path]:
+    """Write <stem>.png and <stem>.pdf, footed with what they were drawn from (e.g. a study's runs.csv
+    fingerprint); a file whose bytes would not change is not rewritten."""
+    import io
+
     stem = Path(path_stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    fig.text(0.99, 0.005, footer or f"embnorm {git_commit()[:12]}", ha="right", va="bottom", fontsize=6,
-             color="0.5")
+    fig.text(0.99, 0.005, footer, ha="right", va="bottom", fontsize=6, color="0.5")
     paths = []
     for ext in ("png", "pdf"):
-        tmp = stem.with_name(f".{stem.name}.tmp.{ext}")
-        fig.savefig(tmp, dpi=130, bbox_inches="tight")
-        final = stem.with_suffix(f".{ext}")
-        tmp.replace(final)
-        paths.append(final)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=ext, dpi=130, bbox_inches="tight", metadata=_METADATA[ext])
+        paths.append(write_bytes_if_changed(stem.with_suffix(f".{ext}"), buffer.getvalue()))
     return paths
 
 

@@ -2,8 +2,8 @@
 
     python -m embnorm_lib.publish seeds-final
 
-Executed notebooks land in runs/<study>/; the statistics notebook is rendered to
-runs/<study>/report.html with nbconvert."""
+Executed notebooks land in runs/<study>/ (without timestamps or machine paths); the statistics notebook is
+rendered to runs/<study>/report.html with nbconvert, outputs only. Publishing unchanged runs rewrites nothing."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .errors import BRIEF_ERRORS
-from .io import atomic_write_text, default_runs_dir, repo_root
+from .io import default_runs_dir, repo_root, write_bytes_if_changed
 from .report import FINDINGS_STUDIES, findings_text, runs_readme, update_readme_findings
 from .sweep import build_index
 
@@ -21,31 +21,76 @@ ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
 NOTEBOOK_TIMEOUT_S = 1800  # per cell: a hung kernel fails the step instead of blocking it forever
 
 
-def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
-    import nbformat
-    import papermill as pm
+VOLATILE_NB_KEYS = ("start_time", "end_time", "duration", "input_path", "output_path", "environment_variables")
+
+
+def stable_notebook(nb) -> None:
+    """Drop what changes between identical executions (timestamps, durations, this machine's paths), so an
+    executed notebook is a function of its inputs and re-publishing unchanged runs leaves it byte-identical."""
+    for key in VOLATILE_NB_KEYS:
+        nb.metadata.get("papermill", {}).pop(key, None)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.id = "injected-parameters"  # papermill gives it a random id on every run
+        cell.metadata.pop("execution", None)
+        for key in VOLATILE_NB_KEYS:
+            cell.metadata.get("papermill", {}).pop(key, None)
+
+
+def report_html(nb) -> str:
+    """The statistics notebook as a report: outputs only (no code, no prompts, no stderr such as warnings)."""
+    import copy
+
     from nbconvert import HTMLExporter
 
-    from .analysis import check_complete, study_family
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nb)
+    return body
 
+
+def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
+    import shutil
+    import tempfile
+
+    import nbformat
+    import papermill as pm
+
+    from .analysis import check_complete, study_family
+    from .config import check_name
+
+    check_name("study", study)
     out = Path(out_dir or default_runs_dir()).resolve()
     runs = build_index(study, out)
     check_complete(study, runs, study_family(study, runs))  # before any notebook runs: one line, not a traceback
+    default_out = out == default_runs_dir().resolve()
     notebooks = repo_root() / "notebooks"
     written = {}
-    for name in ANALYSIS_NOTEBOOKS:
-        executed = out / study / f"{name}.ipynb"
-        params = dict(study=study, out_dir=str(out), figures_dir=figures_dir or "")
-        if name == "03_diagnostics":
-            params["interactive"] = False
-        pm.execute_notebook(str(notebooks / f"{name}.ipynb"), str(executed), kernel_name="python3",
-                            progress_bar=False, cwd=str(notebooks), parameters=params,
-                            execution_timeout=NOTEBOOK_TIMEOUT_S)
-        written[name] = executed
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(written["04_statistics"], as_version=4))
-    written["report.html"] = atomic_write_text(out / study / "report.html", body)
-    written["runs/README.md"] = atomic_write_text(out / "README.md", runs_readme(out) + "\n")
-    if study in FINDINGS_STUDIES and out == default_runs_dir().resolve():
+    scratch = Path(tempfile.mkdtemp(prefix=".publish.", dir=out / study))  # hidden: never indexed or committed
+    try:
+        for name in ANALYSIS_NOTEBOOKS:
+            # defaults stay "" so the executed notebook names no path of this machine
+            params = dict(study=study, out_dir="" if default_out else str(out),
+                          figures_dir=str(Path(figures_dir).resolve()) if figures_dir else "")
+            if name == "03_diagnostics":
+                params["interactive"] = False
+            executed = scratch / f"{name}.ipynb"
+            pm.execute_notebook(str(notebooks / f"{name}.ipynb"), str(executed), kernel_name="python3",
+                                progress_bar=False, cwd=str(notebooks), parameters=params,
+                                execution_timeout=NOTEBOOK_TIMEOUT_S)
+            nb = nbformat.read(executed, as_version=4)
+            stable_notebook(nb)
+            written[name] = write_bytes_if_changed(out / study / f"{name}.ipynb", nbformat.writes(nb).encode())
+            if name == "04_statistics":
+                written["report.html"] = write_bytes_if_changed(out / study / "report.html", report_html(nb).encode())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    written["runs/README.md"] = write_bytes_if_changed(out / "README.md", (runs_readme(out) + "\n").encode())
+    if study in FINDINGS_STUDIES and default_out:
         update_readme_findings(repo_root() / "README.md", findings_text(out))
         written["README.md findings"] = repo_root() / "README.md"
     return written

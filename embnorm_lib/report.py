@@ -235,9 +235,13 @@ def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
     parts = [f"`{v}` {'raises' if r.mean_diff > 0 else 'lowers'} it by {abs(r.mean_diff):.3f} "
              f"(95% CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g})" for v, r in prim.iterrows()]
     where = f"[`{study}`](runs/{study}/REPORT.md)" + (f", regime `{scope}`" if several else "")
+    lm = family[family["metric"] == "lm_macro_acc"].set_index("variant")
+    zero_shot = ("; zero-shot macro accuracy " + ", ".join(
+        f"`{v}` {r.mean_diff:+.3f} (95% CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g}, "
+        f"{'significant' if r.significant else 'not significant'})" for v, r in lm.iterrows())) if len(lm) else ""
     return (f"In {where} ({int(prim['n'].iloc[0])} seeds, paired), against a final validation loss of "
             f"{prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, " + " and ".join(parts)
-            + f"; the registered decision rule says: **{decision['overall']}**.")
+            + zero_shot + f"; the registered decision rule (on validation loss) says: **{decision['overall']}**.")
 
 
 def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import plots, stats
-from .io import atomic_write_text, default_runs_dir, git_commit, repo_root
+from .io import atomic_write_text, default_runs_dir, fingerprint, git_commit, repo_root, write_text_stable
 from .report import load_runs
 
 STUDIES = ("stability-lr", "stability-init", "stability-stress", "stability-budget")
@@ -329,8 +329,10 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
     sections: dict = {}
     available = {s: load_runs(s, out) for s in STUDIES if (out / s / "runs.csv").is_file()}
 
+    footer = "embnorm · stability · runs.csv " + " ".join(fingerprint(out / s / "runs.csv") for s in available)
+
     def figure(fig, name):
-        plots.save(fig, fig_dir / name)
+        plots.save(fig, fig_dir / name, footer)
         plt.close(fig)
 
     if "stability-lr" in available:
@@ -402,7 +404,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
     missing = [s for s in STUDIES if s not in available]
     if missing:
         lines += [f"Not run yet: {', '.join(f'`{s}`' for s in missing)}.", ""]
-    return atomic_write_text(out / "STABILITY.md", "\n".join(lines))
+    return write_text_stable(out / "STABILITY.md", "\n".join(lines))
 
 
 def recommendation_from_report(out_dir=None) -> str | None:

@@ -20,7 +20,10 @@ try:
 except ImportError:
     root = next(p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir())
     sys.path.insert(0, str(root))
-    import embnorm_lib"""
+    import embnorm_lib
+from embnorm_lib.notebook import brief_errors
+
+brief_errors()  # a bad parameter reads as one line (what is wrong, what is allowed), not a traceback"""
 
 
 def md(text: str):
@@ -80,7 +83,8 @@ from embnorm_lib import plots
 from embnorm_lib.io import repo_root
 
 fig = plots.plot_char_classes(classes)
-plots.save(fig, pathlib.Path(figures_dir or repo_root() / "figures" / "data") / "char_classes")
+plots.save(fig, pathlib.Path(figures_dir or repo_root() / "figures" / "data") / "char_classes",
+           f"embnorm · tiny Shakespeare sha256 {corpus.sha256[:12]}")
 """),
     ],
     "02_train.ipynb": [
@@ -200,7 +204,9 @@ import matplotlib.pyplot as plt
 from embnorm_lib.figures import FIGURES, StudyData, render_study
 
 written = render_study(study, out_dir or None, figures_dir or None, arms=arms)
-print(f"{len(written)} figures written to {pathlib.Path(next(iter(written.values()))[0]).parent}")
+from embnorm_lib.io import shown_path
+
+print(f"{len(written)} figures written to {shown_path(pathlib.Path(next(iter(written.values()))[0]).parent)}")
 """),
         md("""
 ## The three figures to read first
@@ -329,15 +335,17 @@ The registered rule, applied; then every table, figure and the plain-words REPOR
         code("""
 for a in analyses:
     display(Markdown("\\n".join([f"### {a.label}", *analysis.plain_words(a)])))
+from embnorm_lib.io import shown_path
+
 report = analysis.write_outputs(analyses, out_dir or None, figures_dir or None)
-print(f"wrote {report}")
+print(f"wrote {shown_path(report)}")
 """),
     ],
     "kaggle_quickstart.ipynb": [
         md("""
 # Kaggle / Colab quickstart (GPU)
 
-Clones embnorm, installs what the image lacks (keeping its CUDA build of torch), checks the GPU and
+Clones embnorm (once), installs only what the image lacks (keeping its CUDA torch and scientific stack), checks the GPU and
 runs a small paired sweep on it. On CUDA the library picks bf16 on compute capability >= 8.0 and fp16
 with loss scaling below that (T4, P100), and compiles the model with `torch.compile`.
 Turn on the GPU accelerator and internet in the notebook settings first.
@@ -347,27 +355,40 @@ repo_url = ""            # your clone URL of embnorm (not needed when this noteb
 study = "gpu-demo"
 preset = "seeds-final"  # or gpt-small for a GPT-2-small-shaped model (GPU only)
 variants = "none,ln,rms"
-seeds = "0-2"
+seeds = "0-2"           # 0, "0-2", "0,3" or a list
 """, parameters=True),
         md("""
-## Get the code and its dependencies
+## Get the code and what a run needs
 
-Everything in `requirements.txt` except torch: the image's CUDA torch stays.
+Safe to run again, also after a kernel restart (it reuses the clone). Only packages the image lacks are
+installed; the image's own torch (CUDA), numpy, pandas, matplotlib and scipy are kept as they are, so no
+restart is needed unless this cell says so.
 """),
         code("""
 import os, pathlib, subprocess, sys
 
 here = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir()), None)
+if here is None and (pathlib.Path("embnorm") / "embnorm_lib").is_dir():
+    here = pathlib.Path("embnorm").resolve()  # cloned before a kernel restart
+    print(f"using the existing clone in {here}")
 if here is None:
     if not repo_url:
         raise ValueError("set repo_url to your clone URL of embnorm; allowed: any git URL")
     subprocess.run(["git", "clone", "--depth", "1", repo_url, "embnorm"], check=True)
     here = pathlib.Path("embnorm").resolve()
 os.chdir(here)
-needed = [line for line in (here / "requirements.txt").read_text().splitlines()
-          if line.strip() and not line.startswith(("#", "torch=="))]
-subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *needed], check=True)
-subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "-e", "."], check=True)
+sys.path.insert(0, str(here))
+
+from embnorm_lib import quickstart
+
+before = quickstart.installed_versions()
+missing = quickstart.missing_packages()
+if missing:
+    print("installing what the image lacks:", ", ".join(missing))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing], check=True)
+changed = quickstart.restart_needed(before, quickstart.installed_versions())
+print(f"restart the kernel, then run this cell again ({', '.join(changed)} changed)" if changed
+      else "ready: nothing the kernel has loaded was changed, no restart needed")
 """),
         md("""
 ## The GPU the runs will use
@@ -387,7 +408,7 @@ Each cell of the grid runs `notebooks/02_train.ipynb` through papermill; one wor
 """),
         code("""
 subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", study, "--preset", preset, "--variants", variants,
-                "--seeds", seeds, "--workers", "1"], check=True)
+                "--seeds", quickstart.seeds_text(seeds), "--workers", "1"], check=True)
 subprocess.run([sys.executable, "-m", "embnorm_lib.report", "summary", study], check=True)
 """),
     ],

@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# Fresh machine -> study: install, prepare the data, run a study's sweep (default seeds-final),
-# then the diagnostics and statistics notebooks, and print the report.
-#   bash scripts/study.sh [STUDY] [extra sweep args]
+# The README's main job. Fresh machine -> study: install, verify the data, then either prove the committed
+# study is real (re-train one random cell per arm and compare bit for bit, re-publish, print the findings)
+# or run what is missing.
+#   bash scripts/study.sh [STUDY] [--fresh]      (default study: seeds-final; see python -m embnorm_lib.job -h)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-study="${1:-seeds-final}"; shift || true
+echo "embnorm: installing the pinned requirements (quiet; minutes on a fresh machine, seconds after), then the study"
 bash scripts/install.sh
-mkdir -p "runs/$study"
-papermill notebooks/01_data.ipynb "runs/$study/01_data.ipynb" --cwd notebooks ${EMBNORM_DATA:+-p data_path "$EMBNORM_DATA"}
-python -m embnorm_lib.sweep "$study" "$@"
-python -m embnorm_lib.publish "$study"   # 03/04 notebooks -> figures, REPORT.md, report.html
+exec python -m embnorm_lib.job "$@"

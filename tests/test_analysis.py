@@ -67,25 +67,41 @@ def test_every_registered_figure_renders(tiny_study, tmp_path):
         assert all(p.stat().st_size > 1000 for p in paths)
 
 
-@pytest.mark.parametrize("name", ["03_diagnostics", "04_statistics"])
-def test_analysis_notebooks_run_under_papermill(tiny_study, tmp_path, name):
-    out_nb = tmp_path / f"{name}.ipynb"
-    params = dict(study="tinystudy", out_dir=str(tiny_study), figures_dir=str(tmp_path / "f"))
-    if name == "03_diagnostics":
-        params["interactive"] = False
-    else:  # the stability section reads the stability studies next to the study: stand one in
-        shutil.copytree(tiny_study / "tinystudy", tiny_study / "stability-stress", dirs_exist_ok=True)
-    pm.execute_notebook(str(REPO / "notebooks" / f"{name}.ipynb"), str(out_nb), kernel_name="python3",
-                        progress_bar=False, cwd=str(REPO / "notebooks"), parameters=params, execution_timeout=600)
-    nb = nbformat.read(out_nb, as_version=4)
-    assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert any((tmp_path / "f").glob("*.png"))
-    if name == "04_statistics":
-        stability_md = (tiny_study / "STABILITY.md").read_text()
-        assert "## Stress regime" in stability_md and "`none` diverged 0/3" in stability_md
-        report = (tiny_study / "tinystudy" / "REPORT.md").read_text()
-        assert "## Stability (all stability studies)" in report and "`none` diverged 0/3" in report
-        assert (tmp_path / "stability" / "stress_loss_traces.png").stat().st_size > 1000
+def test_publish_runs_both_notebooks_and_republishing_changes_nothing(tiny_study, tmp_path):
+    """publish = 03 + 04 under papermill; on unchanged runs a second publish rewrites no byte (issue 12)."""
+    import hashlib
+
+    from embnorm_lib.publish import publish
+
+    out, fig = tmp_path / "runs", tmp_path / "figures"
+    shutil.copytree(tiny_study / "tinystudy", out / "tinystudy")
+    # the stability section reads the stability studies next to the study: stand one in
+    shutil.copytree(tiny_study / "tinystudy", out / "stability-stress")
+    publish("tinystudy", out, fig / "tinystudy")
+    for name in ("03_diagnostics", "04_statistics"):
+        nb = nbformat.read(out / "tinystudy" / f"{name}.ipynb", as_version=4)
+        assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+        assert "start_time" not in nb.metadata["papermill"] and "duration" not in nb.metadata["papermill"]
+    assert any((fig / "tinystudy").glob("*.png"))
+    stability_md = (out / "STABILITY.md").read_text()
+    assert "## Stress regime" in stability_md and "`none` diverged 0/3" in stability_md
+    report = (out / "tinystudy" / "REPORT.md").read_text()
+    assert "## Stability (all stability studies)" in report and "`none` diverged 0/3" in report
+    assert (fig / "stability" / "stress_loss_traces.png").stat().st_size > 1000
+    html = (out / "tinystudy" / "report.html").read_text()
+    assert "Paired comparisons" in html and "Stability" in html
+    assert "analysis.analyse(" not in html and "import " not in html  # outputs only, no code cells
+    assert "Warning" not in html  # stderr (warnings) left out
+    for path in (out / "tinystudy" / "report.html", out / "tinystudy" / "04_statistics.ipynb"):
+        assert str(REPO) not in path.read_text()  # no path of the machine it was built on
+
+    def digest():
+        return {str(p.relative_to(tmp_path)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+
+    before = digest()
+    publish("tinystudy", out, fig / "tinystudy")
+    assert digest() == before
 
 
 def test_completeness_gate_refuses_a_study_with_a_missing_metric(tiny_study, tmp_path, capsys):

@@ -81,3 +81,25 @@ def test_kaggle_quickstart_code_parses_and_keeps_the_images_torch():
     for src in sources:
         ast.parse(src)
     assert any('startswith(("#", "torch=="))' in s for s in sources)
+
+
+@pytest.mark.parametrize("params,message", [
+    (dict(seed=3.5), "ConfigError: invalid seed=3.5; allowed: an integer"),
+    (dict(seed=True), "ConfigError: invalid seed=True"),
+    (dict(max_iters=2.5), "ConfigError: invalid max_iters=2.5; allowed: an integer > 0"),
+    (dict(study="../../x"), "ConfigError: invalid study='../../x'"),
+    (dict(run_tag="/../../y"), "ConfigError: invalid run_tag='/../../y'"),
+    (dict(overrides='{"lr": 0.001}'), "ConfigError: invalid overrides="),
+])
+def test_bad_notebook_parameters_are_one_line_refusals(tmp_path, data_path, params, message):
+    """Under papermill the refusal is the error's whole traceback (so the last line papermill prints), and
+    nothing is written anywhere."""
+    out = tmp_path / "out.ipynb"
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        pm.execute_notebook(str(REPO / "notebooks" / "02_train.ipynb"), str(out), kernel_name="python3",
+                            progress_bar=False, cwd=str(REPO / "notebooks"),
+                            parameters=dict(variant="ln", preset="tiny", out_dir=str(tmp_path / "runs"),
+                                            data_path=data_path, progress=False, **params))
+    assert len(err.value.traceback) == 1 and err.value.traceback[0].startswith(message)
+    assert str(err.value).strip().splitlines()[-1].startswith(message)
+    assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "x").exists()

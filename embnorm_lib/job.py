@@ -1,0 +1,194 @@
+"""The README's main job: a study from a fresh clone, and proof that its committed numbers are real.
+
+    python -m embnorm_lib.job seeds-final            # what `bash scripts/study.sh` runs
+    python -m embnorm_lib.job seeds-final --fresh    # the whole study again, into runs/scratch/fresh-<time>/
+
+When the study's results are committed, the job re-trains one random cell per arm (through the training
+notebook, in a temporary directory, with the committed thread count) and says whether each reproduces
+the committed numbers bit for bit; then it re-publishes the study (which, on unchanged runs, rewrites
+nothing) and prints the findings. When results are missing it runs the sweep first. `--fresh` trains
+every cell again into a new runs directory, publishes there, and compares with the committed numbers."""
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .errors import BRIEF_ERRORS
+from .io import default_runs_dir, read_json, read_jsonl, repo_root, shown_path
+
+TIMING_KEYS = {"step_ms", "wall_s", "eval_s"}
+# summary fields that are results (not timings, versions or provenance): compared bit for bit
+RESULT_KEYS = ("steps", "diverged", "val_loss", "val_acc", "val_ppl", "val_bpc", "best_val_loss", "init_val_loss",
+               "final_train_loss", "final_grad_norm", "peak_grad_norm", "clipped_frac", "spike_count",
+               "ece_equal_width", "ece_equal_mass", "brier", "lm_macro_acc")
+OVERHEAD_S = 25.0  # kernel start, imports, calibration and plots per run (measured 15-27 s here)
+
+
+def sample_cells(cells, rng: random.Random) -> list:
+    """One random cell per arm (variant and any tagged axes)."""
+    by_arm: dict[str, list] = {}
+    for cell in cells:
+        by_arm.setdefault(f"{cell.variant}{cell.tag}", []).append(cell)
+    return [rng.choice(group) for group in by_arm.values()]
+
+
+def estimate_s(run_dirs: list[Path], workers: int) -> float:
+    """Wall time of re-running these runs, from what they took when they were committed."""
+    per_run = []
+    for run in run_dirs:
+        summary = read_json(run / "summary.json")
+        per_run.append((summary.get("wall_s") or 0) + (summary.get("lm_eval_s") or 0) + OVERHEAD_S)
+    per_run.sort(reverse=True)
+    lanes = [0.0] * max(1, workers)
+    for t in per_run:
+        lanes[lanes.index(min(lanes))] += t
+    return max(lanes)
+
+
+def compare_runs(committed: Path, reproduced: Path) -> dict:
+    """Bitwise comparison of what a run computed (logs without wall-clock fields, result scalars, lm-eval)."""
+    differences = []
+    for name in ("metrics.jsonl", "evals.jsonl", "diagnostics.jsonl"):
+        a = [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_jsonl(committed / name)]
+        b = [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_jsonl(reproduced / name)]
+        if a != b:
+            differences.append(name)
+    a, b = read_json(committed / "summary.json"), read_json(reproduced / "summary.json")
+    differences += [k for k in RESULT_KEYS if k in a and a.get(k) != b.get(k)]
+    if (committed / "lm_eval.json").is_file():
+        la, lb = read_json(committed / "lm_eval.json"), (read_json(reproduced / "lm_eval.json")
+                                                         if (reproduced / "lm_eval.json").is_file() else {})
+        if (la.get("macro"), la.get("tasks")) != (lb.get("macro"), lb.get("tasks")):
+            differences.append("lm_eval.json")
+    gap = abs((a.get("val_loss") or math.nan) - (b.get("val_loss") or math.nan))
+    return {"identical": not differences, "differences": differences, "val_loss_committed": a.get("val_loss"),
+            "val_loss_reproduced": b.get("val_loss"), "val_loss_gap": gap,
+            "torch_committed": a.get("torch"), "torch_here": b.get("torch")}
+
+
+def prepare_data(data_path: str | None) -> None:
+    """01_data: locate and verify the corpus; its executed copy is scratch, its figure is committed."""
+    import papermill as pm
+
+    with tempfile.TemporaryDirectory(prefix="embnorm-data-") as tmp:
+        pm.execute_notebook(str(repo_root() / "notebooks" / "01_data.ipynb"), str(Path(tmp) / "01_data.ipynb"),
+                            parameters={"data_path": data_path or ""}, kernel_name="python3", progress_bar=False,
+                            cwd=str(repo_root() / "notebooks"))
+
+
+def reproduce_sample(study: str, out: Path, data_path: str | None, seed: int | None) -> list[dict]:
+    from . import sweep
+
+    cells = sweep.study_cells(study)
+    rng = random.Random(seed)
+    sample = sample_cells(cells, rng)
+    committed = [c.run_dir(out) for c in sample]
+    threads = {read_json(run / "config.json").get("torch_threads", 0) for run in committed}
+    thread_count = threads.pop() if len(threads) == 1 else 0
+    workers, _ = sweep.resolve_parallelism(0, thread_count)
+    print(f"reproduction check: re-training {len(sample)} cell(s) of {study} ({', '.join(c.label() for c in sample)}) "
+          f"in a temporary directory, {workers} worker(s) x {thread_count or 'default'} thread(s), "
+          f"about {estimate_s(committed, workers) / 60:.0f} min", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="embnorm-reproduce-") as tmp:
+        report = sweep.run_sweep(sample, Path(tmp), data_path, workers=workers, threads=thread_count,
+                                 echo=lambda *a: None, reuse=False)
+        failed = {r["cell"]: r.get("error", "") for r in report.failures}
+        for cell, run in zip(sample, committed):
+            if cell.label() in failed:
+                rows.append({"cell": cell.label(), "identical": False, "differences": [failed[cell.label()]]})
+                continue
+            rows.append({"cell": cell.label(), **compare_runs(run, cell.run_dir(Path(tmp)))})
+    return rows
+
+
+def print_check(rows: list[dict]) -> None:
+    for r in rows:
+        if r["identical"]:
+            print(f"  {r['cell']:32s} reproduces bit for bit (val_loss {r['val_loss_committed']!r}; every logged step, "
+                  f"diagnostic and lm-eval score identical)")
+        else:
+            print(f"  {r['cell']:32s} DIFFERS in {', '.join(map(str, r['differences']))}"
+                  + (f" (val_loss {r['val_loss_committed']!r} committed vs {r['val_loss_reproduced']!r} here, "
+                     f"|Δ| {r['val_loss_gap']:.2e}; torch {r['torch_committed']} vs {r['torch_here']})"
+                     if "val_loss_committed" in r else ""))
+
+
+def dirty_files() -> list[str]:
+    try:
+        out = subprocess.run(["git", "status", "--porcelain"], cwd=repo_root(), capture_output=True, text=True,
+                             timeout=30).stdout
+    except OSError:
+        return []
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def main(argv=None) -> int:
+    from . import sweep
+    from .publish import publish
+    from .report import findings_text
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study", nargs="?", default="seeds-final")
+    p.add_argument("--fresh", action="store_true", help="re-run the whole study into a new runs directory")
+    p.add_argument("--data-path", default=None)
+    p.add_argument("--sample-seed", type=int, default=None, help="fix which cells the reproduction check draws")
+    args = p.parse_args(argv)
+    try:
+        cells = sweep.study_cells(args.study)
+        committed_out = default_runs_dir()
+        finished = [c for c in cells if sweep.cell_status(c, committed_out) == "done"]
+        workers, threads = sweep.resolve_parallelism(0, 0)
+        if args.fresh:
+            out = committed_out / "scratch" / f"fresh-{args.study}-{time.strftime('%Y%m%d-%H%M%S')}"
+            est = estimate_s([c.run_dir(committed_out) for c in finished], workers) if finished else float("nan")
+            print(f"embnorm: training all {len(cells)} cells of {args.study} again into {shown_path(out)} "
+                  f"({workers} worker(s) x {threads} thread(s)); about {est / 60:.0f} min here, then publishing there",
+                  flush=True)
+        elif len(finished) == len(cells):
+            out = committed_out
+            print(f"embnorm: {args.study} is committed ({len(cells)} of {len(cells)} runs); checking that a sample "
+                  f"reproduces bit for bit, re-publishing (changes nothing on unchanged runs) and printing the "
+                  f"findings; about {estimate_s([c.run_dir(out) for c in sample_cells(cells, random.Random(0))], workers) / 60 + 1.5:.0f} min",
+                  flush=True)
+        else:
+            out = committed_out
+            print(f"embnorm: {args.study} has {len(finished)} of {len(cells)} runs; running the rest "
+                  f"({workers} worker(s) x {threads} thread(s)), then publishing", flush=True)
+        prepare_data(args.data_path)
+        check = []
+        if args.fresh or len(finished) < len(cells):
+            report = sweep.run_sweep(cells, out, args.data_path, reuse=not args.fresh)
+            if report.failures:
+                return 1
+        else:
+            check = reproduce_sample(args.study, out, args.data_path, args.sample_seed)
+            print_check(check)
+        written = publish(args.study, out, out / "figures" / args.study if args.fresh else None)
+        print(f"published: {', '.join(shown_path(p) for p in written.values())}")
+        print(f"\nFindings ({args.study}, from {shown_path(out / args.study / 'REPORT.md')}):")
+        print(findings_text(out, studies=(args.study,)))
+        if args.fresh:
+            from .report import load_runs
+
+            ours, theirs = load_runs(args.study, out), load_runs(args.study, committed_out)
+            merged = ours.merge(theirs, on="run_dir", suffixes=("", "_committed"))
+            same = int((merged["val_loss"] == merged["val_loss_committed"]).sum())
+            print(f"\nfresh vs committed: {same} of {len(merged)} runs have bit-identical final val_loss")
+        changed = dirty_files() if not args.fresh else []
+        if changed:
+            print(f"\nnote: publishing changed {len(changed)} committed file(s): {', '.join(changed[:8])}")
+    except BRIEF_ERRORS as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0 if all(r["identical"] for r in check) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Setup helpers for the Kaggle/Colab quickstart notebook (standard library only: they run before the
+project's requirements are installed).
+
+A GPU image already has torch (its CUDA build), numpy, pandas, matplotlib, scipy... Pinning our CPU
+versions over them would downgrade the image and force a kernel restart, so the notebook installs only
+what a run needs and the image lacks, and says whether anything it changed needs a restart."""
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import re
+from typing import Callable, Iterable
+
+# What training, the sweep and its summary table import (not jupyterlab, pytest, submitit, lm-eval).
+RUN_PACKAGES = ("numpy", "pandas", "matplotlib", "scipy", "statsmodels", "scikit-learn", "torchmetrics", "tqdm",
+                "psutil", "papermill", "nbformat", "nbconvert", "ipykernel")
+
+
+def installed_versions(packages: Iterable[str] = (*RUN_PACKAGES, "torch")) -> dict[str, str]:
+    found = {}
+    for name in packages:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def missing_packages(packages: Iterable[str] = RUN_PACKAGES,
+                     version: Callable[[str], str] = metadata.version) -> list[str]:
+    """The packages of `packages` that are not installed at all; installed ones are kept at the image's version."""
+    missing = []
+    for name in packages:
+        try:
+            version(name)
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
+
+
+def restart_needed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Packages the install changed that the kernel may already have loaded: those need a restart."""
+    return sorted(name for name, v in before.items() if after.get(name) != v)
+
+
+def seeds_text(seeds) -> str:
+    """`-p seeds 0`, `-p seeds 0-2`, `-p seeds "0,3"` or a YAML list, as the sweep's --seeds text."""
+    if isinstance(seeds, bool):
+        raise ValueError(f"invalid seeds={seeds!r}; allowed: an integer >= 0, a range like 0-2, or a list")
+    if isinstance(seeds, int):
+        text = str(seeds)
+    elif isinstance(seeds, (list, tuple)):
+        text = ",".join(str(s) for s in seeds)
+    else:
+        text = str(seeds).strip()
+    if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", text):
+        raise ValueError(f"invalid seeds={seeds!r}; allowed: an integer >= 0, a range like 0-2, or a list")
+    return text
