@@ -216,11 +216,31 @@ def git_commit(cwd: Path | None = None) -> str:
         return "unknown"
 
 
+def cpu_info() -> dict[str, str]:
+    """What decides the last bits of CPU results besides config, seed and threads: the CPU and its caches."""
+    import torch
+
+    info = {"cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    try:
+        fields = {}
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if ":" in line:
+                key, value = line.split(":", 1)
+                fields.setdefault(key.strip(), value.strip())
+        model = " ".join(fields.get("model name", "").split())
+        info["cpu_model"] = f"{model} (family {fields.get('cpu family', '?').strip()}, model "
+        info["cpu_model"] += f"{fields.get('model', '?').strip()}, cache {fields.get('cache size', '?').strip()})"
+    except OSError:
+        info["cpu_model"] = platform.processor() or "unknown"
+    return info
+
+
 def environment_info() -> dict[str, str]:
     import numpy
     import torch
 
     return {
+        **cpu_info(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numpy": numpy.__version__,
