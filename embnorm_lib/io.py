@@ -36,13 +36,24 @@ def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> Path:
         raise RuntimeError(f"rank {current_rank()} tried to write {path}; allowed: rank 0 only")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be read by others
+
+    return _write_through_temp(path, write)
+
+
+def _write_through_temp(path: Path, write) -> Path:
+    """`write(tmp)` into a uniquely named hidden temp file beside `path`, then an atomic rename. A failed
+    write leaves nothing behind; a full disk says so in one line naming the file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
         os.replace(tmp, path)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
@@ -105,18 +116,7 @@ def save_torch(obj: Any, path: str | os.PathLike) -> Path:
     A failed write leaves nothing behind; a full disk says so in one line."""
     import torch
 
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException as e:
-        Path(tmp).unlink(missing_ok=True)
-        if is_disk_full(e):
-            raise DiskFullError(errno.ENOSPC, f"no space left while writing {path}") from None
-        raise
-    return path
+    return _write_through_temp(Path(path), lambda tmp: torch.save(obj, tmp))
 
 
 class RunLock:

@@ -130,7 +130,7 @@ def reproduce_sample(study: str, out: Path, data_path: str | None, seed: int | N
     workers, _ = sweep.resolve_parallelism(0, thread_count)
     print(f"reproduction check: re-training {len(sample)} cell(s) of {study} ({', '.join(c.label() for c in sample)}) "
           f"in a temporary directory, {workers} worker(s) x {thread_count or 'default'} thread(s), "
-          f"about {estimate_s(committed, workers) / 60:.0f} min", flush=True)
+          f"at most about {estimate_s(committed, workers) / 60:.0f} min (the committed runs' own timings)", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="embnorm-reproduce-") as tmp:
         report = sweep.run_sweep(sample, Path(tmp), data_path, workers=workers, threads=thread_count,
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
             out = committed_out
             print(f"embnorm: {args.study} is committed ({len(cells)} of {len(cells)} runs); checking that a sample "
                   f"reproduces bit for bit, re-publishing (changes nothing on unchanged runs) and printing the "
-                  f"findings; about {estimate_s([c.run_dir(out) for c in sample_cells(cells, random.Random(0))], workers) / 60 + 1.5:.0f} min",
+                  f"findings; at most about {estimate_s([c.run_dir(out) for c in sample_cells(cells, random.Random(0))], workers) / 60 + 1.5:.0f} min",
                   flush=True)
         else:
             out = committed_out

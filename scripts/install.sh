@@ -2,5 +2,5 @@
 # Install the pinned requirements and this package (editable) into the current Python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+python -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r requirements.txt
+python -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps -e .
