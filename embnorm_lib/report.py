@@ -117,6 +117,14 @@ def replication_sentence(rep: pd.DataFrame) -> str:
             f"under our defaults (GPT-2 init, N(0, 0.02) embeddings).")
 
 
+def reused_mask(runs: pd.DataFrame) -> pd.Series:
+    """True for runs copied from a bitwise-identical run of another study (runs.csv's reused_from)."""
+    if "reused_from" not in runs:
+        return pd.Series(False, index=runs.index)
+    col = runs["reused_from"]
+    return col.notna() & (col.astype(str).str.len() > 0)
+
+
 def study_provenance(study: str, out_dir: Path) -> dict:
     log = out_dir / study / "sweeps.jsonl"
     commits, walls = set(), []
@@ -179,7 +187,7 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
             continue
         runs = load_runs(study, out)
         prov = study_provenance(study, out)
-        reused = int((runs["reused_from"].fillna("").astype(str) != "").sum()) if "reused_from" in runs else 0
+        reused = int(reused_mask(runs).sum())
         parts += [f"- `{study}`: {text} Produced by `python -m embnorm_lib.sweep {study}` at commit(s) "
                   f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {_planned(study)} runs finished "
                   f"({reused} copied from identical runs), {prov['sweep_wall_s'] / 60:.1f} min of sweep wall time; "

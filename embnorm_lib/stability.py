@@ -152,10 +152,9 @@ def divergence_vs_none(runs: pd.DataFrame) -> pd.DataFrame:
 def study_cost(study: str, runs: pd.DataFrame, out: Path) -> dict:
     """Runs, how many were trained here vs copied from an identical run of another study, their summed
     train-loop time, and the sweeps' wall time (sweeps.jsonl)."""
-    from .report import study_provenance
+    from .report import reused_mask, study_provenance
 
-    reused = runs["reused_from"].fillna("").astype(str).str.len() > 0 if "reused_from" in runs else \
-        pd.Series(False, index=runs.index)
+    reused = reused_mask(runs)
     sweep_wall = study_provenance(study, out)["sweep_wall_s"] if (out / study / "sweeps.jsonl").is_file() else np.nan
     return {"study": study, "runs": len(runs), "trained": int((~reused).sum()), "reused": int(reused.sum()),
             "train_loop_min": runs.loc[~reused, "wall_s"].sum() / 60 if "wall_s" in runs else np.nan,

@@ -36,7 +36,15 @@ def test_resolution_order_param_then_env_then_cache_then_download(data_path, tmp
     monkeypatch.setenv(data.ENV_DATA, data_path)
     assert resolve_data_path(None) == resolve_data_path(data_path)  # env var used when no parameter
     monkeypatch.delenv(data.ENV_DATA)
-    # nothing cached: the download runs (served here from a file:// URL of the shared copy)
+    # nothing cached, but a shared copy beside the checkout: it is used, nothing is downloaded
+    shared = tmp_path / "shared" / "input.txt"
+    shared.parent.mkdir()
+    shared.write_bytes(open(data_path, "rb").read())
+    monkeypatch.setattr(data, "shared_copy", lambda: shared)
+    monkeypatch.setattr(data.download, "__defaults__", ("file:///nonexistent/input.txt",))
+    assert resolve_data_path(None) == shared
+    monkeypatch.setattr(data, "shared_copy", lambda: tmp_path / "no-shared" / "input.txt")
+    # nothing cached and no shared copy: the download runs (served here from a file:// URL of the shared copy)
     monkeypatch.setattr(data, "CORPUS_URL", f"file://{data_path}")
     monkeypatch.setattr(data.download, "__defaults__", (f"file://{data_path}",))
     fetched = resolve_data_path(None)
