@@ -8,7 +8,6 @@ plot and per-seed paired lines; the power table; the decision. REPORT.md states 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -21,8 +20,11 @@ import pandas as pd
 from . import plots, stats
 from .errors import RunDirError
 from .figures import study_stamp
-from .io import atomic_write_text, default_runs_dir, git_commit, repo_root, write_json, write_text_stable
-from .report import load_runs
+from .io import atomic_write_text, git_commit, repo_root, runs_root, write_json, write_text_stable
+from .render import to_latex, to_markdown
+from .results import load_runs
+from .stability import recommendation_for
+from .studies import STUDIES, study_cells
 
 DEFAULT_METRICS = ["val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc", "final_grad_norm",
                    "peak_grad_norm", "spike_count"]
@@ -58,8 +60,6 @@ class IncompleteStudyError(RunDirError):
 def study_family(study: str, runs: pd.DataFrame, metrics: list[str] | None = None) -> list[str]:
     """The registered family for this study: the protocol's metrics, with the zero/few-shot ones only when
     the study asks for lm-eval (the study registry says so, or a run's config did)."""
-    from .sweep import STUDIES, study_cells
-
     metrics = list(metrics or DEFAULT_METRICS)
     asked = bool(runs.get("cfg.lm_eval", pd.Series(dtype=bool)).fillna(False).astype(bool).any())
     if study in STUDIES:
@@ -135,17 +135,6 @@ def power_table(a: ScopeAnalysis) -> pd.DataFrame:
                          "MDE at 80% power": prim["mde_80"].map(_fmt),
                          f"seeds for 80% power at {stats.MEI}": prim["seeds_for_80_at_mei"].map(
                              lambda v: "–" if not np.isfinite(v) else f"{int(v)}")})
-
-
-def to_markdown(frame: pd.DataFrame) -> str:
-    head = "| " + " | ".join(frame.columns) + " |"
-    sep = "|" + "---|" * len(frame.columns)
-    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, sep, *body])
-
-
-def to_latex(frame: pd.DataFrame) -> str:
-    return frame.to_latex(index=False, escape=True)
 
 
 # -- figures -------------------------------------------------------------------------------------
@@ -236,7 +225,7 @@ def plain_words(a: ScopeAnalysis) -> list[str]:
 
 def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None) -> Path:
     study = analyses[0].study
-    study_root = Path(out_dir or default_runs_dir()) / study
+    study_root = runs_root(out_dir) / study
     fig_root = Path(figures_dir or repo_root() / "figures" / study)
     commit = git_commit()
     sections = [f"# {study}: does an embedding norm help or hurt?", "",
@@ -260,9 +249,7 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
                      f"(LaTeX: `results.tex`); power: [`analysis/{a.scope}/power.md`](analysis/{a.scope}/power.md); "
                      f"figures: `figures/{study}/forest_{a.scope}.png`, `paired_lines_{a.scope}.png`.", "",
                      to_markdown(table[table["metric"] == stats.PRIMARY]), ""]
-    from .stability import recommendation_from_report
-
-    stability_words = recommendation_from_report(out_dir)
+    stability_words = recommendation_for(out_dir)
     if stability_words:
         sections += ["## Stability (all stability studies)", "",
                      "From [`runs/STABILITY.md`](../STABILITY.md) (`python -m embnorm_lib.stability`):", "",

@@ -19,6 +19,7 @@ from .config import preset_config
 from .data import load_corpus, validation_windows
 from .device import Precision
 from .evaluate import evaluate
+from .io import environment_info, git_commit, write_json
 from .model import GPT
 from .train import train
 
@@ -133,8 +134,6 @@ def main(argv=None) -> dict:
 
 def _save(path, payload: dict) -> None:
     if path:
-        from .io import environment_info, git_commit, write_json
-
         write_json(path, {**payload, "git_commit": git_commit(), **environment_info(),
                           "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
 

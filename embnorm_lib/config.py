@@ -4,11 +4,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .io import read_json
 from .variants import canonical_variant
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -108,7 +109,7 @@ class RunConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -116,15 +117,13 @@ class RunConfig:
         return cls(**d)
 
     @classmethod
-    def load(cls, path: str | Path) -> "RunConfig":
-        from .io import read_json
-
+    def load(cls, path: str | Path) -> RunConfig:
         data = read_json(path)
         if not isinstance(data, dict):
             raise ConfigError(f"invalid config file {path}; allowed: a JSON object of config fields")
         return cls.from_dict(data)
 
-    def replace(self, **changes: Any) -> "RunConfig":
+    def replace(self, **changes: Any) -> RunConfig:
         return RunConfig.from_dict({**self.to_dict(), **changes})
 
     def training_identity(self) -> dict[str, Any]:

@@ -81,6 +81,16 @@ def resolve_data_path(data_path: str | os.PathLike | None = None) -> Path:
     return verify(download(cache_path()))
 
 
+def encode_chars(chars: list[str], text: str) -> list[int]:
+    """Character ids of `text` in the vocabulary `chars`; a character outside it is named, never dropped."""
+    stoi = {c: i for i, c in enumerate(chars)}
+    bad = sorted({c for c in text if c not in stoi})
+    if bad:
+        raise ValueError(f"characters outside the model's vocabulary: {bad!r}; allowed: the {len(chars)} "
+                         f"characters of the corpus")
+    return [stoi[c] for c in text]
+
+
 @dataclass
 class Corpus:
     """The encoded corpus with its character vocabulary and the 90/10 split."""
@@ -96,13 +106,8 @@ class Corpus:
     def vocab_size(self) -> int:
         return len(self.chars)
 
-    def encode(self, s: str) -> list[int]:
-        stoi = {c: i for i, c in enumerate(self.chars)}
-        bad = sorted({c for c in s if c not in stoi})
-        if bad:
-            raise ValueError(f"characters outside the vocabulary: {bad!r}; allowed: the {self.vocab_size} "
-                             f"characters of the corpus")
-        return [stoi[c] for c in s]
+    def encode(self, text: str) -> list[int]:
+        return encode_chars(self.chars, text)
 
     def decode(self, ids) -> str:
         return "".join(self.chars[int(i)] for i in ids)

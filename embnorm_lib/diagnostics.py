@@ -28,7 +28,7 @@ def token_class(ch: str) -> str:
     return "other"
 
 
-def parameter_groups(model) -> "OrderedDict[str, list[torch.nn.Parameter]]":
+def parameter_groups(model) -> OrderedDict[str, list[torch.nn.Parameter]]:
     """Named groups: tok_emb, pos_emb, emb_norm, block{i}.attn (with ln_1), block{i}.mlp (with ln_2), final_norm."""
     groups: OrderedDict[str, list] = OrderedDict(tok_emb=[model.wte.weight], pos_emb=[model.wpe.weight])
     emb_norm = list(model.emb_norm.parameters())

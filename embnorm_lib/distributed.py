@@ -65,11 +65,6 @@ def micro_batch_size(global_batch: int, world_size: int, grad_accum: int) -> int
     return global_batch // per_step
 
 
-def barrier(ctx: DistContext) -> None:
-    if ctx.active:
-        dist.barrier()
-
-
 def cleanup(ctx: DistContext) -> None:
     if ctx.active and dist.is_initialized():
         dist.destroy_process_group()

@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import matplotlib.pyplot as plt
 
 from . import plots
-from .io import repo_root
+from .io import fingerprint, repo_root, runs_root
 from .results import load_calibration, load_series
 
 
@@ -96,9 +96,7 @@ FIGURES: dict[str, Callable[[StudyData], plt.Figure]] = {
 
 def study_stamp(study: str, out_dir=None) -> str:
     """A figure's footer: the study and the fingerprint of the index it was drawn from."""
-    from .io import default_runs_dir, fingerprint
-
-    index = Path(out_dir or default_runs_dir()) / study / "runs.csv"
+    index = runs_root(out_dir) / study / "runs.csv"
     return f"embnorm · {study} · runs.csv {fingerprint(index)}" if index.is_file() else f"embnorm · {study}"
 
 

@@ -11,8 +11,9 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import DiskFullError, RunDirError
 
@@ -27,6 +28,11 @@ def repo_root() -> Path:
 
 def default_runs_dir() -> Path:
     return repo_root() / "runs"
+
+
+def runs_root(out_dir: str | os.PathLike | None = None) -> Path:
+    """The runs directory a command works in: `out_dir` when given, else the repository's runs/."""
+    return Path(out_dir) if out_dir else default_runs_dir()
 
 
 def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> Path:
@@ -145,7 +151,7 @@ class RunLock:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         if not self.acquire():
             raise RunDirError(f"{self.what} {self.path.parent} is in use by another process (lock {self.path.name} "
                               f"held); allowed: wait for it to finish, or use another study/out_dir")

@@ -19,8 +19,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import sweep
 from .errors import BRIEF_ERRORS
 from .io import default_runs_dir, read_json, read_jsonl, repo_root, shown_path
+from .publish import publish
+from .report import findings_text
+from .results import load_runs
+from .rundir import RunDir
+from .studies import study_cells
 
 TIMING_KEYS = {"step_ms", "wall_s", "eval_s"}
 # summary fields that are results (not timings, versions or provenance): compared bit for bit
@@ -42,8 +48,9 @@ def estimate_s(run_dirs: list[Path], workers: int) -> float:
     """Wall time of re-running these runs, from what they took when they were committed."""
     per_run = []
     for run in run_dirs:
-        summary = read_json(run / "summary.json")
-        per_run.append((summary.get("wall_s") or 0) + (summary.get("lm_eval_s") or 0) + OVERHEAD_S)
+        summary, lm = read_json(RunDir(run).summary), RunDir(run).lm_eval
+        lm_s = read_json(lm).get("seconds", 0) if lm.is_file() else 0
+        per_run.append((summary.get("wall_s") or 0) + lm_s + OVERHEAD_S)
     per_run.sort(reverse=True)
     lanes = [0.0] * max(1, workers)
     for t in per_run:
@@ -82,25 +89,26 @@ def compare_runs(committed: Path, reproduced: Path) -> dict:
     """Compare what a run computed (logs without wall-clock fields, result scalars, lm-eval scores) with a
     re-run: 'bitwise', 'rounding' (largest relative difference <= FLOAT_TOLERANCE) or 'differs'."""
     differences, worst = [], 0.0
-    for name in ("metrics.jsonl", "evals.jsonl", "diagnostics.jsonl"):
-        rel = _max_rel(read_jsonl(committed / name), read_jsonl(reproduced / name))
+    ours, theirs = RunDir(committed), RunDir(reproduced)
+    for log in ("metrics", "evals", "diagnostics"):
+        rel = _max_rel(read_jsonl(getattr(ours, log)), read_jsonl(getattr(theirs, log)))
         if rel:
-            differences.append(name)
+            differences.append(getattr(ours, log).name)
             worst = max(worst, rel)
-    a, b = read_json(committed / "summary.json"), read_json(reproduced / "summary.json")
+    a, b = read_json(ours.summary), read_json(theirs.summary)
     for k in RESULT_KEYS:
         if k in a and a.get(k) != b.get(k):
             differences.append(k)
             worst = max(worst, _rel(a.get(k), b.get(k)))
     lm_flips = 0
-    if (committed / "lm_eval.json").is_file():
-        la = read_json(committed / "lm_eval.json")
-        lb = read_json(reproduced / "lm_eval.json") if (reproduced / "lm_eval.json").is_file() else {}
+    if ours.lm_eval.is_file():
+        la = read_json(ours.lm_eval)
+        lb = read_json(theirs.lm_eval) if theirs.lm_eval.is_file() else {}
         pairs = [(la["tasks"][t][k]["acc"], lb.get("tasks", {}).get(t, {}).get(k, {}).get("acc"))
                  for t in la.get("tasks", {}) for k in la["tasks"][t]]
         lm_flips = sum(x != y for x, y in pairs)
         if lm_flips:
-            differences.append("lm_eval.json")
+            differences.append(ours.lm_eval.name)
     status = "bitwise" if not differences else ("rounding" if worst <= FLOAT_TOLERANCE and not lm_flips
                                                  else "differs")
     return {"status": status, "differences": differences, "max_rel_diff": worst, "lm_accuracies_changed": lm_flips,
@@ -119,13 +127,11 @@ def prepare_data(data_path: str | None) -> None:
 
 
 def reproduce_sample(study: str, out: Path, data_path: str | None, seed: int | None) -> list[dict]:
-    from . import sweep
-
-    cells = sweep.study_cells(study)
+    cells = study_cells(study)
     rng = random.Random(seed)
     sample = sample_cells(cells, rng)
     committed = [c.run_dir(out) for c in sample]
-    threads = {read_json(run / "config.json").get("torch_threads", 0) for run in committed}
+    threads = {read_json(RunDir(run).config).get("torch_threads", 0) for run in committed}
     thread_count = threads.pop() if len(threads) == 1 else 0
     workers, _ = sweep.resolve_parallelism(0, thread_count)
     print(f"reproduction check: re-training {len(sample)} cell(s) of {study} ({', '.join(c.label() for c in sample)}) "
@@ -173,10 +179,6 @@ def dirty_files() -> list[str]:
 
 
 def main(argv=None) -> int:
-    from . import sweep
-    from .publish import publish
-    from .report import findings_text
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", nargs="?", default="seeds-final")
     p.add_argument("--fresh", action="store_true", help="re-run the whole study into a new runs directory")
@@ -185,7 +187,7 @@ def main(argv=None) -> int:
     p.add_argument("--sample-seed", type=int, default=None, help="fix which cells the reproduction check draws")
     args = p.parse_args(argv)
     try:
-        cells = sweep.study_cells(args.study)
+        cells = study_cells(args.study)
         committed_out = Path(args.out_dir).resolve() if args.out_dir else default_runs_dir()
         finished = [c for c in cells if sweep.cell_status(c, committed_out) == "done"]
         workers, threads = sweep.resolve_parallelism(0, 0)
@@ -220,8 +222,6 @@ def main(argv=None) -> int:
         print(f"\nFindings ({args.study}, from {shown_path(out / args.study / 'REPORT.md')}):")
         print(findings_text(out, studies=(args.study,)))
         if args.fresh:
-            from .report import load_runs
-
             ours, theirs = load_runs(args.study, out), load_runs(args.study, committed_out)
             merged = ours.merge(theirs, on="run_dir", suffixes=("", "_committed"))
             same = int((merged["val_loss"] == merged["val_loss_committed"]).sum())

@@ -26,9 +26,11 @@ import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from .config import RunConfig  # noqa: E402
-from .data import load_corpus  # noqa: E402
-from .io import read_jsonl, write_json  # noqa: E402
+from .data import encode_chars, load_corpus  # noqa: E402
+from .errors import RunDirError  # noqa: E402
+from .io import git_commit, read_json, runs_root, write_json  # noqa: E402
 from .model import GPT  # noqa: E402
+from .rundir import RunDir, finished_run_dirs  # noqa: E402
 
 TASK_DIR = Path(__file__).resolve().parent / "lmtasks"
 TASKS = ["shakespeare_word_cloze", "shakespeare_shuffled", "shakespeare_next_line", "shakespeare_next_speaker"]
@@ -55,19 +57,14 @@ class CharLM(_LMBase):
         self.truncated = 0  # requests cut from the left to fit the window
 
     @classmethod
-    def from_run_dir(cls, run_dir: str | Path, data_path=None, **kwargs) -> "CharLM":
-        run_dir = Path(run_dir)
-        cfg = RunConfig.load(run_dir / "config.json")
-        model = GPT(cfg)
-        model.load_state_dict(torch.load(run_dir / "model.pt", map_location="cpu", weights_only=True))
+    def from_run_dir(cls, run_dir: str | Path, data_path=None, **kwargs) -> CharLM:
+        run = RunDir(Path(run_dir))
+        model = GPT(RunConfig.load(run.config))
+        model.load_state_dict(torch.load(run.final_model, map_location="cpu", weights_only=True))
         return cls(model, load_corpus(data_path).chars, **kwargs)
 
     def encode(self, text: str) -> list[int]:
-        bad = sorted({c for c in text if c not in self.stoi})
-        if bad:
-            raise ValueError(f"characters outside the model's vocabulary: {bad!r}; allowed: the "
-                             f"{len(self.chars)} characters of tiny Shakespeare")
-        return [self.stoi[c] for c in text]
+        return encode_chars(self.chars, text)
 
     # -- scoring ---------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -183,40 +180,41 @@ def evaluate_lm(lm: CharLM, shots=SHOTS, data_path=None, tasks=TASKS) -> dict:
     result["seconds"] = time.perf_counter() - t0
     result["truncated_requests"] = lm.truncated
     result["fewshot_random_seed"] = FEWSHOT_SEED
-    from .io import git_commit
-
     result["git_commit"] = git_commit()
     return result
 
 
-def summary_fields(result: dict) -> dict:
-    """Scalars for summary.json / runs.csv; lm_macro_acc (zero-shot) is the protocol's secondary metric."""
-    fields = {}
-    for k, macro in result["macro"].items():
-        suffix = "" if k == "0shot" else f"_{k}"
-        fields[f"lm_macro_acc{suffix}"] = macro["acc"]
-        fields[f"lm_macro_acc_norm{suffix}"] = macro["acc_norm"]
-    for task, by_k in result["tasks"].items():
-        for k, entry in by_k.items():
-            fields[f"lm.{task.removeprefix('shakespeare_')}.{k}.acc"] = entry["acc"]
-    fields["lm_eval_s"] = result["seconds"]
-    return fields
-
-
 def evaluate_run(run_dir: str | Path, data_path=None, shots=SHOTS, force: bool = False) -> dict | None:
-    """Evaluate one finished run; writes lm_eval.json and merges the scalars into summary.json."""
-    run_dir = Path(run_dir)
-    summary_path = run_dir / "summary.json"
-    if not summary_path.is_file() or not (run_dir / "model.pt").is_file():
+    """Score one finished run's weights; writes lm_eval.json, the only file this stage owns (runs.csv picks
+    its scalars up when the study is indexed). None for a run that is not finished or diverged."""
+    run = RunDir(Path(run_dir))
+    if not run.summary.is_file() or not run.final_model.is_file() or read_json(run.summary).get("diverged"):
         return None
-    summary = json.loads(summary_path.read_text())
-    if summary.get("diverged"):
+    if run.lm_eval.is_file() and not force:
+        return read_json(run.lm_eval)
+    result = evaluate_lm(CharLM.from_run_dir(run.root, data_path), shots, data_path)
+    write_json(run.lm_eval, result)
+    return result
+
+
+def score_if_asked(cfg: RunConfig, run_dir: str | Path, data_path=None) -> dict | None:
+    """The stage after training: the zero/few-shot suite when the config asks for it and the run has no
+    lm_eval.json yet. A finished run without weights cannot be scored: refused, naming what is allowed."""
+    run = RunDir(Path(run_dir))
+    if not cfg.lm_eval or not run.summary.is_file() or read_json(run.summary).get("diverged"):
         return None
-    if (run_dir / "lm_eval.json").is_file() and not force:
-        return json.loads((run_dir / "lm_eval.json").read_text())
-    result = evaluate_lm(CharLM.from_run_dir(run_dir, data_path), shots, data_path)
-    write_json(run_dir / "lm_eval.json", result)
-    write_json(summary_path, {**summary, **summary_fields(result)})
+    if run.lm_eval.is_file():
+        return read_json(run.lm_eval)
+    if not run.final_model.is_file():
+        raise RunDirError(f"run {run.root} has no lm_eval.json and no model.pt to score (weights are not "
+                          f"committed); allowed: a run with its weights, or retrain it into a fresh directory")
+    return evaluate_run(run.root, data_path)
+
+
+def copy_result(source: Path, target: Path, origin: str) -> dict:
+    """A bitwise-identical run's lm_eval.json (same weights, so the same scores), naming the run it came from."""
+    result = {**read_json(RunDir(source).lm_eval), "copied_from": origin}
+    write_json(RunDir(target).lm_eval, result)
     return result
 
 
@@ -236,13 +234,10 @@ def main(argv=None) -> int:
         p.error("give a study or --run-dir")
     from tqdm import tqdm
 
-    from .results import finished_runs
-    from .sweep import build_index
-
-    runs = finished_runs(args.study, args.out_dir)
+    runs = finished_run_dirs(runs_root(args.out_dir) / args.study)
     for run in tqdm(runs, desc=f"lm-eval {args.study}", unit="run"):
-        evaluate_run(run, args.data_path, force=args.force)
-    build_index(args.study, args.out_dir)
+        evaluate_run(run.root, args.data_path, force=args.force)
+    print(f"scored {len(runs)} run(s); `python -m embnorm_lib.sweep {args.study} --index-only` adds them to runs.csv")
     return 0
 
 

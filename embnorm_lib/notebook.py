@@ -7,12 +7,12 @@ from typing import Any
 
 import pandas as pd
 
-from .config import preset_config, RunConfig
-from .errors import BRIEF_ERRORS, ConfigError
+from .config import RunConfig, preset_config
 from .data import Corpus
 from .diagnostics import TOKEN_CLASSES, token_class
+from .errors import BRIEF_ERRORS, ConfigError
 from .io import read_jsonl
-from .train import run_dir_for
+from .rundir import RunDir, run_dir_for
 
 
 def brief_errors() -> None:
@@ -69,11 +69,11 @@ def eval_printer(cfg: RunConfig):
 
 
 def run_table(run_dir: str | Path) -> pd.DataFrame:
-    return pd.DataFrame(read_jsonl(Path(run_dir) / "metrics.jsonl"))
+    return pd.DataFrame(read_jsonl(RunDir(Path(run_dir)).metrics))
 
 
 def eval_table(run_dir: str | Path) -> pd.DataFrame:
-    return pd.DataFrame(read_jsonl(Path(run_dir) / "evals.jsonl"))
+    return pd.DataFrame(read_jsonl(RunDir(Path(run_dir)).evals))
 
 
 def char_class_table(corpus: Corpus) -> pd.DataFrame:

@@ -10,10 +10,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import stability
+from .analysis import check_complete, study_family
+from .config import check_name
 from .errors import BRIEF_ERRORS
-from .io import default_runs_dir, repo_root, write_bytes_if_changed
-from .report import FINDINGS_STUDIES, findings_text, runs_readme, update_readme_findings
-from .sweep import build_index
+from .io import default_runs_dir, repo_root, runs_root, write_bytes_if_changed
+from .report import FINDINGS_STUDIES, findings_text, update_readme_findings, write_runs_readme
+from .results import build_index
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
 
@@ -60,11 +63,8 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     import nbformat
     import papermill as pm
 
-    from .analysis import check_complete, study_family
-    from .config import check_name
-
     check_name("study", study)
-    out = Path(out_dir or default_runs_dir()).resolve()
+    out = runs_root(out_dir).resolve()
     runs = build_index(study, out)
     check_complete(study, runs, study_family(study, runs))  # before any notebook runs: one line, not a traceback
     default_out = out == default_runs_dir().resolve()
@@ -89,8 +89,24 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
                 written["report.html"] = write_bytes_if_changed(out / study / "report.html", report_html(nb).encode())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    written["runs/README.md"] = write_bytes_if_changed(out / "README.md", (runs_readme(out) + "\n").encode())
-    if study in FINDINGS_STUDIES and default_out:
+    written.update(_quoting_readmes(out, refresh_findings=study in FINDINGS_STUDIES and default_out))
+    return written
+
+
+def publish_stability(out_dir=None, figures_dir=None) -> dict[str, Path]:
+    """runs/STABILITY.md and figures/stability/ from the stability studies, then what quotes them."""
+    out = runs_root(out_dir).resolve()
+    for study in stability.STUDIES:
+        if (out / study).is_dir():
+            build_index(study, out)
+    written = {"STABILITY.md": stability.write_report(out, figures_dir)}
+    written.update(_quoting_readmes(out, refresh_findings=out == default_runs_dir().resolve()))
+    return written
+
+
+def _quoting_readmes(out: Path, refresh_findings: bool) -> dict[str, Path]:
+    written = {"runs/README.md": write_runs_readme(out)}
+    if refresh_findings:
         update_readme_findings(repo_root() / "README.md", findings_text(out))
         written["README.md findings"] = repo_root() / "README.md"
     return written
@@ -98,18 +114,19 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study")
+    p.add_argument("study", help="a study of the registry, or 'stability' for all stability studies together")
     p.add_argument("--out-dir", default=None)
     p.add_argument("--figures-dir", default=None)
     args = p.parse_args(argv)
     try:
-        written = publish(args.study, args.out_dir, args.figures_dir)
+        written = (publish_stability(args.out_dir, args.figures_dir) if args.study == "stability"
+                   else publish(args.study, args.out_dir, args.figures_dir))
     except BRIEF_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for name, path in written.items():
         print(f"{name:16s} {path}")
-    report = Path(args.out_dir or default_runs_dir()) / args.study / "REPORT.md"
+    report = runs_root(args.out_dir) / args.study / "REPORT.md"
     if report.is_file():
         print(report.read_text())
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 # What training, the sweep and its summary table import (not jupyterlab, pytest, submitit, lm-eval).
 RUN_PACKAGES = ("numpy", "pandas", "matplotlib", "scipy", "statsmodels", "scikit-learn", "torchmetrics", "tqdm",

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import atomic_write_text, default_runs_dir
+from .io import runs_root, write_bytes_if_changed
+from .render import markdown_arm_table, replication_markdown
+from .results import arm_order, load_runs, reused_mask, study_provenance
+from .stability import recommendation_for
+from .studies import STUDIES, studies_of, study_cells
 
 # Table 1 of the seed study (3 seeds x 150 iterations, 8 x 128 char GPT): published figures,
 # quoted for comparison; ours are computed from runs/seeds-prelim.
@@ -22,32 +26,8 @@ SEED_STUDY_TABLE1 = {
     "rms": {"val_ppl": 21.88, "final_grad_norm": 0.1706, "embedding_norm": 11.59},
 }
 
-STUDY_DESCRIPTIONS = {
-    "seeds-prelim": "The seed study's Table 1 protocol: variants none/ln/rms x seeds 0-2 x 150 iterations "
-                    "of the 8-layer x 128 model (batch 16, block 128, AdamW 3e-4, warmup + cosine).",
-    "seeds-final": "The seed study's final plan: none/ln/rms x seeds 0-4 x 300 iterations, same model.",
-    "main": "none/ln/rms x seeds 0-9 x 300 iterations (preset seeds-final), plus the nanoGPT CPU recipe "
-            "(4 x 128, block 64, 2000 iterations) for none/ln/rms x seeds 0-4: a converged regime.",
-}
-
-STABILITY_DESCRIPTIONS = {
-    "stability-lr": "LR sensitivity: nanoGPT CPU model (4 x 128), 300 iterations, none/ln/rms x seeds 0-2 x peak "
-                    "LR in {1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2}.",
-    "stability-init": "Embedding-init scale: the 8 x 128 model at 150 iterations, none/ln/rms/scaled x seeds 0-2 x "
-                      "emb_init_std in {0.02, 1.0}.",
-    "stability-stress": "Stress: 16 layers x 128, lr 1e-2, no warmup, 150 iterations, none/ln/rms/scaled x seeds 0-2.",
-    "stability-budget": "Budgets: nanoGPT CPU model at 150, 300 and 2000 iterations, none/ln/rms x seeds 0-2.",
-}
-
 METRICS = ["val_loss", "val_ppl", "val_acc", "ece_equal_width", "brier", "final_grad_norm",
            "final_block1_input_norm", "spike_count"]
-
-
-def load_runs(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
-    path = Path(out_dir or default_runs_dir()) / study / "runs.csv"
-    if not path.is_file():
-        raise FileNotFoundError(f"no runs.csv for study {study!r} at {path}; run the sweep first")
-    return pd.read_csv(path)
 
 
 def arm_table(runs: pd.DataFrame, metrics: list[str] = METRICS) -> pd.DataFrame:
@@ -58,9 +38,7 @@ def arm_table(runs: pd.DataFrame, metrics: list[str] = METRICS) -> pd.DataFrame:
     table.columns = [f"{m}_{s}" for m, s in table.columns]
     table.insert(0, "runs", grouped.size())
     table.insert(1, "diverged", grouped["diverged"].sum().astype(int))
-    order = [a for a in ("none", "ln", "rms") if a in table.index] + [a for a in table.index if a not in
-                                                                      ("none", "ln", "rms")]
-    return table.loc[order]
+    return table.loc[sorted(table.index, key=arm_order)]
 
 
 def replication_table(prelim: pd.DataFrame) -> pd.DataFrame:
@@ -83,30 +61,6 @@ def relative_change(table: pd.DataFrame, column: str, variant: str = "ln", basel
     return table.loc[variant, column] / table.loc[baseline, column] - 1.0
 
 
-def _fmt_mean_sd(mean: float, sd: float, digits: int = 4) -> str:
-    return f"{mean:.{digits}f} ± {sd:.{digits}f}" if pd.notna(sd) else f"{mean:.{digits}f}"
-
-
-def markdown_arm_table(table: pd.DataFrame, metrics=("val_loss", "val_ppl", "val_acc", "ece_equal_width")) -> str:
-    head = "| arm | runs | diverged | " + " | ".join(metrics) + " |"
-    sep = "|---" * (3 + len(metrics)) + "|"
-    lines = [head, sep]
-    for arm, row in table.iterrows():
-        cells = [_fmt_mean_sd(row[f"{m}_mean"], row[f"{m}_std"], 2 if m == "val_ppl" else 4) for m in metrics]
-        lines.append(f"| {arm} | {int(row['runs'])} | {int(row['diverged'])} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def replication_markdown(rep: pd.DataFrame) -> str:
-    lines = ["| variant | seed study PPL | our PPL (mean ± SD) | seed study final grad norm | our final grad norm "
-             "| seed study embedding norm | our block-1 input norm |", "|---|---|---|---|---|---|---|"]
-    for v, r in rep.iterrows():
-        lines.append(f"| {v} | {r.seed_study_val_ppl:.2f} | {r.our_val_ppl:.2f} ± {r.our_val_ppl_sd:.2f} "
-                     f"| {r.seed_study_final_grad_norm:.4f} | {r.our_final_grad_norm:.4f} "
-                     f"| {r.seed_study_embedding_norm:.2f} | {r.our_block1_input_norm:.2f} |")
-    return "\n".join(lines)
-
-
 def replication_sentence(rep: pd.DataFrame) -> str:
     theirs = relative_change(rep, "seed_study_val_ppl")
     ours = relative_change(rep, "our_val_ppl")
@@ -117,35 +71,16 @@ def replication_sentence(rep: pd.DataFrame) -> str:
             f"under our defaults (GPT-2 init, N(0, 0.02) embeddings).")
 
 
-def reused_mask(runs: pd.DataFrame) -> pd.Series:
-    """True for runs copied from a bitwise-identical run of another study (runs.csv's reused_from)."""
-    if "reused_from" not in runs:
-        return pd.Series(False, index=runs.index)
-    col = runs["reused_from"]
-    return col.notna() & (col.astype(str).str.len() > 0)
-
-
-def study_provenance(study: str, out_dir: Path) -> dict:
-    log = out_dir / study / "sweeps.jsonl"
-    commits, walls = set(), []
-    if log.is_file():
-        for line in log.read_text().splitlines():
-            entry = json.loads(line)
-            commits.add(entry["git_commit"])
-            walls.append(entry["wall_s"])
-    runs = load_runs(study, out_dir)
-    commits |= set(runs["git_commit"].astype(str))
-    return {"commits": sorted(commits), "sweep_wall_s": sum(walls), "runs": len(runs)}
-
-
 def _planned(study: str) -> int:
-    from .sweep import study_cells
-
     return len(study_cells(study))
 
 
+def _layouts(prov: dict) -> str:
+    return " or ".join(f"{w} worker(s) x {t} thread(s)" for w, t in prov["layouts"]) or "no sweep log"
+
+
 def runs_readme(out_dir: str | Path | None = None) -> str:
-    out = Path(out_dir or default_runs_dir())
+    out = runs_root(out_dir)
     parts = ["# Committed study results",
              "",
              "Each study directory holds one run directory per cell (`<variant>[_<axis>=<value>]/seed<k>/`) "
@@ -153,7 +88,8 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
              "`diagnostics.jsonl`, `calibration.json`, `summary.json` and the executed `02_train.ipynb`; "
              "`runs.csv` indexes them and is the single source for every table. Checkpoints and weights are "
              "not committed. This file is written by `python -m embnorm_lib.report runs-readme`.", ""]
-    for study, text in STUDY_DESCRIPTIONS.items():
+    for study in studies_of("paired"):
+        text = STUDIES[study].description
         if not (out / study / "runs.csv").is_file():
             parts += [f"## {study}", "", text, "", f"Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
             continue
@@ -162,7 +98,7 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
         parts += [f"## {study}", "", text, "",
                   f"Produced by `python -m embnorm_lib.sweep {study}` at commit(s) "
                   f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {_planned(study)} runs finished, "
-                  f"{prov['sweep_wall_s'] / 60:.1f} min of sweep wall time on this 2-core CPU.", ""]
+                  f"{prov['sweep_wall_s'] / 60:.1f} min of sweep wall time ({_layouts(prov)}).", ""]
         if "cfg.preset" in runs.columns and runs["cfg.preset"].nunique() > 1:
             for preset, sub in runs.groupby("cfg.preset"):
                 parts += [f"Preset `{preset}`:", "", markdown_arm_table(arm_table(sub.assign(arm=sub["variant"]))), ""]
@@ -181,7 +117,8 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
               "Analysed together by `python -m embnorm_lib.stability` into [`STABILITY.md`](STABILITY.md) "
               "(figures in `figures/stability/`). A cell identical to a finished run of another study is copied "
               "from it (`reused_from.json`, column `reused_from` in runs.csv) instead of being trained twice.", ""]
-    for study, text in STABILITY_DESCRIPTIONS.items():
+    for study in studies_of("stability"):
+        text = STUDIES[study].description
         if not (out / study / "runs.csv").is_file():
             parts += [f"- `{study}`: {text} Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
             continue
@@ -204,6 +141,11 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
     return "\n".join(parts)
 
 
+def write_runs_readme(out: Path) -> Path:
+    """runs/README.md: the one writer of that file (rewritten only when its text changes)."""
+    return write_bytes_if_changed(out / "README.md", (runs_readme(out) + "\n").encode())
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -215,17 +157,11 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.command == "summary":
         runs = load_runs(args.study, args.out_dir)
-        print(f"study {args.study}: {len(runs)} runs ({Path(args.out_dir or default_runs_dir()) / args.study})")
+        print(f"study {args.study}: {len(runs)} runs ({runs_root(args.out_dir) / args.study})")
         print(markdown_arm_table(arm_table(runs)))
         return 0
-    out = Path(args.out_dir or default_runs_dir())
-    atomic_write_text(out / "README.md", runs_readme(out) + "\n")
-    print(f"wrote {out / 'README.md'}")
+    print(f"wrote {write_runs_readme(runs_root(args.out_dir))}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 FINDINGS_START, FINDINGS_END = "<!-- findings:start -->", "<!-- findings:end -->"
@@ -254,7 +190,7 @@ def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
 
 def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     """The README's findings block, built from the analysis files, the replication table and STABILITY.md."""
-    out = Path(out_dir or default_runs_dir())
+    out = runs_root(out_dir)
     sentences = []
     for study in studies:
         root = out / study / "analysis"
@@ -265,9 +201,7 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if (out / "seeds-prelim" / "runs.csv").is_file():
         sentences.append(replication_sentence(replication_table(load_runs("seeds-prelim", out))))
     text = "\n".join(f"- {s}" for s in sentences)
-    from .stability import recommendation_from_report
-
-    verdict = [line for line in (recommendation_from_report(out) or "").splitlines() if line.startswith("- ")]
+    verdict = [line for line in (recommendation_for(out) or "").splitlines() if line.startswith("- ")]
     if verdict:
         text += "\n\nStability ([`runs/STABILITY.md`](runs/STABILITY.md)):\n\n" + "\n".join(verdict)
     return text
@@ -279,4 +213,8 @@ def update_readme_findings(readme: Path, text: str) -> None:
         raise ValueError(f"{readme} has no {FINDINGS_START} marker")
     head, rest = content.split(FINDINGS_START, 1)
     _, tail = rest.split(FINDINGS_END, 1)
-    atomic_write_text(readme, f"{head}{FINDINGS_START}\n{text}\n{FINDINGS_END}{tail}")
+    write_bytes_if_changed(readme, f"{head}{FINDINGS_START}\n{text}\n{FINDINGS_END}{tail}".encode())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

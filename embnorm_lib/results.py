@@ -1,56 +1,134 @@
-"""Read a study's run directories into tidy pandas frames (one source: the files the runs wrote)."""
+"""The results of finished runs as tables: runs/<study>/runs.csv (this module is its only writer and reader)
+and tidy frames of the per-step logs. One source: the files the runs wrote.
+
+runs.csv has one row per finished run: its directory and arm, `reused_from`, every config field (`cfg.*`),
+every summary scalar, and the scalars of lm_eval.json when the run was scored."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
-from .io import default_runs_dir, read_jsonl
+from .errors import BRIEF_ERRORS
+from .io import atomic_write_text, read_json, read_jsonl, runs_root
+from .rundir import RunDir, finished_run_dirs
+from .variants import variant_rank
 
 
 def study_dir(study: str, out_dir: str | Path | None = None) -> Path:
-    path = Path(out_dir or default_runs_dir()) / study
+    path = runs_root(out_dir) / study
     if not path.is_dir():
         raise FileNotFoundError(f"no study directory {path}; run `python -m embnorm_lib.sweep {study}` first")
     return path
 
 
-def finished_runs(study: str, out_dir: str | Path | None = None) -> list[Path]:
-    return sorted(p.parent for p in study_dir(study, out_dir).glob("**/summary.json"))
+def lm_summary_fields(result: dict) -> dict:
+    """Scalars of one lm_eval.json for runs.csv; lm_macro_acc (zero-shot) is the protocol's secondary metric."""
+    fields = {}
+    for k, macro in result["macro"].items():
+        suffix = "" if k == "0shot" else f"_{k}"
+        fields[f"lm_macro_acc{suffix}"] = macro["acc"]
+        fields[f"lm_macro_acc_norm{suffix}"] = macro["acc_norm"]
+    for task, by_k in result["tasks"].items():
+        for k, entry in by_k.items():
+            fields[f"lm.{task.removeprefix('shakespeare_')}.{k}.acc"] = entry["acc"]
+    fields["lm_eval_s"] = result["seconds"]
+    return fields
+
+
+def index_row(run: RunDir, study_root: Path) -> dict:
+    cfg = read_json(run.config)
+    summary = read_json(run.summary)
+    reused_from = read_json(run.reused_from)["run_dir"] if run.reused_from.is_file() else ""
+    row = {"run_dir": str(run.root.relative_to(study_root)), "arm": run.arm, "reused_from": reused_from}
+    row.update({f"cfg.{k}": v for k, v in cfg.items()})
+    row.update({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
+    if run.lm_eval.is_file():
+        row.update(lm_summary_fields(read_json(run.lm_eval)))
+    return row
+
+
+def build_index(study: str, out_dir: str | Path | None = None, echo=None) -> pd.DataFrame:
+    """Write runs/<study>/runs.csv from the study's finished runs and return it. A run whose files cannot be
+    read is left out with one line naming the file (never a crash); `table.attrs["skipped"]` lists them."""
+    echo = echo or (lambda text: print(text, file=sys.stderr))
+    root = runs_root(out_dir) / study
+    rows, skipped = [], []
+    for run in finished_run_dirs(root):
+        try:
+            rows.append(index_row(run, root))
+        except (OSError, KeyError, TypeError, *BRIEF_ERRORS) as e:
+            skipped.append(f"{run.root.relative_to(root)}: {e}")
+            echo(f"not indexed: {run.root} ({str(e).splitlines()[0][:200]})")
+    table = pd.DataFrame(rows)
+    if rows:
+        table = table.sort_values(["arm", "seed"]).reset_index(drop=True)
+        atomic_write_text(root / "runs.csv", table.to_csv(index=False))
+    table.attrs["skipped"] = skipped
+    return table
+
+
+def load_runs(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
+    path = runs_root(out_dir) / study / "runs.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"no runs.csv for study {study!r} at {path}; run the sweep first")
+    return pd.read_csv(path)
+
+
+def reused_mask(runs: pd.DataFrame) -> pd.Series:
+    """True for runs copied from a bitwise-identical run of another study (runs.csv's reused_from)."""
+    if "reused_from" not in runs:
+        return pd.Series(False, index=runs.index)
+    col = runs["reused_from"]
+    return col.notna() & (col.astype(str).str.len() > 0)
+
+
+def study_provenance(study: str, out_dir: Path) -> dict:
+    """Commits, run count, sweep wall time and parallelism of a study, from runs.csv and sweeps.jsonl."""
+    log = out_dir / study / "sweeps.jsonl"
+    commits, walls, layouts = set(), [], set()
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            entry = json.loads(line)
+            commits.add(entry["git_commit"])
+            walls.append(entry["wall_s"])
+            if entry.get("executed"):
+                layouts.add((entry["workers"], entry["threads"]))
+    runs = load_runs(study, out_dir)
+    commits |= set(runs["git_commit"].astype(str))
+    return {"commits": sorted(commits), "sweep_wall_s": sum(walls), "runs": len(runs), "layouts": sorted(layouts)}
+
+
+def arm_order(arm: str) -> tuple:
+    """Variants in registry order (none, ln, rms, scaled: the study's A, B, C, D), then the rest alphabetically."""
+    return (variant_rank(arm.split("_")[0]), arm)
 
 
 def load_series(study: str, filename: str, out_dir: str | Path | None = None, arm_filter=None) -> pd.DataFrame:
     """All rows of `filename` (metrics.jsonl, evals.jsonl, diagnostics.jsonl) across runs, with arm and seed."""
     frames = []
-    for run in finished_runs(study, out_dir):
-        arm = run.parent.name
-        if arm_filter and not arm_filter(arm):
+    for run in finished_run_dirs(study_dir(study, out_dir)):
+        if arm_filter and not arm_filter(run.arm):
             continue
-        rows = read_jsonl(run / filename)
+        rows = read_jsonl(run.root / filename)
         if rows:
             frame = pd.DataFrame(rows)
-            frame.insert(0, "arm", arm)
-            frame.insert(1, "seed", int(run.name.removeprefix("seed")))
+            frame.insert(0, "arm", run.arm)
+            frame.insert(1, "seed", run.seed)
             frames.append(frame)
     return pd.concat(sorted(frames, key=lambda f: arm_order(f["arm"].iat[0])), ignore_index=True) if frames \
         else pd.DataFrame(columns=["arm", "seed", "step"])
 
 
-def arm_order(arm: str) -> tuple:
-    """none, ln, rms first (the study's A, B, C), then the rest alphabetically."""
-    return ({"none": 0, "ln": 1, "rms": 2}.get(arm.split("_")[0], 9), arm)
-
-
 def load_calibration(study: str, out_dir: str | Path | None = None, arm_filter=None) -> pd.DataFrame:
     rows = []
-    for run in finished_runs(study, out_dir):
-        path = run / "calibration.json"
-        if path.is_file() and (not arm_filter or arm_filter(run.parent.name)):
-            rows.append({"arm": run.parent.name, "seed": int(run.name.removeprefix("seed")),
-                         "calibration": json.loads(path.read_text())})
+    for run in finished_run_dirs(study_dir(study, out_dir)):
+        if run.calibration.is_file() and (not arm_filter or arm_filter(run.arm)):
+            rows.append({"arm": run.arm, "seed": run.seed, "calibration": read_json(run.calibration)})
     return pd.DataFrame(sorted(rows, key=lambda r: (arm_order(r["arm"]), r["seed"])))
 
 
 def arms(study: str, out_dir: str | Path | None = None) -> list[str]:
-    return sorted({p.parent.name for p in finished_runs(study, out_dir)}, key=arm_order)
+    return sorted({run.arm for run in finished_run_dirs(study_dir(study, out_dir))}, key=arm_order)

@@ -12,8 +12,9 @@ import argparse
 import json
 import sys
 
+from .cli import parse_value, split_assignment
+from .lm_eval_adapter import score_if_asked
 from .notebook import config_from_parameters, run_dir_from_parameters
-from .sweep import _parse_value, _split_assignment
 from .train import train
 
 
@@ -30,13 +31,15 @@ def main(argv=None) -> int:
     p.add_argument("--progress", action="store_true")
     args = p.parse_args(argv)
     try:
-        overrides = {k: _parse_value(v) for k, v in map(_split_assignment, args.set)}
+        overrides = {k: parse_value(v) for k, v in map(split_assignment, args.set)}
         cfg = config_from_parameters(args.preset, args.variant, args.seed, overrides=overrides)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_dir = run_dir_from_parameters(cfg, args.study, args.out_dir)
     result = train(cfg, run_dir, args.data_path, until_step=args.until_step, progress=args.progress)
+    if result.get("rank", 0) == 0 and result.get("finished", True):
+        score_if_asked(cfg, run_dir, args.data_path)  # the stage after training, on the main rank
     if result.get("rank", 0) == 0:
         keys = ("variant", "seed", "steps", "val_loss", "val_ppl", "diverged", "wall_s")
         print(json.dumps({k: result.get(k) for k in keys} if "val_loss" in result else result))

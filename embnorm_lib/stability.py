@@ -16,11 +16,14 @@ import numpy as np
 import pandas as pd
 
 from . import plots, stats
-from .io import atomic_write_text, default_runs_dir, fingerprint, git_commit, repo_root, write_text_stable
-from .report import load_runs
+from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+from .render import compact_markdown
+from .results import load_runs, load_series, reused_mask, study_provenance
+from .studies import studies_of
+from .variants import variant_names
 
-STUDIES = ("stability-lr", "stability-init", "stability-stress", "stability-budget")
-VARIANT_ORDER = ("none", "ln", "rms", "scaled")
+STUDIES = tuple(studies_of("stability"))
+VARIANT_ORDER = variant_names()
 
 
 def capped_loss(runs: pd.DataFrame) -> pd.Series:
@@ -152,8 +155,6 @@ def divergence_vs_none(runs: pd.DataFrame) -> pd.DataFrame:
 def study_cost(study: str, runs: pd.DataFrame, out: Path) -> dict:
     """Runs, how many were trained here vs copied from an identical run of another study, their summed
     train-loop time, and the sweeps' wall time (sweeps.jsonl)."""
-    from .report import reused_mask, study_provenance
-
     reused = reused_mask(runs)
     sweep_wall = study_provenance(study, out)["sweep_wall_s"] if (out / study / "sweeps.jsonl").is_file() else np.nan
     return {"study": study, "runs": len(runs), "trained": int((~reused).sum()), "reused": int(reused.sum()),
@@ -184,7 +185,7 @@ def plot_loss_traces(series: pd.DataFrame, title: str):
     arms = list(dict.fromkeys(series["arm"]))
     fig, axes = plt.subplots(1, len(arms), figsize=(3.4 * len(arms), 3.2), sharey=True, squeeze=False)
     for ax, arm in zip(axes.flat, arms):
-        for seed, run in series[series["arm"] == arm].groupby("seed"):
+        for _, run in series[series["arm"] == arm].groupby("seed"):
             ax.plot(run["step"], run["train_loss"], lw=0.8, color=plots._arm_color(arm), alpha=0.8)
         ax.set(title=arm, xlabel="step", yscale="log")
     axes.flat[0].set_ylabel("train loss")
@@ -198,25 +199,12 @@ def _order(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("variant", key=lambda s: s.map(key), kind="stable").reset_index(drop=True)
 
 
-def _md(frame: pd.DataFrame) -> str:
-    from .analysis import to_markdown
-
-    def fmt(v):
-        if isinstance(v, float):
-            return "–" if not np.isfinite(v) else (f"{v:.3g}" if abs(v) < 1e-2 and v != 0 else f"{v:.4f}")
-        return v
-    return to_markdown(frame.map(fmt))
-
-
-def _effect_words(row, verbs=("costs", "gains", "ties")) -> str:
-    """'costs 0.120 [0.10, 0.14]' / 'gains …' / 'ties …' from a paired Δ (lower is better) and its CI;
-    `verbs` names the three cases (worse, better, unresolved)."""
+def _effect_words(row, verbs=("costs", "gains", "ties"), verb_last: bool = False) -> str:
+    """'costs +0.120 [+0.10, +0.14]' / 'gains …' / 'ties …' from a paired Δ (lower is better) and its 95% CI;
+    `verbs` names the three cases (worse, better, unresolved); with `verb_last`, '+0.120 [+0.10, +0.14] (higher)'."""
     span = f"{row['delta_vs_none']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
-    if row["ci_low"] > 0:
-        return f"{verbs[0]} {span}"
-    if row["ci_high"] < 0:
-        return f"{verbs[1]} {span}"
-    return f"{verbs[2]} {span}"
+    verb = verbs[0] if row["ci_low"] > 0 else verbs[1] if row["ci_high"] < 0 else verbs[2]
+    return f"{span} ({verb})" if verb_last else f"{verb} {span}"
 
 
 def recommendation(sections: dict) -> str:
@@ -228,9 +216,9 @@ def recommendation(sections: dict) -> str:
         parts.append(f"LR sensitivity is lowest for `{lowest}` ({sens[lowest]:.3f} nats/char; none "
                      f"{sens.get('none', np.nan):.3f})")
         if "lr_paired" in sections:
-            parts.append("paired by seed, the sensitivity of " + ", ".join(
-                f"`{r['variant']}` " + _effect_words(r, ("is higher by", "is lower by", "differs (unresolved) by"))
-                for _, r in sections["lr_paired"].iterrows()) + " than none's")
+            parts.append("paired by seed, sensitivity minus none's: " + ", ".join(
+                f"`{r['variant']}` " + _effect_words(r, ("higher", "lower", "unresolved"), verb_last=True)
+                for _, r in sections["lr_paired"].iterrows()))
     if "stress" in sections:
         div = sections["stress"].set_index("variant")
         parts.append("in the stress regime " + ", ".join(
@@ -256,7 +244,7 @@ def verdict(sections: dict) -> str:
     if "lr" in sections:
         best = sections["lr"].set_index("variant")
         winner = best["best_loss"].idxmin()
-        lines.append(f"- Tuned, not just at one LR: at its own best LR each arm reaches " + ", ".join(
+        lines.append("- Tuned, not just at one LR: at its own best LR each arm reaches " + ", ".join(
             f"`{v}` {r.best_loss:.3f} (lr {r.best_lr:g})" for v, r in best.iterrows())
             + f"; `{winner}` is best.")
     if "lr_grid" in sections:
@@ -318,15 +306,40 @@ def verdict(sections: dict) -> str:
     return "\n".join(lines)
 
 
+def analyse(out: Path) -> tuple[dict[str, pd.DataFrame], dict]:
+    """The stability studies that have a runs.csv, and the tables the report and the recommendation are made of."""
+    available = {s: load_runs(s, out) for s in STUDIES if (out / s / "runs.csv").is_file()}
+    sections: dict = {}
+    if "stability-lr" in available:
+        runs = available["stability-lr"]
+        sections["lr"] = lr_sensitivity(runs)
+        sections["lr_paired"] = paired_sensitivity(runs)
+        sections["lr_grid"] = lr_divergence(runs)
+    if "stability-init" in available:
+        sections["init"] = axis_table(available["stability-init"], "cfg.emb_init_std")
+        sections["flip"] = sign_flips(sections["init"])
+    if "stability-stress" in available:
+        sections["stress"] = divergence_vs_none(available["stability-stress"])
+    if "stability-budget" in available:
+        sections["budget"] = axis_table(available["stability-budget"], "cfg.max_iters")
+    return available, sections
+
+
+def _layouts_words(available: dict, out: Path) -> str:
+    """' with 2 worker(s) x 1 thread(s)': the sweeps' parallelism as their logs recorded it."""
+    layouts = sorted({tuple(x) for s in available if (out / s / "sweeps.jsonl").is_file()
+                      for x in study_provenance(s, out)["layouts"]})
+    return (" with " + " or ".join(f"{w} worker(s) x {t} thread(s)" for w, t in layouts)) if layouts else ""
+
+
 def write_report(out_dir=None, figures_dir=None) -> Path:
-    out = Path(out_dir or default_runs_dir())
+    out = runs_root(out_dir)
     fig_dir = Path(figures_dir or repo_root() / "figures" / "stability")
     lines = ["# Stability: when does an embedding norm pay for itself?", "",
              f"Written by `python -m embnorm_lib.stability` at commit {git_commit()[:12]} from the `runs.csv` of "
              f"the stability studies; each study is produced by `python -m embnorm_lib.sweep <study>`. Figures: "
              f"`figures/stability/`.", ""]
-    sections: dict = {}
-    available = {s: load_runs(s, out) for s in STUDIES if (out / s / "runs.csv").is_file()}
+    available, sections = analyse(out)
 
     footer = "embnorm · stability · runs.csv " + " ".join(fingerprint(out / s / "runs.csv") for s in available)
 
@@ -336,31 +349,25 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
 
     if "stability-lr" in available:
         runs = available["stability-lr"]
-        sections["lr"] = lr_sensitivity(runs)
         figure(plot_lr_curves(runs), "lr_sensitivity")
         paired = per_seed_sensitivity(runs)
-        sections["lr_paired"] = paired_sensitivity(runs)
-        sections["lr_grid"] = lr_divergence(runs)
         lines += ["## LR sensitivity (`stability-lr`: nanoGPT CPU model, 300 iterations)", "",
                   "Sensitivity = mean over the LR grid of min(loss(lr), loss at init) − the best loss over the grid "
                   "(Wortsman et al. 2023); diverged runs count at the loss at init. Figure: "
                   "`figures/stability/lr_sensitivity.png` (mean and 95% band over seeds).", "",
-                  _md(sections["lr"]), "",
+                  compact_markdown(sections["lr"]), "",
                   "Per-seed sensitivity, and each variant's paired difference from none:", "",
-                  _md(paired.pivot(index="seed", columns="variant", values="lr_sensitivity").reset_index()), "",
-                  _md(sections["lr_paired"]), "",
+                  compact_markdown(paired.pivot(index="seed", columns="variant", values="lr_sensitivity").reset_index()), "",
+                  compact_markdown(sections["lr_paired"]), "",
                   "Each variant at its own best LR, and all at the presets' 1e-3:", "",
-                  _md(best_vs_fixed(runs, 1e-3)), "",
+                  compact_markdown(best_vs_fixed(runs, 1e-3)), "",
                   "Divergences and spikes along the grid:", "",
-                  _md(sections["lr_grid"]), ""]
+                  compact_markdown(sections["lr_grid"]), ""]
     if "stability-init" in available:
-        runs = available["stability-init"]
-        table = axis_table(runs, "cfg.emb_init_std")
-        sections["flip"] = sign_flips(table)
-        sections["init"] = table
+        runs, table = available["stability-init"], sections["init"]
         lines += ["## Embedding-init scale (`stability-init`: 8 x 128, 150 iterations)", "",
                   "Paired Δ val loss vs none within each init scale (the seed study's block-1 input norm of 11.46 "
-                  "implies N(0, 1) embeddings; GPT-2 uses N(0, 0.02)).", "", _md(table), "",
+                  "implies N(0, 1) embeddings; GPT-2 uses N(0, 0.02)).", "", compact_markdown(table), "",
                   f"LayerNorm effect by init: {', '.join(f'std {k:g}: {v}' for k, v in sections['flip']['by_init'].items())}"
                   f" — {'the sign flips' if sections['flip']['flips'] else 'the sign does not flip'}.", ""]
         if "final_block1_input_norm" in runs:
@@ -368,35 +375,30 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
                                      aggfunc="mean")
             norms.columns = [f"std={c:g}" for c in norms.columns]
             lines += ["Final block-1 input norm (mean over seeds) by variant and init std:", "",
-                      _md(_order(norms.reset_index())), ""]
+                      compact_markdown(_order(norms.reset_index())), ""]
     if "stability-stress" in available:
-        runs = available["stability-stress"]
-        sections["stress"] = divergence_vs_none(runs)
-        from .results import load_series
-
         figure(plot_loss_traces(load_series("stability-stress", "metrics.jsonl", out),
                                 "stress regime: train loss per run"), "stress_loss_traces")
         lines += ["## Stress regime (`stability-stress`: 16 layers, lr 1e-2, no warmup, 150 iterations)", "",
                   "Divergence = non-finite loss (the run stops and records the step); spike = train loss above "
                   "1.5 x the running median of the last 20 steps. Fisher's exact test compares each divergence rate "
                   "with none's. Figure: `figures/stability/stress_loss_traces.png`.", "",
-                  _md(sections["stress"]), ""]
+                  compact_markdown(sections["stress"]), ""]
     if "stability-budget" in available:
-        table = axis_table(available["stability-budget"], "cfg.max_iters")
-        sections["budget"] = table
+        table = sections["budget"]
         figure(plot_budget_deltas(table), "budget_deltas")
         lines += ["## Budgets (`stability-budget`: nanoGPT CPU model at 150 / 300 / 2000 iterations)", "",
                   "The same paired comparison at three budgets: an effect that shrinks with the budget is early speed, "
                   "one that stays is final quality. Figure: `figures/stability/budget_deltas.png`.", "",
-                  _md(table), ""]
+                  compact_markdown(table), ""]
     lines += ["## Recommendation", "", recommendation(sections), ""]
     if available:
         cost = pd.DataFrame([study_cost(s, r, out) for s, r in available.items()])
         lines += ["## Grid and cost", "",
                   "Runs copied from an identical finished run of another study (`reused_from.json`) are not trained "
                   "twice; train-loop minutes are summed over the runs trained for the study, sweep wall time is the "
-                  "sum over its sweep invocations on this 2-core machine (2 workers x 1 thread).", "",
-                  _md(cost), "",
+                  "sum over its sweep invocations" + _layouts_words(available, out) + ".", "",
+                  compact_markdown(cost), "",
                   f"Total: {cost['runs'].sum()} runs, {cost['trained'].sum()} trained, " +
                   (f"{cost['sweep_wall_min'].sum():.1f} min of sweep wall time." if cost["sweep_wall_min"].notna().any()
                    else "no sweep log (sweeps.jsonl) to time them."), ""]
@@ -406,13 +408,11 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
     return write_text_stable(out / "STABILITY.md", "\n".join(lines))
 
 
-def recommendation_from_report(out_dir=None) -> str | None:
-    """The Recommendation section of runs/STABILITY.md, for other reports to quote."""
-    path = Path(out_dir or default_runs_dir()) / "STABILITY.md"
-    if not path.is_file():
-        return None
-    text = path.read_text().split("## Recommendation", 1)
-    return text[1].split("\n## ", 1)[0].strip() if len(text) == 2 else None
+def recommendation_for(out_dir=None) -> str | None:
+    """The recommendation (markdown bullets) computed from the stability studies' runs.csv, for other reports to
+    quote; None when no stability study has run."""
+    available, sections = analyse(runs_root(out_dir))
+    return recommendation(sections) if available else None
 
 
 def main(argv=None) -> int:
@@ -421,13 +421,8 @@ def main(argv=None) -> int:
     p.add_argument("--figures-dir", default=None)
     args = p.parse_args(argv)
     path = write_report(args.out_dir, args.figures_dir)
-    out = Path(args.out_dir or default_runs_dir()).resolve()
-    if out == default_runs_dir().resolve():  # the committed results: refresh what quotes them
-        from .report import findings_text, runs_readme, update_readme_findings
-
-        atomic_write_text(out / "README.md", runs_readme(out) + "\n")
-        update_readme_findings(repo_root() / "README.md", findings_text(out))
     print(path.read_text())
+    print("(runs/README.md and the README's findings quote this: `python -m embnorm_lib.publish stability`)")
     return 0
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import multiprocessing
 import os
@@ -26,109 +25,20 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
 
+from .checkpoint import write_config
+from .cli import parse_seeds, parse_value, split_assignment
 from .config import RunConfig, check_name
 from .errors import BRIEF_ERRORS, ConfigError, RunDirError
-from .io import RunLock, default_runs_dir, read_json, repo_root, write_json
-from .notebook import config_from_parameters
-from .train import RunDir, run_dir_for
-from .variants import canonical_variant
+from .io import atomic_write_text, git_commit, read_json, repo_root, runs_root, write_json
+from .lm_eval_adapter import copy_result, score_if_asked
+from .results import build_index
+from .rundir import LOCK_FILES, RunDir
+from .studies import ABC, STUDIES, Cell, grid, study_cells
 
 TRAIN_NOTEBOOK = "notebooks/02_train.ipynb"
 KERNEL_START_RETRIES = 3
 CELL_TIMEOUT_S = 6 * 3600  # a notebook cell running longer than this fails the run instead of hanging the sweep
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One run of a study: a preset, a variant, a seed, and any further config overrides."""
-
-    study: str
-    preset: str
-    variant: str
-    seed: int
-    overrides: tuple[tuple[str, Any], ...] = ()
-    tag_axes: tuple[str, ...] = ()  # which overrides name the run directory
-
-    @property
-    def tag(self) -> str:
-        values = dict(self.overrides)
-        return "".join(f"_{k}={values[k] if k != 'preset' else self.preset}" for k in self.tag_axes)
-
-    def config(self) -> RunConfig:
-        return config_from_parameters(self.preset, self.variant, self.seed, overrides=dict(self.overrides))
-
-    def run_dir(self, out_dir: Path) -> Path:
-        return run_dir_for(self.study, self.variant, self.seed, out_dir, tag=self.tag)
-
-    def label(self) -> str:
-        return f"{self.variant}{self.tag} seed{self.seed}"
-
-
-def grid(study: str, preset: str, variants: Iterable[str], seeds: Iterable[int],
-         fixed: dict[str, Any] | None = None, axes: dict[str, list] | None = None,
-         tag_preset: bool = False) -> list[Cell]:
-    """variants x seeds x every combination of `axes`; `fixed` overrides apply to all cells."""
-    check_name("study", study)
-    for kind, given in (("overrides", fixed), ("axes", axes)):
-        if given is not None and not isinstance(given, dict):
-            raise ConfigError(f"invalid {kind}={given!r}; allowed: a mapping of config fields")
-        reserved = sorted(set(given or {}) & {"variant", "seed"})
-        if reserved:
-            raise ConfigError(f"invalid {kind} key(s) {', '.join(reserved)}; allowed: any other config field "
-                              f"(variants and seeds are axes of their own)")
-    seeds = list(seeds)
-    bad = [s for s in seeds if not (isinstance(s, int) and not isinstance(s, bool) and s >= 0)]
-    if bad:
-        raise ConfigError(f"invalid seeds {bad!r}; allowed: integers >= 0")
-    axes = axes or {}
-    names = list(axes)
-    cells = []
-    for values in itertools.product(*(axes[n] for n in names)) if names else [()]:
-        overrides = {**(fixed or {}), **dict(zip(names, values))}
-        tag_axes = (("preset",) if tag_preset else ()) + tuple(names)
-        for variant in variants:
-            for seed in seeds:
-                cells.append(Cell(study, preset, canonical_variant(variant), seed,
-                                  tuple(sorted(overrides.items())), tag_axes))
-    return cells
-
-
-VARIANTS_ABC = ("none", "ln", "rms")
-VARIANTS_ABCD = ("none", "ln", "rms", "scaled")
-
-WITH_LM_EVAL = {"lm_eval": True}  # studies whose registered family includes lm_macro_acc score every run
-
-STUDIES: dict[str, callable] = {
-    # seed study Table 1 protocol: 3 variants x 3 seeds x 150 iterations
-    "seeds-prelim": lambda: grid("seeds-prelim", "seeds-prelim", VARIANTS_ABC, range(3), fixed=WITH_LM_EVAL),
-    # the seed study's final plan: 5 seeds x 300 iterations
-    "seeds-final": lambda: grid("seeds-final", "seeds-final", VARIANTS_ABC, range(5), fixed=WITH_LM_EVAL),
-    # 10 seeds of the short regime next to 5 seeds of a converged (nanoGPT CPU recipe) regime
-    "main": lambda: (grid("main", "seeds-final", VARIANTS_ABC, range(10), fixed=WITH_LM_EVAL, tag_preset=True)
-                     + grid("main", "nanogpt-cpu", VARIANTS_ABC, range(5), fixed=WITH_LM_EVAL, tag_preset=True)),
-    # -- stability (docs/PROTOCOL.md "Stability"; budgets chosen to fit about an hour here) ----------
-    # LR sensitivity (Wortsman et al. 2023): 7 learning rates, 1e-4 ... 3e-2, on the nanoGPT CPU model
-    "stability-lr": lambda: grid("stability-lr", "nanogpt-cpu", VARIANTS_ABC, range(3), fixed={"max_iters": 300},
-                                 axes={"lr": [1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2]}),
-    # embedding-init scale: GPT-2's N(0, 0.02) vs PyTorch's N(0, 1), on the seed study's model and budget
-    "stability-init": lambda: grid("stability-init", "seeds-prelim", VARIANTS_ABCD, range(3),
-                                   axes={"emb_init_std": [0.02, 1.0]}),
-    # stress: 16 layers, lr 1e-2, no warmup
-    "stability-stress": lambda: grid("stability-stress", "stress-deep", VARIANTS_ABCD, range(3)),
-    # the same comparison at 150, 300 and 2000 (converged) iterations of the nanoGPT CPU model
-    "stability-budget": lambda: grid("stability-budget", "nanogpt-cpu", VARIANTS_ABC, range(3),
-                                     axes={"max_iters": [150, 300, 2000]}),
-    # smoke study for the README and CI: a tiny model, a few iterations
-    "smoke": lambda: grid("smoke", "tiny", VARIANTS_ABC, range(2), fixed={"max_iters": 20}),
-}
-
-
-def study_cells(name: str) -> list[Cell]:
-    if name not in STUDIES:
-        raise ValueError(f"unknown study {name!r}; allowed: {', '.join(STUDIES)} (or give --preset for a grid)")
-    return STUDIES[name]()
 
 
 # -- one cell -------------------------------------------------------------------------------------
@@ -161,14 +71,9 @@ def _cell_status(cell: Cell, out_dir: Path) -> tuple[str, str]:
 
 def missing_results(cfg: RunConfig, run_dir: Path, summary: dict) -> list[str]:
     """Per-run result files the config asks for and the finished run lacks (a diverged run has none to give)."""
-    if cfg.lm_eval and not summary.get("diverged") and not (run_dir / "lm_eval.json").is_file():
-        return ["lm_eval.json"]
+    if cfg.lm_eval and not summary.get("diverged") and not RunDir(run_dir).lm_eval.is_file():
+        return [RunDir(run_dir).lm_eval.name]
     return []
-
-
-def cell_lock(run_dir: Path) -> RunLock:
-    """The sweep's lock on one cell (its kept notebook and status); training takes the run dir's own lock."""
-    return RunLock(run_dir / ".cell.lock", what="cell")
 
 
 def _is_kernel_start_failure(exc: BaseException) -> bool:
@@ -184,7 +89,7 @@ def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, 
     out = Path(out_dir)
     run_dir = cell.run_dir(out)
     record = {"cell": cell.label(), "run_dir": str(run_dir)}
-    lock = cell_lock(run_dir)
+    lock = RunDir(run_dir).cell_lock()
     if not lock.acquire():
         return {**record, "status": "locked"}
     try:
@@ -199,7 +104,7 @@ def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, 
         params = dict(variant=cell.variant, seed=cell.seed, preset=cell.preset, max_iters=0, study=cell.study,
                       out_dir=str(out), data_path=data_path or "", overrides=overrides, run_tag=cell.tag,
                       progress=False)
-        executed = run_dir / "02_train.ipynb"
+        executed = RunDir(run_dir).notebook
         start, retries = time.perf_counter(), 0
         env_threads = {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")} if threads else {}
         os.environ.update(env_threads)  # inherited by the kernel this worker starts
@@ -222,7 +127,7 @@ def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, 
                 return {**record, "status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
                         "seconds": time.perf_counter() - start, "kernel_retries": retries}
         try:
-            summary = read_json(run_dir / "summary.json")
+            summary = read_json(RunDir(run_dir).summary)
         except (OSError, RunDirError) as e:
             return {**record, "status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start}
         return {**record, "status": "diverged" if summary.get("diverged") else "ok",
@@ -245,9 +150,7 @@ def _drop_unreadable_notebook(path: Path) -> None:
 
 # -- reuse of identical runs ----------------------------------------------------------------------
 
-REUSED_FROM = "reused_from.json"
-LOCK_FILES = (".lock", ".cell.lock")
-NOT_COPIED = ("ckpt.pt", *LOCK_FILES, "*.tmp")
+NOT_COPIED = (RunDir(Path()).checkpoint.name, *LOCK_FILES, "*.tmp")
 
 
 def finished_runs_by_identity(out: Path) -> dict[str, list[Path]]:
@@ -255,7 +158,7 @@ def finished_runs_by_identity(out: Path) -> dict[str, list[Path]]:
     found: dict[str, list[Path]] = {}
     for summary in sorted(out.glob("*/*/*/summary.json")):
         try:
-            cfg = RunConfig.load(summary.parent / "config.json")
+            cfg = RunConfig.load(RunDir(summary.parent).config)
             read_json(summary)
         except (OSError, TypeError, *BRIEF_ERRORS):
             continue
@@ -277,8 +180,8 @@ def _identical_source(cfg: RunConfig, target: Path, finished: dict[str, list[Pat
 
 def _origin(source: Path, out: Path) -> Path:
     """A copy of a copy names the run that was trained."""
-    if (source / REUSED_FROM).is_file():
-        return out / read_json(source / REUSED_FROM)["run_dir"]
+    if RunDir(source).reused_from.is_file():
+        return out / read_json(RunDir(source).reused_from)["run_dir"]
     return source
 
 
@@ -292,10 +195,10 @@ def reuse_identical_run(cell: Cell, out: Path, threads: int, finished: dict[str,
     (its own files, not re-trained) and record where it came from. None if there is no such run."""
     cfg = _cell_config(cell, threads)
     target = cell.run_dir(out)
-    source = _identical_source(cfg, target, finished, ["lm_eval.json"] if cfg.lm_eval else [])
+    source = _identical_source(cfg, target, finished, [RunDir(target).lm_eval.name] if cfg.lm_eval else [])
     if source is None:
         return None
-    lock = RunLock(RunDir(target).lock)
+    lock = RunDir(target).training_lock()
     if not lock.acquire():
         return None  # another sweep or run is on this cell
     try:
@@ -305,18 +208,18 @@ def reuse_identical_run(cell: Cell, out: Path, threads: int, finished: dict[str,
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(*NOT_COPIED))
         origin = _origin(source, out)
-        write_json(tmp / REUSED_FROM, {"run_dir": str(origin.relative_to(out)),
+        write_json(RunDir(tmp).reused_from, {"run_dir": str(origin.relative_to(out)),
                                        "reused_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                        "why": "same training identity and torch thread count: training again "
                                               "would reproduce these numbers bit for bit"})
-        write_json(tmp / "config.json", {**read_json(tmp / "config.json"), "lm_eval": cfg.lm_eval})
+        write_config(RunDir(tmp), replace(RunConfig.load(RunDir(tmp).config), lm_eval=cfg.lm_eval))
         # summary.json marks a run finished, so it moves in last
-        for path in sorted(tmp.iterdir(), key=lambda p: p.name == "summary.json"):
+        for path in sorted(tmp.iterdir(), key=lambda p: p.name == RunDir(tmp).summary.name):
             os.replace(path, target / path.name)
         tmp.rmdir()
     finally:
         lock.release()
-    summary = read_json(target / "summary.json")
+    summary = read_json(RunDir(target).summary)
     return {"cell": cell.label(), "status": "reused", "run_dir": str(target), "reused_from": str(origin),
             "seconds": 0.0, "train_wall_s": 0.0, "val_loss": summary.get("val_loss")}
 
@@ -326,64 +229,25 @@ def complete_cell(cell: Cell, out: Path, threads: int, finished: dict[str, list[
     """A finished cell lacks a result its study asks for (lm_eval.json): copy it from a bitwise-identical run
     (same training identity and thread count, so same weights), else score this run's own weights, else fail
     with what to do. Never silently leaves the gap."""
-    from .lm_eval_adapter import evaluate_run, summary_fields
-
     cfg = _cell_config(cell, threads)
     run = RunDir(cell.run_dir(out))
     record = {"cell": cell.label(), "run_dir": str(run.root), "seconds": 0.0, "train_wall_s": 0.0}
-    with RunLock(run.lock):
+    with run.training_lock():
         summary = read_json(run.summary)
         needs = missing_results(cfg, run.root, summary)
         source = _identical_source(cfg, run.root, finished, needs)
         if source is not None:
-            result = read_json(source / "lm_eval.json")
-            write_json(run.root / "lm_eval.json", {**result, "copied_from": str(_origin(source, out).relative_to(out))})
-            write_json(run.summary, {**summary, **summary_fields(result)})
+            copy_result(source, run.root, str(_origin(source, out).relative_to(out)))
             status, detail = "completed", f"lm_eval.json copied from {_origin(source, out).relative_to(out)}"
         elif run.final_model.is_file():
-            evaluate_run(run.root, data_path)
+            score_if_asked(replace(cfg, lm_eval=True), run.root, data_path)
             status, detail = "completed", "lm_eval.json scored from this run's weights"
         else:
             return {**record, "status": "failed",
                     "error": f"{run.root} lacks {', '.join(needs)} and has no model.pt to score, and no identical "
                              f"finished run holds it; allowed: retrain the study into a fresh runs directory"}
-        write_json(run.config, {**read_json(run.config), "lm_eval": True})
+        write_config(run, replace(RunConfig.load(run.config), lm_eval=True))
     return {**record, "status": status, "detail": detail, "val_loss": summary.get("val_loss")}
-
-
-# -- the index ------------------------------------------------------------------------------------
-
-def build_index(study: str, out_dir: str | Path | None = None, echo=None):
-    """runs/<study>/runs.csv: one row per finished run, every config field and summary scalar.
-    A run whose files cannot be read is left out with one line naming the file (never a crash)."""
-    import pandas as pd
-
-    from .io import atomic_write_text
-
-    echo = echo or (lambda text: print(text, file=sys.stderr))
-    root = Path(out_dir or default_runs_dir()) / study
-    rows, skipped = [], []
-    for summary_path in sorted(root.glob("**/summary.json")):
-        run_dir = summary_path.parent
-        try:
-            cfg = read_json(run_dir / "config.json")
-            summary = read_json(summary_path)
-            reused = run_dir / REUSED_FROM
-            reused_from = read_json(reused)["run_dir"] if reused.is_file() else ""
-        except (OSError, KeyError, TypeError, *BRIEF_ERRORS) as e:
-            skipped.append(f"{run_dir.relative_to(root)}: {e}")
-            echo(f"not indexed: {run_dir} ({str(e).splitlines()[0][:200]})")
-            continue
-        row = {"run_dir": str(run_dir.relative_to(root)), "arm": run_dir.parent.name, "reused_from": reused_from}
-        row.update({f"cfg.{k}": v for k, v in cfg.items()})
-        row.update({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    if rows:
-        table = table.sort_values(["arm", "seed"]).reset_index(drop=True)
-        atomic_write_text(root / "runs.csv", table.to_csv(index=False))
-    table.attrs["skipped"] = skipped
-    return table
 
 
 @dataclass
@@ -422,7 +286,7 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
 
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
-    out = Path(out_dir or default_runs_dir()).resolve()
+    out = runs_root(out_dir).resolve()
     notebook = str(Path(notebook or repo_root() / TRAIN_NOTEBOOK).resolve())
     workers, threads = resolve_parallelism(workers, threads)
     report = SweepReport()
@@ -502,8 +366,9 @@ def _finish(out: Path, cells: list[Cell], report: SweepReport, wall: float, work
     as one line and recorded as a failure instead of losing the results of the cells that finished."""
     report.wall_s = wall
     for study in sorted({c.study for c in cells}):
-        for what, write in (("index", lambda: build_index(study, out, echo=echo)),
-                            ("sweep log", lambda: _write_sweep_log(out, study, report, wall, workers, threads))):
+        for what, write in (("index", lambda study=study: build_index(study, out, echo=echo)),
+                            ("sweep log", lambda study=study: _write_sweep_log(out, study, report, wall, workers,
+                                                                               threads))):
             try:
                 write()
             except OSError as e:
@@ -513,8 +378,6 @@ def _finish(out: Path, cells: list[Cell], report: SweepReport, wall: float, work
 
 
 def _write_sweep_log(out: Path, study: str, report: SweepReport, wall: float, workers: int, threads: int) -> None:
-    from .io import atomic_write_text, git_commit
-
     log_path = out / study / "sweeps.jsonl"
     previous = log_path.read_text() if log_path.is_file() else ""
     trained = ("ok", "diverged", "failed")
@@ -548,32 +411,11 @@ def resolve_parallelism(workers: int, threads: int) -> tuple[int, int]:
 
 # -- command line ---------------------------------------------------------------------------------
 
-def _parse_seeds(text: str) -> list[int]:
-    """'0-4', '0,3,7' or a mix; anything else (negative, fractional, words, empty) is refused."""
-    import re
-
-    seeds = []
-    for part in text.split(","):
-        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
-        if not match or (match[2] is not None and int(match[2]) < int(match[1])):
-            raise ConfigError(f"invalid --seeds {text!r}; allowed: integers >= 0 as a range or list, e.g. 0-4 or 0,3,7")
-        lo, hi = int(match[1]), int(match[2] if match[2] is not None else match[1])
-        seeds.extend(range(lo, hi + 1))
-    return seeds
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", help=f"a named study ({', '.join(STUDIES)}) or a new name with --preset")
     p.add_argument("--preset", help="build an ad-hoc grid on this preset instead of a named study")
-    p.add_argument("--variants", default=",".join(VARIANTS_ABC))
+    p.add_argument("--variants", default=",".join(ABC))
     p.add_argument("--seeds", default="0-2", help="e.g. 0-4 or 0,3,7")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="fixed config override")
     p.add_argument("--axis", action="append", default=[], metavar="FIELD=V1,V2", help="extra grid axis")
@@ -592,7 +434,7 @@ def main(argv=None) -> int:
     p.add_argument("--list", action="store_true", help="print the cells and their status, run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
     args = p.parse_args(argv)
-    out = Path(args.out_dir or default_runs_dir())
+    out = runs_root(args.out_dir)
     try:
         check_name("study", args.study)
     except ConfigError as e:
@@ -604,9 +446,9 @@ def main(argv=None) -> int:
         return 0
     try:
         if args.preset:
-            fixed = {k: _parse_value(v) for k, v in map(_split_assignment, args.set)}
-            axes = {k: [_parse_value(x) for x in v.split(",")] for k, v in map(_split_assignment, args.axis)}
-            cells = grid(args.study, args.preset, args.variants.split(","), _parse_seeds(args.seeds), fixed, axes)
+            fixed = {k: parse_value(v) for k, v in map(split_assignment, args.set)}
+            axes = {k: [parse_value(x) for x in v.split(",")] for k, v in map(split_assignment, args.axis)}
+            cells = grid(args.study, args.preset, args.variants.split(","), parse_seeds(args.seeds), fixed, axes)
         else:
             cells = study_cells(args.study)
         if args.lm_eval:
@@ -626,13 +468,6 @@ def main(argv=None) -> int:
     report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor, slurm=slurm,
                        reuse=not args.no_reuse)
     return 1 if report.failures else 0
-
-
-def _split_assignment(text: str) -> tuple[str, Any]:
-    if "=" not in text:
-        raise ConfigError(f"invalid assignment {text!r}; allowed: FIELD=VALUE")
-    key, value = text.split("=", 1)
-    return key.strip(), value
 
 
 if __name__ == "__main__":

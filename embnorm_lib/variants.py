@@ -7,8 +7,8 @@ scaling). Adding a variant means adding one ``EmbeddingVariant`` to ``VARIANTS``
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -64,3 +64,14 @@ def canonical_variant(name: str) -> str:
 
 def get_variant(name: str) -> EmbeddingVariant:
     return VARIANTS[canonical_variant(name)]
+
+
+def variant_names() -> tuple[str, ...]:
+    """Every variant in registry order: the order of tables, figures and study grids."""
+    return tuple(VARIANTS)
+
+
+def variant_rank(name: str) -> int:
+    """Position in the registry; a name that is not a variant sorts after all of them."""
+    names = variant_names()
+    return names.index(name) if name in names else len(names)

@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+ruff check .  # lint (config in pyproject.toml)
 python -m pytest "$@"

@@ -33,3 +33,23 @@ def tiny(**overrides):
 def strip_timing(rows):
     """Metrics rows without wall-clock fields, for exact comparisons between runs."""
     return [{k: v for k, v in r.items() if k not in ("step_ms", "wall_s", "eval_s")} for r in rows]
+
+
+@pytest.fixture
+def writers(monkeypatch):
+    """Records (file name -> writing modules) for every file the library writes during a test: every write goes
+    through io's temp-file writer, and the first caller outside io is the writer."""
+    import inspect
+
+    from embnorm_lib import io as io_module
+
+    seen: dict[str, set[str]] = {}
+    original = io_module._write_through_temp
+
+    def recording(path, write):
+        caller = next(f for f in inspect.stack()[1:] if f.frame.f_globals.get("__name__") != "embnorm_lib.io")
+        seen.setdefault(Path(path).name, set()).add(caller.frame.f_globals.get("__name__"))
+        return original(path, write)
+
+    monkeypatch.setattr(io_module, "_write_through_temp", recording)
+    return seen

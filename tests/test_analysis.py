@@ -3,14 +3,14 @@ import shutil
 
 import nbformat
 import pandas as pd
-import papermill as pm
 import pytest
-
 from conftest import REPO, tiny
+
 from embnorm_lib import analysis, figures
-from embnorm_lib.report import arm_table, load_runs
-from embnorm_lib.sweep import build_index
-from embnorm_lib.train import run_dir_for, train
+from embnorm_lib.report import arm_table
+from embnorm_lib.results import build_index, load_runs
+from embnorm_lib.rundir import run_dir_for
+from embnorm_lib.train import train
 
 
 @pytest.fixture(scope="session")
@@ -67,11 +67,13 @@ def test_every_registered_figure_renders(tiny_study, tmp_path):
         assert all(p.stat().st_size > 1000 for p in paths)
 
 
-def test_publish_runs_both_notebooks_and_republishing_changes_nothing(tiny_study, tmp_path):
+def test_publish_runs_both_notebooks_and_republishing_changes_nothing(tiny_study, tmp_path, writers):
     """publish = 03 + 04 under papermill; on unchanged runs a second publish rewrites no byte (issue 12)."""
     import hashlib
 
-    from embnorm_lib.publish import publish
+    from test_architecture import check_owners
+
+    from embnorm_lib.publish import publish, publish_stability
 
     out, fig = tmp_path / "runs", tmp_path / "figures"
     shutil.copytree(tiny_study / "tinystudy", out / "tinystudy")
@@ -83,6 +85,10 @@ def test_publish_runs_both_notebooks_and_republishing_changes_nothing(tiny_study
         assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
         assert "start_time" not in nb.metadata["papermill"] and "duration" not in nb.metadata["papermill"]
     assert any((fig / "tinystudy").glob("*.png"))
+    assert not (out / "STABILITY.md").exists()  # one owner: `publish stability`, not a study's publish
+    publish_stability(out, fig / "stability")
+    check_owners(writers)
+    assert {"runs.csv", "README.md", "STABILITY.md"} <= set(writers)  # REPORT.md: written in the 04 kernel
     stability_md = (out / "STABILITY.md").read_text()
     assert "## Stress regime" in stability_md and "`none` diverged 0/3" in stability_md
     report = (out / "tinystudy" / "REPORT.md").read_text()
@@ -101,6 +107,7 @@ def test_publish_runs_both_notebooks_and_republishing_changes_nothing(tiny_study
 
     before = digest()
     publish("tinystudy", out, fig / "tinystudy")
+    publish_stability(out, fig / "stability")
     assert digest() == before
 
 

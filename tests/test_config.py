@@ -80,7 +80,7 @@ def test_notebook_parameters_are_validated_not_coerced(params, names):
                                        ("", ""), ("ok", "_..")])
 def test_names_that_would_leave_the_runs_directory_are_refused(tmp_path, study, tag):
     from embnorm_lib.errors import ConfigError
-    from embnorm_lib.train import run_dir_for
+    from embnorm_lib.rundir import run_dir_for
 
     with pytest.raises(ConfigError, match="allowed: a name without"):
         run_dir_for(study, "ln", 0, tmp_path, tag=tag)

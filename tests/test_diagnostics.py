@@ -2,8 +2,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import tiny
+
 from embnorm_lib import calibration as cal
 from embnorm_lib import diagnostics as diag
 from embnorm_lib.model import GPT

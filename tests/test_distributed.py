@@ -5,8 +5,8 @@ import sys
 import pandas as pd
 import pytest
 import torch
-
 from conftest import REPO, tiny
+
 from embnorm_lib import distributed
 from embnorm_lib.io import atomic_write_text, read_jsonl
 from embnorm_lib.train import train

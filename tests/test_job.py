@@ -4,9 +4,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
-from embnorm_lib import job, sweep
+
+from embnorm_lib import job, studies
 
 
 def _run(path, val_loss=2.5, loss_step2=3.0, acc=0.3, cpu="cpu A"):
@@ -36,7 +36,7 @@ def test_reproduction_check_tells_bitwise_from_rounding_from_different(tmp_path)
 def test_sample_takes_one_cell_per_arm():
     import random
 
-    cells = sweep.study_cells("main")
+    cells = studies.study_cells("main")
     sample = job.sample_cells(cells, random.Random(3))
     arms = {f"{c.variant}{c.tag}" for c in cells}
     assert len(sample) == len(arms) == 6 and {f"{c.variant}{c.tag}" for c in sample} == arms

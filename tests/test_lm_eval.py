@@ -3,13 +3,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import tiny
 from scipy.stats import binomtest
 from torch.nn import functional as F
 
-from conftest import tiny
-from embnorm_lib.lm_eval_adapter import CharLM, evaluate_lm, fits, summary_fields
+from embnorm_lib.lm_eval_adapter import CharLM, evaluate_lm, fits, score_if_asked
 from embnorm_lib.lmtasks import build
 from embnorm_lib.model import GPT
+from embnorm_lib.results import lm_summary_fields
 from embnorm_lib.train import train
 
 
@@ -103,11 +104,13 @@ def test_trained_model_beats_chance_where_an_untrained_one_does_not(tmp_path, da
     for task, by_k in untrained["tasks"].items():
         assert binomtest(round(by_k["0shot"]["acc"] * 100), 100, 0.25, alternative="greater").pvalue > 0.001, task
     cfg = tiny(seed=2, max_iters=150, eval_interval=0, eval_at_init=False, diag_interval=0, lm_eval=True)
-    summary = train(cfg, tmp_path / "run", data_path, progress=False)
-    shuffled = summary["lm.shuffled.0shot.acc"]
+    train(cfg, tmp_path / "run", data_path, progress=False)
+    assert not (tmp_path / "run" / "lm_eval.json").exists()  # scoring is the stage after training, not inside it
+    scored = lm_summary_fields(score_if_asked(cfg, tmp_path / "run", data_path))
+    shuffled = scored["lm.shuffled.0shot.acc"]
     assert binomtest(round(shuffled * 100), 100, 0.25, alternative="greater").pvalue < 1e-4
-    assert summary["lm_macro_acc"] > untrained["macro"]["0shot"]["acc"]
-    assert math.isfinite(summary["lm_eval_s"])
+    assert scored["lm_macro_acc"] > untrained["macro"]["0shot"]["acc"]
+    assert math.isfinite(scored["lm_eval_s"])
     assert (tmp_path / "run" / "lm_eval.json").is_file()
-    fields = summary_fields(untrained)
+    fields = lm_summary_fields(untrained)
     assert "lm_macro_acc" in fields and "lm_macro_acc_3shot" not in fields  # 3-shot does not fit block 32

@@ -5,8 +5,8 @@ import subprocess
 import nbformat
 import papermill as pm
 import pytest
-
 from conftest import REPO
+
 from embnorm_lib import quickstart
 
 

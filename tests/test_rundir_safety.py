@@ -6,12 +6,14 @@ import time
 
 import pytest
 import torch
-
 from conftest import REPO, tiny
+
 from embnorm_lib import io as io_module
+from embnorm_lib.checkpoint import ResumeError
 from embnorm_lib.errors import ConfigError, DiskFullError, RunDirError
 from embnorm_lib.io import RunLock, read_jsonl, write_jsonl
-from embnorm_lib.train import ResumeError, RunDir, train
+from embnorm_lib.rundir import RunDir
+from embnorm_lib.train import train
 
 
 def names(run_dir):
@@ -76,7 +78,7 @@ def test_resume_refuses_a_different_thread_count(tmp_path, data_path):
     train(tiny(max_iters=10, checkpoint_interval=5, torch_threads=1), run.root, data_path, progress=False,
           until_step=5)
     other = 2 if threads != 2 else 3
-    with pytest.raises(ResumeError, match=f"written with 1 torch thread.*allowed: torch_threads=1"):
+    with pytest.raises(ResumeError, match="written with 1 torch thread.*allowed: torch_threads=1"):
         train(tiny(max_iters=10, checkpoint_interval=5, torch_threads=other), run.root, data_path, progress=False)
     summary = train(tiny(max_iters=10, checkpoint_interval=5, torch_threads=1), run.root, data_path, progress=False)
     assert summary["torch_threads"] == 1 and torch.get_num_threads() == threads

@@ -129,7 +129,7 @@ def write_run(root, study, arm, seed, summary, config, steps=()):
 
 
 def test_full_report_from_all_four_studies_on_disk(tmp_path):
-    from embnorm_lib.sweep import build_index
+    from embnorm_lib.results import build_index
 
     for variant in ("none", "ln"):
         for seed in range(3):
@@ -162,12 +162,12 @@ def test_full_report_from_all_four_studies_on_disk(tmp_path):
     assert "the sign flips" in text and "`none` diverged 3/3" in text and "`ln` fixes it" in text
     assert "Best cell of the init grid: `ln` with init std 1 (val loss 2.411)" in text
     assert "at its own best LR each arm reaches `none` 2.010 (lr 0.001), `ln` 2.010 (lr 0.001)" in text
-    assert "the sensitivity of `ln` is lower by -0.250 [-0.250, -0.250]" in text
+    assert "sensitivity minus none's: `ln` -0.250 [-0.250, -0.250] (lower)" in text
     assert "Otherwise keep the baseline" in text and "costs +0.101" in text
     assert "Total: 42 runs, 42 trained, no sweep log" in text
     for name in ("lr_sensitivity", "stress_loss_traces", "budget_deltas"):
         assert (tmp_path / "fig" / f"{name}.png").stat().st_size > 1000
-    quoted = stability.recommendation_from_report(tmp_path)
+    quoted = stability.recommendation_for(tmp_path)
     assert quoted.startswith("LR sensitivity is lowest for `ln`") and "## Grid" not in quoted
     from embnorm_lib.report import runs_readme
 

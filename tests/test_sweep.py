@@ -8,9 +8,9 @@ import time
 import nbformat
 import pandas as pd
 import pytest
-
 from conftest import REPO, strip_timing
-from embnorm_lib import sweep
+
+from embnorm_lib import studies, sweep
 from embnorm_lib.io import read_jsonl
 from embnorm_lib.train import train
 
@@ -24,15 +24,15 @@ def run_cli(args, data_path, timeout=600):
 
 
 def test_grid_builds_tags_for_extra_axes():
-    cells = sweep.grid("s", "tiny", ["none", "layernorm"], [0, 1], fixed={"max_iters": 5},
+    cells = studies.grid("s", "tiny", ["none", "layernorm"], [0, 1], fixed={"max_iters": 5},
                        axes={"lr": [1e-3, 3e-3]})
     assert len(cells) == 8
     assert {c.variant for c in cells} == {"none", "ln"}
     assert {c.tag for c in cells} == {"_lr=0.001", "_lr=0.003"}
     assert cells[0].config().max_iters == 5
-    assert len(sweep.study_cells("seeds-final")) == 15 and len(sweep.study_cells("main")) == 45
+    assert len(studies.study_cells("seeds-final")) == 15 and len(studies.study_cells("main")) == 45
     with pytest.raises(ValueError, match="unknown study 'nope'"):
-        sweep.study_cells("nope")
+        studies.study_cells("nope")
 
 
 def test_parallelism_defaults_fill_the_machine():
@@ -62,11 +62,11 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
 
     # another study with the same cells copies the finished runs instead of training them again
     fixed = {"max_iters": 6, "eval_interval": 3}
-    copies = sweep.grid("tcopy", "tiny", ["none", "ln"], [0, 1], fixed=fixed)
+    copies = studies.grid("tcopy", "tiny", ["none", "ln"], [0, 1], fixed=fixed)
     report = sweep.run_sweep(copies, out, data_path, echo=lambda *a: None)
     assert [r["status"] for r in report.results] == ["reused"] * 4
     for cell in copies:
-        source = sweep.grid("tgrid", "tiny", [cell.variant], [cell.seed], fixed=fixed)[0].run_dir(out)
+        source = studies.grid("tgrid", "tiny", [cell.variant], [cell.seed], fixed=fixed)[0].run_dir(out)
         target = cell.run_dir(out)
         assert (target / "metrics.jsonl").read_bytes() == (source / "metrics.jsonl").read_bytes()
         assert json.loads((target / "reused_from.json").read_text())["run_dir"] == str(source.relative_to(out))
@@ -74,7 +74,7 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
     assert pd.read_csv(out / "tcopy" / "runs.csv")["reused_from"].str.startswith("tgrid/").all()
     assert read_jsonl(out / "tcopy" / "sweeps.jsonl")[0]["reused"] == 4
     # a cell that differs in anything that shapes training is not a copy
-    other = sweep.grid("tother", "tiny", ["none"], [0], fixed={**fixed, "lr": 2e-3})[0]
+    other = studies.grid("tother", "tiny", ["none"], [0], fixed={**fixed, "lr": 2e-3})[0]
     assert sweep.reuse_identical_run(other, out, 1, sweep.finished_runs_by_identity(out)) is None
     assert not other.run_dir(out).exists()
 
@@ -83,7 +83,7 @@ def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, data_path):
     out = tmp_path / "runs"
     conflicting = out / "tfail" / "ln" / "seed1"
     conflicting.mkdir(parents=True)
-    (conflicting / "config.json").write_text(json.dumps({**sweep.grid("tfail", "tiny", ["ln"], [1])[0]
+    (conflicting / "config.json").write_text(json.dumps({**studies.grid("tfail", "tiny", ["ln"], [1])[0]
                                                          .config().to_dict(), "lr": 0.5}))
     done = run_cli(["tfail", *GRID, "--out-dir", str(out)], data_path)
     assert done.returncode == 1
@@ -112,12 +112,12 @@ def test_killed_cell_resumes_to_the_uninterrupted_result(tmp_path, data_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the sweep, its worker and the kernel: a hard stop mid-run
     proc.wait()
     assert (run_dir / "ckpt.pt").exists() and not (run_dir / "summary.json").exists()
-    assert sweep.cell_status(sweep.grid("tkill", "tiny", ["rms"], [0], fixed={
+    assert sweep.cell_status(studies.grid("tkill", "tiny", ["rms"], [0], fixed={
         "max_iters": 150, "checkpoint_interval": 5, "eval_interval": 200})[0], tmp_path / "runs") == "partial"
     resumed = subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", *args], cwd=REPO, capture_output=True,
                              text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    cell = sweep.grid("tkill", "tiny", ["rms"], [0], fixed={"max_iters": 150, "checkpoint_interval": 5,
+    cell = studies.grid("tkill", "tiny", ["rms"], [0], fixed={"max_iters": 150, "checkpoint_interval": 5,
                                                              "eval_interval": 200})[0]
     train(cell.config().replace(torch_threads=1), tmp_path / "reference", data_path, progress=False)  # same threads
     for name in ("metrics.jsonl", "evals.jsonl"):

@@ -4,8 +4,7 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import tiny
-from embnorm_lib import sweep
+from embnorm_lib import results, studies, sweep
 from embnorm_lib.io import read_jsonl
 from embnorm_lib.train import train
 
@@ -34,11 +33,11 @@ def test_sweep_study_names_cannot_leave_out_dir(tmp_path, capsys):
     assert sweep.main(["../escape", "--preset", "tiny", "--out-dir", str(tmp_path / "runs")]) == 2
     assert "invalid study='../escape'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="invalid overrides="):
-        sweep.grid("s", "tiny", ["ln"], [0], fixed="lr=1")
+        studies.grid("s", "tiny", ["ln"], [0], fixed="lr=1")
 
 
 def _finished(out, study, variants=("none", "ln"), seeds=(0,), data_path=None, **fixed):
-    cells = sweep.grid(study, "tiny", list(variants), list(seeds), fixed={**FIXED, **fixed})
+    cells = studies.grid(study, "tiny", list(variants), list(seeds), fixed={**FIXED, **fixed})
     for cell in cells:
         train(cell.config().replace(torch_threads=1), cell.run_dir(out), data_path, progress=False)
     return cells
@@ -67,7 +66,7 @@ def test_a_malformed_file_fails_its_cell_and_the_rest_finish(tmp_path, data_path
     assert sweep.cell_status(cells[1], out) == "corrupt"
     assert "malformed JSON in" in sweep.cell_problem(cells[1], out)
     lines = []
-    table = sweep.build_index("tbroken", out, echo=lines.append)
+    table = results.build_index("tbroken", out, echo=lines.append)
     assert len(table) == 3 and len(lines) == 1 and "summary.json" in lines[0]
     assert sweep.finished_runs_by_identity(out)  # the readable runs are still found for reuse
     report = sweep.run_sweep(cells, out, data_path, workers=1, threads=1, echo=lines.append, reuse=False)
@@ -106,7 +105,7 @@ def test_missing_lm_eval_is_completed_from_an_identical_run_or_refused(tmp_path,
 def test_index_and_log_survive_a_failing_write(tmp_path, monkeypatch):
     out = tmp_path / "runs"
     (out / "tfull").mkdir(parents=True)
-    cells = sweep.grid("tfull", "tiny", ["ln"], [0])
+    cells = studies.grid("tfull", "tiny", ["ln"], [0])
 
     def no_space(*args, **kwargs):
         raise OSError(28, "no space left while writing runs.csv")

@@ -3,12 +3,14 @@ import math
 
 import pytest
 import torch
-
 from conftest import strip_timing, tiny
+
 from embnorm_lib import data as data_module
+from embnorm_lib.checkpoint import ResumeError
 from embnorm_lib.data import DataError
 from embnorm_lib.io import read_jsonl
-from embnorm_lib.train import ResumeError, RunDir, lr_at, train
+from embnorm_lib.rundir import RunDir
+from embnorm_lib.train import lr_at, train
 
 
 def files_of(run_dir):

@@ -1,0 +1,175 @@
+"""Resume state of a training run: what a checkpoint holds, when it may be resumed, and the logs it needs.
+
+A checkpoint is resumed only by the run that wrote it (same training identity, same torch thread count on
+CPU) and only when metrics/evals/diagnostics hold every row up to it; anything else is refused in one line."""
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .config import RunConfig
+from .errors import RunDirError
+from .io import RunLock, read_jsonl, save_torch, write_json, write_jsonl
+from .rundir import RunDir
+
+
+class ResumeError(RunDirError):
+    """A run directory holds state that does not belong to the requested run."""
+
+
+@dataclass
+class Logs:
+    """The per-step rows a run writes: metrics.jsonl (every step), evals.jsonl and diagnostics.jsonl."""
+
+    metrics: list[dict] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)
+    diagnostics: list[dict] = field(default_factory=list)
+
+    def write(self, run: RunDir) -> None:
+        write_jsonl(run.metrics, self.metrics)
+        write_jsonl(run.evals, self.evals)
+        write_jsonl(run.diagnostics, self.diagnostics)
+
+
+@dataclass
+class TrainingState:
+    """Everything that moves during training; what a checkpoint saves and restores."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scaler: object
+    sampler: object
+    step: int = 0
+    elapsed_before_s: float = 0.0  # train-loop time spent before this process resumed the run
+    logs: Logs = field(default_factory=Logs)
+
+
+def write_config(run: RunDir, cfg: RunConfig) -> None:
+    """config.json: which run the directory holds (written once every check has passed)."""
+    write_json(run.config, cfg.to_dict())
+
+
+def rng_state() -> dict:
+    np_state = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
+        "python": random.getstate(),
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    if torch.cuda.is_available() and state["cuda"]:
+        torch.cuda.set_rng_state_all(state["cuda"])
+    kind, keys, *rest = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), *rest))
+    random.setstate(tuple(tuple(x) if isinstance(x, list) else x for x in state["python"]))
+
+
+def load_checkpoint(path) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated or foreign file: say which and what to do
+        raise ResumeError(f"checkpoint {path} is unreadable ({type(e).__name__}); "
+                          f"delete it to restart the run from scratch") from None
+
+
+def save_checkpoint(run: RunDir, cfg: RunConfig, state: TrainingState, elapsed_s: float) -> None:
+    save_torch({"config": cfg.to_dict(), "step": state.step, "elapsed_s": elapsed_s,
+                "torch_threads": torch.get_num_threads(),
+                "model": state.model.state_dict(), "optimizer": state.optimizer.state_dict(),
+                "scaler": state.scaler.state_dict(), "sampler": state.sampler.state_dict(), "rng": rng_state()},
+               run.checkpoint)
+
+
+def check_same_run(run: RunDir, cfg: RunConfig) -> None:
+    """Refuse to mix two different runs in one directory."""
+    if not run.config.is_file():
+        return
+    old = RunConfig.load(run.config).training_identity()
+    new = cfg.training_identity()
+    changed = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
+    if changed:
+        detail = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
+        raise ResumeError(f"run dir {run.root} holds a run with a different config ({detail}); "
+                          f"use another study/out_dir or delete that directory")
+
+
+def expected_log_steps(cfg: RunConfig, step: int) -> dict[str, list[int]]:
+    """The steps each log holds after a checkpoint at `step` (the final step is never checkpointed)."""
+    head = [0] if cfg.eval_at_init else []
+    every = lambda k: [s for s in range(1, step + 1) if k and s % k == 0]
+    return {"metrics": list(range(1, step + 1)), "evals": head + every(cfg.eval_interval),
+            "diagnostics": head + every(cfg.diag_interval)}
+
+
+def _ranges(steps: list[int]) -> str:
+    return f"{steps[0]}..{steps[-1]} ({len(steps)} rows)" if len(steps) > 3 else ", ".join(map(str, steps)) or "none"
+
+
+def _check_logs_cover(run: RunDir, cfg: RunConfig, step: int, logs: Logs) -> None:
+    """A checkpoint is only resumed when the logs hold every row up to it, so the summary is complete."""
+    for name, expected in expected_log_steps(cfg, step).items():
+        found = [r["step"] for r in getattr(logs, name)]
+        if found != expected:
+            missing = sorted(set(expected) - set(found))
+            detail = f"missing steps {_ranges(missing)}" if missing else f"steps {_ranges(found)} out of order"
+            raise ResumeError(f"{name}.jsonl in {run.root} does not cover the checkpoint at step {step} ({detail}); "
+                              f"allowed: logs complete up to the checkpoint (delete the run directory to retrain)")
+
+
+def resume(run: RunDir, cfg: RunConfig, state: TrainingState, device: torch.device) -> None:
+    """Restore `state` from the run's checkpoint, if there is one, after checking it belongs to this run."""
+    if not run.checkpoint.is_file():
+        return
+    ckpt = load_checkpoint(run.checkpoint)
+    if RunConfig.from_dict(ckpt["config"]).training_identity() != cfg.training_identity():
+        raise ResumeError(f"checkpoint {run.checkpoint} was written by a different config; "
+                          f"delete it or use another run dir")
+    saved_threads = ckpt.get("torch_threads")
+    if device.type == "cpu" and saved_threads is not None and saved_threads != torch.get_num_threads():
+        raise ResumeError(f"checkpoint {run.checkpoint} was written with {saved_threads} torch thread(s), this "
+                          f"process has {torch.get_num_threads()}; allowed: torch_threads={saved_threads} "
+                          f"(CPU results are bitwise reproducible for one thread count only)")
+    step = ckpt["step"]
+    logs = Logs(*([r for r in read_jsonl(path) if r["step"] <= step]
+                  for path in (run.metrics, run.evals, run.diagnostics)))
+    _check_logs_cover(run, cfg, step, logs)
+    state.step, state.elapsed_before_s, state.logs = step, ckpt["elapsed_s"], logs
+    state.model.load_state_dict(ckpt["model"])
+    state.optimizer.load_state_dict(ckpt["optimizer"])
+    state.scaler.load_state_dict(ckpt["scaler"])
+    state.sampler.load_state_dict(ckpt["sampler"])
+    set_rng_state(ckpt["rng"])
+
+
+@contextlib.contextmanager
+def holding(run: RunDir, is_main: bool):
+    """The run directory's lock for the main rank; directories this call created and left empty are removed."""
+    if not is_main:
+        yield
+        return
+    created = [p for p in (run.root, *run.root.parents) if not p.exists()]
+    try:
+        with RunLock(run.lock):
+            yield
+    finally:
+        if run.root.is_dir() and [p.name for p in run.root.iterdir()] in ([], [run.lock.name]):
+            if created:  # nothing was written: leave no trace of this attempt
+                run.lock.unlink(missing_ok=True)
+                for p in created:
+                    with contextlib.suppress(OSError):
+                        p.rmdir()
+
+
+def elapsed_clock(state: TrainingState):
+    """Seconds of train loop so far, across resumes."""
+    t0 = time.perf_counter()
+    return lambda: state.elapsed_before_s + time.perf_counter() - t0

@@ -1,0 +1,67 @@
+"""The run directory: where a run lives and the name of every file in it. The one place these names are spelled.
+
+    runs/<study>/<variant>[<tag>]/seed<k>/
+        config.json  metrics.jsonl  evals.jsonl  diagnostics.jsonl  calibration.json  summary.json
+        lm_eval.json  reused_from.json  02_train.ipynb  (ckpt.pt, model.pt: not committed)
+
+`summary.json` marks a run finished; `.lock` is held while a process trains or writes the run, `.cell.lock`
+while a sweep owns the cell (its executed notebook and status)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import check_name
+from .io import RunLock, runs_root
+from .variants import canonical_variant
+
+LOCK_FILES = (".lock", ".cell.lock")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: Path
+
+    config = property(lambda self: self.root / "config.json")
+    metrics = property(lambda self: self.root / "metrics.jsonl")
+    evals = property(lambda self: self.root / "evals.jsonl")
+    diagnostics = property(lambda self: self.root / "diagnostics.jsonl")
+    calibration = property(lambda self: self.root / "calibration.json")
+    summary = property(lambda self: self.root / "summary.json")
+    lm_eval = property(lambda self: self.root / "lm_eval.json")
+    reused_from = property(lambda self: self.root / "reused_from.json")
+    notebook = property(lambda self: self.root / "02_train.ipynb")
+    checkpoint = property(lambda self: self.root / "ckpt.pt")
+    final_model = property(lambda self: self.root / "model.pt")
+    lock = property(lambda self: self.root / ".lock")
+    cell_lock_path = property(lambda self: self.root / ".cell.lock")
+
+    @property
+    def arm(self) -> str:
+        return self.root.parent.name
+
+    @property
+    def seed(self) -> int:
+        return int(self.root.name.removeprefix("seed"))
+
+    def training_lock(self) -> RunLock:
+        return RunLock(self.lock)
+
+    def cell_lock(self) -> RunLock:
+        """The sweep's lock on one cell (its kept notebook and status); training takes the run dir's own lock."""
+        return RunLock(self.cell_lock_path, what="cell")
+
+
+def run_dir_for(study: str, variant: str, seed: int, out_dir: str | os.PathLike | None = None,
+                tag: str = "") -> Path:
+    """runs/<study>/<variant>[<tag>]/seed<k>; the tag names any extra sweep axes (e.g. '_lr=1e-3').
+    Study and tag are path components: a name that would leave `out_dir` is refused."""
+    check_name("study", study)
+    check_name("run_tag", tag, allow_empty=True)
+    return runs_root(out_dir) / study / f"{canonical_variant(variant)}{tag}" / f"seed{seed}"
+
+
+def finished_run_dirs(study_root: Path) -> list[RunDir]:
+    """Every run of a study directory that has finished (holds summary.json), in path order."""
+    return [RunDir(p.parent) for p in sorted(study_root.glob("**/summary.json"))]

@@ -1,0 +1,128 @@
+"""The study registry: every study is one entry (its grid, what it is, how it is analysed).
+
+A study's grid is variants x seeds x any further axes of config overrides, one `Cell` per run. Adding a
+study means adding one `Study` to `STUDIES`; the sweep runs it, the index and reports describe it, and its
+`analysis` kind says which report reads it ("paired": analysis.py's registered statistics, REPORT.md;
+"stability": stability.py's STABILITY.md; "smoke": none)."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import RunConfig, check_name
+from .errors import ConfigError
+from .notebook import config_from_parameters
+from .rundir import run_dir_for
+from .variants import canonical_variant, variant_names
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a study: a preset, a variant, a seed, and any further config overrides."""
+
+    study: str
+    preset: str
+    variant: str
+    seed: int
+    overrides: tuple[tuple[str, Any], ...] = ()
+    tag_axes: tuple[str, ...] = ()  # which overrides name the run directory
+
+    @property
+    def tag(self) -> str:
+        values = dict(self.overrides)
+        return "".join(f"_{k}={values[k] if k != 'preset' else self.preset}" for k in self.tag_axes)
+
+    def config(self) -> RunConfig:
+        return config_from_parameters(self.preset, self.variant, self.seed, overrides=dict(self.overrides))
+
+    def run_dir(self, out_dir: Path) -> Path:
+        return run_dir_for(self.study, self.variant, self.seed, out_dir, tag=self.tag)
+
+    def label(self) -> str:
+        return f"{self.variant}{self.tag} seed{self.seed}"
+
+
+def grid(study: str, preset: str, variants: Iterable[str], seeds: Iterable[int],
+         fixed: dict[str, Any] | None = None, axes: dict[str, list] | None = None,
+         tag_preset: bool = False) -> list[Cell]:
+    """variants x seeds x every combination of `axes`; `fixed` overrides apply to all cells."""
+    check_name("study", study)
+    for kind, given in (("overrides", fixed), ("axes", axes)):
+        if given is not None and not isinstance(given, dict):
+            raise ConfigError(f"invalid {kind}={given!r}; allowed: a mapping of config fields")
+        reserved = sorted(set(given or {}) & {"variant", "seed"})
+        if reserved:
+            raise ConfigError(f"invalid {kind} key(s) {', '.join(reserved)}; allowed: any other config field "
+                              f"(variants and seeds are axes of their own)")
+    seeds = list(seeds)
+    bad = [s for s in seeds if not (isinstance(s, int) and not isinstance(s, bool) and s >= 0)]
+    if bad:
+        raise ConfigError(f"invalid seeds {bad!r}; allowed: integers >= 0")
+    axes = axes or {}
+    names = list(axes)
+    cells = []
+    for values in itertools.product(*(axes[n] for n in names)) if names else [()]:
+        overrides = {**(fixed or {}), **dict(zip(names, values, strict=True))}
+        tag_axes = (("preset",) if tag_preset else ()) + tuple(names)
+        for variant in variants:
+            for seed in seeds:
+                cells.append(Cell(study, preset, canonical_variant(variant), seed,
+                                  tuple(sorted(overrides.items())), tag_axes))
+    return cells
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    description: str  # one paragraph for runs/README.md
+    analysis: str  # "paired", "stability" or "smoke"
+    cells: Callable[[], list[Cell]]
+
+
+ABC = variant_names()[:3]  # none, ln, rms: the study's arms A, B, C
+ABCD = variant_names()[:4]  # ... and D, the scaled embedding (stability studies)
+WITH_LM_EVAL = {"lm_eval": True}  # studies whose registered family includes lm_macro_acc score every run
+
+STUDIES: dict[str, Study] = {s.name: s for s in (
+    Study("seeds-prelim", "The seed study's Table 1 protocol: variants none/ln/rms x seeds 0-2 x 150 iterations "
+                          "of the 8-layer x 128 model (batch 16, block 128, AdamW 3e-4, warmup + cosine).", "paired",
+          lambda: grid("seeds-prelim", "seeds-prelim", ABC, range(3), fixed=WITH_LM_EVAL)),
+    Study("seeds-final", "The seed study's final plan: none/ln/rms x seeds 0-4 x 300 iterations, same model.",
+          "paired", lambda: grid("seeds-final", "seeds-final", ABC, range(5), fixed=WITH_LM_EVAL)),
+    Study("main", "none/ln/rms x seeds 0-9 x 300 iterations (preset seeds-final), plus the nanoGPT CPU recipe "
+                  "(4 x 128, block 64, 2000 iterations) for none/ln/rms x seeds 0-4: a converged regime.", "paired",
+          lambda: (grid("main", "seeds-final", ABC, range(10), fixed=WITH_LM_EVAL, tag_preset=True)
+                   + grid("main", "nanogpt-cpu", ABC, range(5), fixed=WITH_LM_EVAL, tag_preset=True))),
+    # -- stability (docs/PROTOCOL.md "Stability"; budgets chosen to fit about an hour here) ------------------
+    # LR sensitivity (Wortsman et al. 2023)
+    Study("stability-lr", "LR sensitivity: nanoGPT CPU model (4 x 128), 300 iterations, none/ln/rms x seeds 0-2 x "
+                          "peak LR in {1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2}.", "stability",
+          lambda: grid("stability-lr", "nanogpt-cpu", ABC, range(3), fixed={"max_iters": 300},
+                       axes={"lr": [1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2]})),
+    # GPT-2's N(0, 0.02) vs PyTorch's N(0, 1)
+    Study("stability-init", "Embedding-init scale: the 8 x 128 model at 150 iterations, none/ln/rms/scaled x seeds "
+                            "0-2 x emb_init_std in {0.02, 1.0}.", "stability",
+          lambda: grid("stability-init", "seeds-prelim", ABCD, range(3), axes={"emb_init_std": [0.02, 1.0]})),
+    Study("stability-stress", "Stress: 16 layers x 128, lr 1e-2, no warmup, 150 iterations, none/ln/rms/scaled x "
+                              "seeds 0-2.", "stability",
+          lambda: grid("stability-stress", "stress-deep", ABCD, range(3))),
+    Study("stability-budget", "Budgets: nanoGPT CPU model at 150, 300 and 2000 iterations, none/ln/rms x seeds 0-2.",
+          "stability", lambda: grid("stability-budget", "nanogpt-cpu", ABC, range(3),
+                                    axes={"max_iters": [150, 300, 2000]})),
+    Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
+          lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
+)}
+
+
+def studies_of(analysis: str) -> list[str]:
+    """The registered studies analysed one way ("paired", "stability"), in registry order."""
+    return [s.name for s in STUDIES.values() if s.analysis == analysis]
+
+
+def study_cells(name: str) -> list[Cell]:
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; allowed: {', '.join(STUDIES)} (or give --preset for a grid)")
+    return STUDIES[name].cells()

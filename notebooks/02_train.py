@@ -1,0 +1,111 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Train one run
+#
+# One run of the study: a Pre-LN GPT with one embedding variant, one seed, one preset. The variant is
+# the only difference between arms: `none` (A), `ln` (B, LayerNorm) or `rms` (C, RMSNorm) applied
+# to `tok_emb + pos_emb` before block 1. For a given seed every variant starts from the same
+# weights for every shared parameter and sees the same batches in the same order.
+#
+# Run it with papermill, once per seed/variant:
+# `papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3`
+# (the sweep, `python -m embnorm_lib.sweep`, does this for a whole study and keeps each executed
+# copy in its run directory), or top to bottom in JupyterLab / Kaggle / Colab.
+
+# %% tags=["parameters"]
+variant = "ln"          # none | ln | rms (aliases: layernorm, rmsnorm); see embnorm_lib/variants.py
+seed = 0
+preset = "seeds-final"  # seeds-prelim | seeds-final | nanogpt-cpu | tiny; see embnorm_lib/config.py
+max_iters = 0           # 0 keeps the preset's value
+study = "adhoc"         # runs land in <out_dir>/<study>/<variant>/seed<seed>
+out_dir = ""            # "": <repo>/runs
+data_path = ""          # "": $EMBNORM_DATA, the cache, ../shared/data, a download
+device = "auto"         # auto picks cuda, then mps, then cpu
+overrides = {}          # any other config field, e.g. {"lr": 1e-3} (pass with papermill -y)
+run_tag = ""            # sweep axes other than variant/seed, part of the run directory name
+progress = True
+
+# %%
+# Make embnorm_lib importable from a plain checkout too (Kaggle/Colab without `pip install -e .`).
+import pathlib
+import sys
+
+try:
+    import embnorm_lib  # noqa: F401 (only checks that it is importable)
+except ImportError:
+    root = next(p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir())
+    sys.path.insert(0, str(root))
+from embnorm_lib.notebook import brief_errors
+
+brief_errors()  # a bad parameter reads as one line (what is wrong, what is allowed), not a traceback
+
+# %% [markdown]
+# ## Configuration
+#
+# Every knob of the run lives in one validated dataclass; the run directory keeps it as
+# `config.json`, and a checkpoint is only resumed by the same config.
+
+# %%
+from embnorm_lib.notebook import config_from_parameters, run_dir_from_parameters
+
+cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides)
+run_dir = run_dir_from_parameters(cfg, study, out_dir, run_tag)
+print(f"{cfg.variant} seed {cfg.seed}: {cfg.n_layer} layers x {cfg.n_embd}, {cfg.max_iters} iterations, "
+      f"{cfg.token_budget:,} training tokens -> {run_dir}")
+
+# %% [markdown]
+# ## Train
+#
+# The loop logs every step to `metrics.jsonl`, evaluates on the whole validation split at set
+# intervals, checkpoints so an interrupted run resumes to the same numbers, and records a
+# non-finite loss as a divergence rather than failing.
+
+# %%
+from embnorm_lib.notebook import eval_printer
+from embnorm_lib.train import train
+
+summary = train(cfg, run_dir, data_path or None, progress=progress, on_eval=eval_printer(cfg))
+
+# %% [markdown]
+# ## Zero/few-shot suite (when the config asks: `lm_eval`)
+#
+# A separate stage after training: the final weights answer the Shakespeare tasks through
+# lm-evaluation-harness, and the scores land in `lm_eval.json` (the study's index picks them up).
+
+# %%
+from embnorm_lib.lm_eval_adapter import score_if_asked
+
+lm_scores = score_if_asked(cfg, run_dir, data_path or None)
+lm_scores["macro"] if lm_scores else "not asked for (lm_eval=False) or the run diverged"
+
+# %% [markdown]
+# ## Result
+#
+# Final full-validation metrics from `summary.json`, and the run's curves.
+
+# %%
+import pandas as pd
+
+keys = ["variant", "seed", "steps", "tokens", "diverged", "val_loss", "val_ppl", "val_bpc", "val_acc",
+        "ece_equal_width", "brier", "final_grad_norm", "spike_count", "n_params", "wall_s"]
+pd.Series({k: summary.get(k) for k in keys}).to_frame("value")
+
+# %%
+from embnorm_lib import plots
+from embnorm_lib.notebook import eval_table, run_table
+
+fig = plots.plot_run(run_table(run_dir), eval_table(run_dir), title=f"{cfg.variant} seed {cfg.seed}")

@@ -1,0 +1,87 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Kaggle / Colab quickstart (GPU)
+#
+# Clones embnorm (once), installs only what the image lacks (keeping its CUDA torch and scientific stack), checks the GPU and
+# runs a small paired sweep on it. On CUDA the library picks bf16 on compute capability >= 8.0 and fp16
+# with loss scaling below that (T4, P100), and compiles the model with `torch.compile`.
+# Turn on the GPU accelerator and internet in the notebook settings first.
+
+# %% tags=["parameters"]
+repo_url = ""            # your clone URL of embnorm (not needed when this notebook runs inside a checkout)
+study = "gpu-demo"
+preset = "seeds-final"  # or gpt-small for a GPT-2-small-shaped model (GPU only)
+variants = "none,ln,rms"
+seeds = "0-2"           # 0, "0-2", "0,3" or a list
+
+# %% [markdown]
+# ## Get the code and what a run needs
+#
+# Safe to run again, also after a kernel restart (it reuses the clone). Only packages the image lacks are
+# installed; the image's own torch (CUDA), numpy, pandas, matplotlib and scipy are kept as they are, so no
+# restart is needed unless this cell says so.
+
+# %%
+import os
+import pathlib
+import subprocess
+import sys
+
+here = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir()), None)
+if here is None and (pathlib.Path("embnorm") / "embnorm_lib").is_dir():
+    here = pathlib.Path("embnorm").resolve()  # cloned before a kernel restart
+    print(f"using the existing clone in {here}")
+if here is None:
+    if not repo_url:
+        raise ValueError("set repo_url to your clone URL of embnorm; allowed: any git URL")
+    subprocess.run(["git", "clone", "--depth", "1", repo_url, "embnorm"], check=True)
+    here = pathlib.Path("embnorm").resolve()
+os.chdir(here)
+sys.path.insert(0, str(here))
+
+from embnorm_lib import quickstart
+
+before = quickstart.installed_versions()
+missing = quickstart.missing_packages()
+if missing:
+    print("installing what the image lacks:", ", ".join(missing))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing], check=True)
+changed = quickstart.restart_needed(before, quickstart.installed_versions())
+print(f"restart the kernel, then run this cell again ({', '.join(changed)} changed)" if changed
+      else "ready: nothing the kernel has loaded was changed, no restart needed")
+
+# %% [markdown]
+# ## The GPU the runs will use
+
+# %%
+import torch
+
+from embnorm_lib.device import resolve_precision, select_device
+
+device = select_device("auto")
+print(device, torch.cuda.get_device_name() if device.type == "cuda" else "(no GPU: runs will use the CPU)",
+      "precision:", resolve_precision("auto", device))
+
+# %% [markdown]
+# ## A paired sweep
+#
+# Each cell of the grid runs `notebooks/02_train.ipynb` through papermill; one worker, since the GPU is shared.
+
+# %%
+subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", study, "--preset", preset, "--variants", variants,
+                "--seeds", quickstart.seeds_text(seeds), "--workers", "1"], check=True)
+subprocess.run([sys.executable, "-m", "embnorm_lib.report", "summary", study], check=True)
