@@ -252,7 +252,8 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
     stability_words = recommendation_for(out_dir)
     if stability_words:
         sections += ["## Stability (all stability studies)", "",
-                     "From [`runs/STABILITY.md`](../STABILITY.md) (`python -m embnorm_lib.stability`):", "",
+                     "Computed from the stability studies' `runs.csv`; their tables and figures are in "
+                     "[`runs/STABILITY.md`](../STABILITY.md) (`python -m embnorm_lib.publish stability`):", "",
                      stability_words, ""]
     write_text_stable(study_root / "REPORT.md", "\n".join(sections))
     return study_root / "REPORT.md"

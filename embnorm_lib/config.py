@@ -46,6 +46,7 @@ class RunConfig:
     # evaluation and bookkeeping
     eval_interval: int = 50  # full-validation pass every this many steps (and always at the end)
     eval_at_init: bool = True
+    eval_windows: int = 0  # 0: score the whole validation split (every study preset); N: N evenly spaced windows
     checkpoint_interval: int = 50
     # diagnostics (see diagnostics.py); 0 disables the interval-controlled probes
     diag_interval: int = 25
@@ -80,7 +81,8 @@ class RunConfig:
         for name in ("beta1", "beta2"):
             _check(_num(getattr(self, name)) and 0 <= getattr(self, name) < 1, name, getattr(self, name),
                    "a number in [0, 1)")
-        for name in ("eval_interval", "checkpoint_interval", "diag_interval", "torch_threads", "spike_window"):
+        for name in ("eval_interval", "checkpoint_interval", "diag_interval", "torch_threads", "spike_window",
+                     "eval_windows"):
             v = getattr(self, name)
             _check(isinstance(v, int) and not isinstance(v, bool) and v >= 0, name, v, "an integer >= 0")
         _check(_num(self.spike_factor) and self.spike_factor > 1, "spike_factor", self.spike_factor, "a number > 1")
@@ -174,7 +176,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                       max_iters=5000, dropout=0.0, eval_interval=500, checkpoint_interval=250, diag_interval=100),
     # A few iterations of a tiny model: for tests and smoke runs.
     "tiny": dict(n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=8, lr=1e-3,
-                 max_iters=20, eval_interval=10, checkpoint_interval=10, diag_interval=5),
+                 max_iters=20, eval_interval=10, checkpoint_interval=10, diag_interval=5,
+                 eval_windows=64),  # tests and smoke runs: a 2,048-character evaluation budget
 }
 
 

@@ -127,7 +127,7 @@ def _train_locked(cfg: RunConfig, run: RunDir, corpus, device, ddp, *, until_ste
     optimizer = make_optimizer(model, cfg, device)
     state = TrainingState(model, optimizer, precision.grad_scaler(),
                           BatchSampler(corpus.train, cfg.block_size, cfg.batch_size, cfg.seed))
-    val_x, val_y = validation_windows(corpus.val, cfg.block_size)
+    val_x, val_y = validation_windows(corpus.val, cfg.block_size, cfg.eval_windows)
     probe_x = val_x[:8]
     groups = diag.parameter_groups(model)
     wrapped = torch.nn.parallel.DistributedDataParallel(model) if ddp.active else model
