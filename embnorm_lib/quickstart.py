@@ -25,9 +25,9 @@ def installed_versions(packages: Iterable[str] = (*RUN_PACKAGES, "torch")) -> di
     return found
 
 
-def missing_packages(packages: Iterable[str] = RUN_PACKAGES,
-                     version: Callable[[str], str] = metadata.version) -> list[str]:
+def missing_packages(packages: Iterable[str] = RUN_PACKAGES, version: Callable[[str], str] | None = None) -> list[str]:
     """The packages of `packages` that are not installed at all; installed ones are kept at the image's version."""
+    version = version or metadata.version
     missing = []
     for name in packages:
         try:
