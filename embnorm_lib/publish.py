@@ -7,6 +7,7 @@ rendered to runs/<study>/report.html with nbconvert, outputs only. Publishing un
 from __future__ import annotations
 
 import argparse
+import html
 import sys
 from pathlib import Path
 
@@ -51,9 +52,26 @@ def report_html(nb) -> str:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    # the basic template: the cells' HTML without nbconvert's ~8,000 lines of embedded JupyterLab CSS
+    exporter = HTMLExporter(template_name="basic", exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nb)
-    return body
+    title = nb.cells[0].source.splitlines()[0].lstrip("# ") if nb.cells else "report"
+    return REPORT_PAGE.format(title=html.escape(title), body=body)
+
+
+REPORT_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.45; }}
+table {{ border-collapse: collapse; font-size: 0.9rem; margin: 0.5rem 0; }}
+th, td {{ border: 1px solid #ccc; padding: 0.2rem 0.5rem; text-align: right; }}
+img {{ max-width: 100%; }} pre {{ white-space: pre-wrap; }} .anchor-link {{ display: none; }}
+</style></head>
+<body>
+{body}
+</body></html>
+"""
 
 
 def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:

@@ -32,21 +32,23 @@ def fmt_mean_sd(mean: float, sd: float, digits: int = 4) -> str:
 
 
 def markdown_arm_table(table: pd.DataFrame, metrics=("val_loss", "val_ppl", "val_acc", "ece_equal_width")) -> str:
-    """report.arm_table as markdown: mean ± SD per metric, with run and divergence counts."""
-    head = "| arm | runs | diverged | " + " | ".join(metrics) + " |"
-    sep = "|---" * (3 + len(metrics)) + "|"
-    lines = [head, sep]
-    for arm, row in table.iterrows():
-        cells = [fmt_mean_sd(row[f"{m}_mean"], row[f"{m}_std"], 2 if m == "val_ppl" else 4) for m in metrics]
-        lines.append(f"| {arm} | {int(row['runs'])} | {int(row['diverged'])} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    """report.arm_table as markdown: mean ± SD per metric (PPL at 2 decimals), with run and divergence counts."""
+    frame = pd.DataFrame({"arm": table.index, "runs": table["runs"].astype(int).values,
+                          "diverged": table["diverged"].astype(int).values})
+    for m in metrics:
+        frame[m] = [fmt_mean_sd(mean, sd, 2 if m == "val_ppl" else 4)
+                    for mean, sd in zip(table[f"{m}_mean"], table[f"{m}_std"])]
+    return to_markdown(frame)
 
 
 def replication_markdown(rep: pd.DataFrame) -> str:
-    lines = ["| variant | seed study PPL | our PPL (mean ± SD) | seed study final grad norm | our final grad norm "
-             "| seed study embedding norm | our block-1 input norm |", "|---|---|---|---|---|---|---|"]
-    for v, r in rep.iterrows():
-        lines.append(f"| {v} | {r.seed_study_val_ppl:.2f} | {r.our_val_ppl:.2f} ± {r.our_val_ppl_sd:.2f} "
-                     f"| {r.seed_study_final_grad_norm:.4f} | {r.our_final_grad_norm:.4f} "
-                     f"| {r.seed_study_embedding_norm:.2f} | {r.our_block1_input_norm:.2f} |")
-    return "\n".join(lines)
+    """report.replication_table as markdown: the seed study's Table 1 beside our runs."""
+    return to_markdown(pd.DataFrame({
+        "variant": rep.index,
+        "seed study PPL": [f"{v:.2f}" for v in rep["seed_study_val_ppl"]],
+        "our PPL (mean ± SD)": [f"{m:.2f} ± {sd:.2f}" for m, sd in zip(rep["our_val_ppl"], rep["our_val_ppl_sd"])],
+        "seed study final grad norm": [f"{v:.4f}" for v in rep["seed_study_final_grad_norm"]],
+        "our final grad norm": [f"{v:.4f}" for v in rep["our_final_grad_norm"]],
+        "seed study embedding norm": [f"{v:.2f}" for v in rep["seed_study_embedding_norm"]],
+        "our block-1 input norm": [f"{v:.2f}" for v in rep["our_block1_input_norm"]],
+    }))

@@ -90,7 +90,7 @@ OWNERS = {
     "ckpt.pt": "embnorm_lib.checkpoint",
     "model.pt": "embnorm_lib.train",
     "lm_eval.json": "embnorm_lib.lm_eval_adapter",
-    "reused_from.json": "embnorm_lib.sweep",
+    "reused_from.json": "embnorm_lib.reuse",
     "sweeps.jsonl": "embnorm_lib.sweep",
     "README.md": "embnorm_lib.report",
     "REPORT.md": "embnorm_lib.analysis",

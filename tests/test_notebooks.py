@@ -111,13 +111,11 @@ def test_kaggle_quickstart_installs_only_what_the_image_lacks():
     assert namespace["changed"] == []  # nothing the kernel had loaded changed: no restart
 
 
+# Under papermill, one probe per refusing layer (the config's validation, the run-directory names); every other bad
+# value goes through the same gate and is checked without a kernel in test_config.py.
 @pytest.mark.parametrize("params,message", [
     (dict(seed=3.5), "ConfigError: invalid seed=3.5; allowed: an integer"),
-    (dict(seed=True), "ConfigError: invalid seed=True"),
-    (dict(max_iters=2.5), "ConfigError: invalid max_iters=2.5; allowed: an integer > 0"),
-    (dict(study="../../x"), "ConfigError: invalid study='../../x'"),
     (dict(run_tag="/../../y"), "ConfigError: invalid run_tag='/../../y'"),
-    (dict(overrides='{"lr": 0.001}'), "ConfigError: invalid overrides="),
 ])
 def test_bad_notebook_parameters_are_one_line_refusals(tmp_path, data_path, params, message):
     """Under papermill the refusal is the error's whole traceback (so the last line papermill prints), and

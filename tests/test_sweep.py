@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, strip_timing
 
-from embnorm_lib import studies, sweep
+from embnorm_lib import reuse, studies, sweep
 from embnorm_lib.io import read_jsonl
 from embnorm_lib.train import train
 
@@ -54,6 +54,9 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert all(c.execution_count for c in code)
         assert any("val_loss" in o.get("text", "") for c in code for o in c.outputs)
+        # kept small: figures are redrawn from the logs, so none is stored
+        assert not any(k.startswith("image/") for c in code for o in c.outputs for k in o.get("data", {}))
+        assert any(sweep.FIGURE_NOT_KEPT in str(o.get("data", {})) for c in code for o in c.outputs)
     second = run_cli(["tgrid", *GRID, "--out-dir", str(out)], data_path)
     assert second.returncode == 0
     assert "nothing to execute" in second.stdout
@@ -75,7 +78,7 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
     assert read_jsonl(out / "tcopy" / "sweeps.jsonl")[0]["reused"] == 4
     # a cell that differs in anything that shapes training is not a copy
     other = studies.grid("tother", "tiny", ["none"], [0], fixed={**fixed, "lr": 2e-3})[0]
-    assert sweep.reuse_identical_run(other, out, 1, sweep.finished_runs_by_identity(out)) is None
+    assert reuse.reuse_identical_run(other, out, 1, reuse.finished_runs_by_identity(out)) is None
     assert not other.run_dir(out).exists()
 
 

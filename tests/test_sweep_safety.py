@@ -4,7 +4,7 @@ import json
 import pandas as pd
 import pytest
 
-from embnorm_lib import results, studies, sweep
+from embnorm_lib import results, reuse, studies, sweep
 from embnorm_lib.io import read_jsonl
 from embnorm_lib.train import train
 
@@ -68,7 +68,7 @@ def test_a_malformed_file_fails_its_cell_and_the_rest_finish(tmp_path, data_path
     lines = []
     table = results.build_index("tbroken", out, echo=lines.append)
     assert len(table) == 3 and len(lines) == 1 and "summary.json" in lines[0]
-    assert sweep.finished_runs_by_identity(out)  # the readable runs are still found for reuse
+    assert reuse.finished_runs_by_identity(out)  # the readable runs are still found for reuse
     report = sweep.run_sweep(cells, out, data_path, workers=1, threads=1, echo=lines.append, reuse=False)
     failed = report.failures
     assert len(failed) == 1 and failed[0]["cell"] == cells[1].label()
