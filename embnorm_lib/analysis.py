@@ -28,9 +28,6 @@ from .studies import STUDIES, study_cells
 
 DEFAULT_METRICS = ["val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc", "final_grad_norm",
                    "peak_grad_norm", "spike_count"]
-METRIC_LABELS = {"val_loss": "val loss (nats/char)", "val_acc": "next-char accuracy", "ece_equal_width": "ECE (15 bins)",
-                 "brier": "Brier", "lm_macro_acc": "zero/few-shot macro acc", "final_grad_norm": "final grad norm",
-                 "peak_grad_norm": "peak grad norm", "spike_count": "loss spikes"}
 
 
 @dataclass
@@ -139,51 +136,6 @@ def power_table(a: ScopeAnalysis) -> pd.DataFrame:
 
 # -- figures -------------------------------------------------------------------------------------
 
-def plot_forest(a: ScopeAnalysis):
-    fam = a.family
-    metrics = list(dict.fromkeys(fam["metric"]))
-    ncols = min(4, len(metrics))
-    nrows = -(-len(metrics) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, nrows * (0.9 + 0.45 * fam["variant"].nunique())),
-                             squeeze=False)
-    for ax in axes.flat[len(metrics):]:
-        ax.axis("off")
-    for ax, metric in zip(axes.flat, metrics):
-        sub = fam[fam["metric"] == metric].reset_index(drop=True)
-        y = np.arange(len(sub))[::-1]
-        for yi, (_, c) in zip(y, sub.iterrows()):
-            color = plots._arm_color(c.variant)
-            ax.errorbar(c.mean_diff, yi, xerr=[[c.mean_diff - c.ci_low], [c.ci_high - c.mean_diff]], fmt="o",
-                        color=color, capsize=3, mfc=color if c.significant else "white")
-        ax.axvline(0, color="0.5", lw=0.8)
-        if metric == stats.PRIMARY:
-            for s in (-stats.MEI, stats.MEI):
-                ax.axvline(s, color="0.7", lw=0.8, ls=":")
-        ax.set_yticks(y, sub["variant"])
-        ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=9)
-        ax.tick_params(labelsize=8)
-    fig.suptitle(f"{a.label}: paired Δ vs none, 95% BCa CI (filled: Holm-significant)", fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-def plot_paired_lines(a: ScopeAnalysis, metrics=("val_loss", "val_acc", "ece_equal_width", "final_grad_norm")):
-    metrics = [m for m in metrics if m in a.runs.columns and a.runs[m].notna().any()]
-    order = [v for v in ("none", "ln", "rms", "scaled") if v in set(a.runs["variant"])]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.2), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
-        wide = a.runs.pivot_table(index="seed", columns="variant", values=metric)[order]
-        for _, row in wide.iterrows():
-            ax.plot(range(len(order)), row.values, color="0.6", lw=0.8, marker="o", ms=3)
-        ax.plot(range(len(order)), wide.mean().values, color="k", lw=2, marker="s", label="mean")
-        ax.set_xticks(range(len(order)), order)
-        ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=9)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"{a.label}: each line is one seed", fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
 # -- the report ----------------------------------------------------------------------------------
 
 def protocol_commit() -> str:
@@ -239,7 +191,8 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
         atomic_write_text(target / "family.csv", a.family.to_csv(index=False))
         atomic_write_text(target / "power.md", to_markdown(power_table(a)) + "\n")
         write_json(target / "decision.json", a.decision)
-        for name, make in (("forest", plot_forest), ("paired_lines", plot_paired_lines)):
+        for name, make in (("forest", lambda a: plots.plot_forest(a.family, a.label, stats.PRIMARY, stats.MEI)),
+                           ("paired_lines", lambda a: plots.plot_paired_lines(a.runs, a.label))):
             fig = make(a)
             plots.save(fig, fig_root / f"{name}_{a.scope}", study_stamp(study, out_dir))
             plt.close(fig)

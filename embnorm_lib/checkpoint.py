@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -151,7 +152,7 @@ def resume(run: RunDir, cfg: RunConfig, state: TrainingState, device: torch.devi
 
 
 @contextlib.contextmanager
-def holding(run: RunDir, is_main: bool):
+def holding(run: RunDir, is_main: bool) -> Iterator[None]:
     """The run directory's lock for the main rank; directories this call created and left empty are removed."""
     if not is_main:
         yield
@@ -169,7 +170,7 @@ def holding(run: RunDir, is_main: bool):
                         p.rmdir()
 
 
-def elapsed_clock(state: TrainingState):
+def elapsed_clock(state: TrainingState) -> Callable[[], float]:
     """Seconds of train loop so far, across resumes."""
     t0 = time.perf_counter()
     return lambda: state.elapsed_before_s + time.perf_counter() - t0

@@ -44,7 +44,7 @@ class Precision:
     name: str
     device: torch.device
 
-    def autocast(self):
+    def autocast(self) -> contextlib.AbstractContextManager:
         if self.name == "fp32":
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=_DTYPES[self.name])

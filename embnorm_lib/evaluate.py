@@ -10,8 +10,8 @@ from .device import Precision
 
 
 @torch.inference_mode()
-def evaluate(model, x: torch.Tensor, y: torch.Tensor, precision: Precision, batch_windows: int = 128,
-             keep_logits: bool = False):
+def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, precision: Precision,
+             batch_windows: int = 128, keep_logits: bool = False) -> dict | tuple[dict, torch.Tensor]:
     """val loss (nats/char), perplexity, bits/char and next-char accuracy over all windows.
 
     Streams over the windows; with keep_logits it also returns all logits (float32, CPU) so the

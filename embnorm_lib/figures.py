@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import pandas as pd
 
 from . import plots
 from .io import fingerprint, repo_root, runs_root
@@ -28,14 +29,14 @@ class StudyData:
             self._cache[key] = load()
         return self._cache[key]
 
-    def series(self, filename: str):
+    def series(self, filename: str) -> pd.DataFrame:
         return self._get(filename, lambda: load_series(self.study, filename, self.out_dir, self.arm_filter))
 
     @property
-    def calibration(self):
+    def calibration(self) -> pd.DataFrame:
         return self._get("calibration", lambda: load_calibration(self.study, self.out_dir, self.arm_filter))
 
-    def final_diagnostics(self):
+    def final_diagnostics(self) -> pd.DataFrame:
         diag = self.series("diagnostics.jsonl")
         return diag.loc[diag.groupby(["arm", "seed"])["step"].idxmax()]
 

@@ -111,7 +111,8 @@ class GPT(nn.Module):
         pos = torch.arange(idx.shape[1], device=idx.device)
         return self.emb_norm(self.wte(idx) * self.token_scale + self.wpe(pos))
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """Returns (logits, loss, block1_input_norm); loss is None without targets."""
         T = idx.shape[1]
         if T > self.cfg.block_size:

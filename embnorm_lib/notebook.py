@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def run_dir_from_parameters(cfg: RunConfig, study: str, out_dir: str = "", tag: 
     return run_dir_for(study, cfg.variant, cfg.seed, out_dir or None, tag=tag)
 
 
-def eval_printer(cfg: RunConfig):
+def eval_printer(cfg: RunConfig) -> Callable[[dict], None]:
     """One line per evaluation: the notebook's only per-run output besides the final table."""
     def show(row: dict) -> None:
         print(f"step {row['step']:>5}/{cfg.max_iters}  val_loss {row['val_loss']:.4f}  "

@@ -4,9 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from .io import write_bytes_if_changed
+from .variants import VARIANTS, variant_names
 
 # No dates in the files: the same data drawn by the same matplotlib gives the same bytes, so re-publishing
 # unchanged runs leaves committed figures untouched.
@@ -28,7 +30,7 @@ def save(fig, path_stem: str | Path, footer: str = "embnorm") -> list[Path]:
     return paths
 
 
-def plot_run(metrics: pd.DataFrame, evals: pd.DataFrame, title: str = ""):
+def plot_run(metrics: pd.DataFrame, evals: pd.DataFrame, title: str = "") -> plt.Figure:
     """Train loss per step with the full-validation loss at each evaluation, and the grad norm."""
     fig, (ax_loss, ax_grad) = plt.subplots(1, 2, figsize=(10, 3.6))
     ax_loss.plot(metrics["step"], metrics["train_loss"], lw=0.8, label="train loss (batch)")
@@ -42,7 +44,7 @@ def plot_run(metrics: pd.DataFrame, evals: pd.DataFrame, title: str = ""):
     return fig
 
 
-def plot_char_classes(table: pd.DataFrame):
+def plot_char_classes(table: pd.DataFrame) -> plt.Figure:
     shares = table.pivot(index="class", columns="split", values="share").loc[table["class"].unique()]
     fig, ax = plt.subplots(figsize=(7, 3.4))
     shares.plot.bar(ax=ax, rot=0)
@@ -53,11 +55,10 @@ def plot_char_classes(table: pd.DataFrame):
 
 # -- study figures: one line per arm, mean with a 95% t-band over seeds ----------------------------
 
-ARM_COLORS = {"none": "tab:blue", "ln": "tab:orange", "rms": "tab:green", "scaled": "tab:red"}
-
-
-def _arm_color(arm: str):
-    return ARM_COLORS.get(arm.split("_")[0])
+def _arm_color(arm: str) -> str | None:
+    """The colour of the arm's variant (variants.py); arms of one variant differ in line style instead."""
+    variant = VARIANTS.get(arm.split("_")[0])
+    return variant.color if variant else None
 
 
 def seed_band(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
@@ -80,7 +81,7 @@ def arm_linestyle(arm: str, arms) -> str:
     return LINESTYLES[tags.index(arm.partition("_")[2]) % len(LINESTYLES)]
 
 
-def plot_bands(ax, series: pd.DataFrame, x: str, y: str, label_prefix: str = ""):
+def plot_bands(ax, series: pd.DataFrame, x: str, y: str, label_prefix: str = "") -> None:
     arms = list(dict.fromkeys(series["arm"]))
     for arm, frame in series.groupby("arm", sort=False):
         band = seed_band(frame, x, y)
@@ -91,7 +92,7 @@ def plot_bands(ax, series: pd.DataFrame, x: str, y: str, label_prefix: str = "")
                         color=color, alpha=0.2, lw=0)
 
 
-def plot_study_metric(series: pd.DataFrame, y: str, title: str = "", log: bool = False, x: str = "step"):
+def plot_study_metric(series: pd.DataFrame, y: str, title: str = "", log: bool = False, x: str = "step") -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     plot_bands(ax, series, x, y)
     ax.set(xlabel=x, ylabel=y, title=title or y, yscale="log" if log else "linear")
@@ -100,7 +101,7 @@ def plot_study_metric(series: pd.DataFrame, y: str, title: str = "", log: bool =
     return fig
 
 
-def plot_study_panels(series: pd.DataFrame, columns: list[str], title: str, log: bool = False, ncols: int = 3):
+def plot_study_panels(series: pd.DataFrame, columns: list[str], title: str, log: bool = False, ncols: int = 3) -> plt.Figure:
     """One small panel per column (e.g. per parameter group), arms overlaid."""
     columns = [c for c in columns if c in series.columns]
     nrows = max(1, -(-len(columns) // ncols))
@@ -117,7 +118,7 @@ def plot_study_panels(series: pd.DataFrame, columns: list[str], title: str, log:
     return fig
 
 
-def plot_profile(final: pd.DataFrame, columns: list[str], labels: list[str], title: str, ylabel: str):
+def plot_profile(final: pd.DataFrame, columns: list[str], labels: list[str], title: str, ylabel: str) -> plt.Figure:
     """Final-step value of several columns (e.g. residual norm per block) as a line per arm."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     long = final.melt(id_vars=["arm", "seed"], value_vars=columns, var_name="column", value_name="value")
@@ -130,7 +131,7 @@ def plot_profile(final: pd.DataFrame, columns: list[str], labels: list[str], tit
     return fig
 
 
-def plot_reliability(calibration: pd.DataFrame, binning: str = "equal_width"):
+def plot_reliability(calibration: pd.DataFrame, binning: str = "equal_width") -> plt.Figure:
     """Accuracy vs confidence per bin (pooled over seeds by counts), one line per arm, with the diagonal."""
     fig, ax = plt.subplots(figsize=(4.8, 4.4))
     ax.plot([0, 1], [0, 1], color="0.6", lw=0.8, ls="--")
@@ -148,7 +149,7 @@ def plot_reliability(calibration: pd.DataFrame, binning: str = "equal_width"):
     return fig
 
 
-def plot_temperature(calibration: pd.DataFrame):
+def plot_temperature(calibration: pd.DataFrame) -> plt.Figure:
     rows = []
     for _, r in calibration.iterrows():
         curve = r["calibration"]["temperature_curve"]
@@ -157,4 +158,104 @@ def plot_temperature(calibration: pd.DataFrame):
     fig = plot_study_metric(pd.DataFrame(rows), "nll", title="validation NLL vs softmax temperature",
                             x="temperature")
     fig.axes[0].set_xscale("log")
+    return fig
+
+
+# -- statistics figures (analysis.py) ----------------------------------------------------------
+
+METRIC_LABELS = {"val_loss": "val loss (nats/char)", "val_acc": "next-char accuracy", "ece_equal_width": "ECE (15 bins)",
+                 "brier": "Brier", "lm_macro_acc": "zero/few-shot macro acc", "final_grad_norm": "final grad norm",
+                 "peak_grad_norm": "peak grad norm", "spike_count": "loss spikes"}
+
+
+def plot_forest(fam: pd.DataFrame, label: str, primary: str, mei: float) -> plt.Figure:
+    """Paired Δ vs none with 95% CIs, one panel per metric; filled markers are Holm-significant, dotted lines
+    on the primary metric's panel mark ± the minimum effect of interest."""
+    metrics = list(dict.fromkeys(fam["metric"]))
+    ncols = min(4, len(metrics))
+    nrows = -(-len(metrics) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, nrows * (0.9 + 0.45 * fam["variant"].nunique())),
+                             squeeze=False)
+    for ax in axes.flat[len(metrics):]:
+        ax.axis("off")
+    for ax, metric in zip(axes.flat, metrics):
+        sub = fam[fam["metric"] == metric].reset_index(drop=True)
+        y = np.arange(len(sub))[::-1]
+        for yi, (_, c) in zip(y, sub.iterrows()):
+            color = _arm_color(c.variant)
+            ax.errorbar(c.mean_diff, yi, xerr=[[c.mean_diff - c.ci_low], [c.ci_high - c.mean_diff]], fmt="o",
+                        color=color, capsize=3, mfc=color if c.significant else "white")
+        ax.axvline(0, color="0.5", lw=0.8)
+        if metric == primary:
+            for s in (-mei, mei):
+                ax.axvline(s, color="0.7", lw=0.8, ls=":")
+        ax.set_yticks(y, sub["variant"])
+        ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=9)
+        ax.tick_params(labelsize=8)
+    fig.suptitle(f"{label}: paired Δ vs none, 95% BCa CI (filled: Holm-significant)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_paired_lines(runs: pd.DataFrame, label: str,
+                      metrics=("val_loss", "val_acc", "ece_equal_width", "final_grad_norm")) -> plt.Figure:
+    """Each seed's value per arm, one grey line per seed and the mean in black."""
+    metrics = [m for m in metrics if m in runs.columns and runs[m].notna().any()]
+    order = [v for v in variant_names() if v in set(runs["variant"])]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.2), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        wide = runs.pivot_table(index="seed", columns="variant", values=metric)[order]
+        for _, row in wide.iterrows():
+            ax.plot(range(len(order)), row.values, color="0.6", lw=0.8, marker="o", ms=3)
+        ax.plot(range(len(order)), wide.mean().values, color="k", lw=2, marker="s", label="mean")
+        ax.set_xticks(range(len(order)), order)
+        ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=9)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"{label}: each line is one seed", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# -- stability figures (stability.py) ----------------------------------------------------------
+
+def plot_lr_curves(frame: pd.DataFrame) -> plt.Figure:
+    """Final loss (column `capped`: a diverged run counts at its loss at init) against the peak LR, per arm."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    plot_bands(ax, frame, "cfg.lr", "capped")
+    ax.set(xscale="log", xlabel="peak learning rate", ylabel="final val loss (diverged = loss at init)",
+           title="LR sensitivity (mean, 95% band over seeds)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_budget_deltas(table: pd.DataFrame) -> plt.Figure:
+    """Paired Δ val loss vs none (95% CI) at each budget, one line per variant."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    sub = table[table["variant"] != "none"]
+    for variant, rows in sub.groupby("variant", sort=False):
+        rows = rows.sort_values("cfg.max_iters")
+        x = rows["cfg.max_iters"].to_numpy(float)
+        y = rows["delta_vs_none"].to_numpy(float)
+        err = np.vstack([y - rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float) - y])
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=variant, color=_arm_color(variant))
+    ax.axhline(0, color="0.4", lw=0.8)
+    ax.set(xscale="log", xlabel="training budget (iterations)", ylabel="Δ val loss vs none (nats/char)",
+           title="Embedding-norm effect by budget (paired, 95% CI)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_loss_traces(series: pd.DataFrame, title: str) -> plt.Figure:
+    """Training loss per step, one thin line per run and a panel per arm: spikes and divergences stay visible."""
+    arms = list(dict.fromkeys(series["arm"]))
+    fig, axes = plt.subplots(1, len(arms), figsize=(3.4 * len(arms), 3.2), sharey=True, squeeze=False)
+    for ax, arm in zip(axes.flat, arms):
+        for _, run in series[series["arm"] == arm].groupby("seed"):
+            ax.plot(run["step"], run["train_loss"], lw=0.8, color=_arm_color(arm), alpha=0.8)
+        ax.set(title=arm, xlabel="step", yscale="log")
+    axes.flat[0].set_ylabel("train loss")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     return fig

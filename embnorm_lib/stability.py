@@ -103,17 +103,6 @@ def sign_flips(init_table: pd.DataFrame, variant: str = "ln") -> dict:
     return {"variant": variant, "by_init": signs, "flips": len(set(signs.values())) > 1}
 
 
-def plot_lr_curves(runs: pd.DataFrame):
-    frame = runs.assign(capped=capped_loss(runs), arm=runs["variant"])
-    fig, ax = plt.subplots(figsize=(6.4, 4))
-    plots.plot_bands(ax, frame, "cfg.lr", "capped")
-    ax.set(xscale="log", xlabel="peak learning rate", ylabel="final val loss (diverged = loss at init)",
-           title="LR sensitivity (mean, 95% band over seeds)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
 def lr_divergence(runs: pd.DataFrame) -> pd.DataFrame:
     """Per variant and learning rate: runs, divergences and loss spikes; where along the grid each arm breaks."""
     frame = runs.assign(capped=capped_loss(runs), diverged=runs["diverged"].astype(bool))
@@ -160,38 +149,6 @@ def study_cost(study: str, runs: pd.DataFrame, out: Path) -> dict:
     return {"study": study, "runs": len(runs), "trained": int((~reused).sum()), "reused": int(reused.sum()),
             "train_loop_min": runs.loc[~reused, "wall_s"].sum() / 60 if "wall_s" in runs else np.nan,
             "sweep_wall_min": sweep_wall / 60}
-
-
-def plot_budget_deltas(table: pd.DataFrame):
-    """Paired Δ val loss vs none (95% CI) at each budget, one line per variant."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    sub = table[table["variant"] != "none"]
-    for variant, rows in sub.groupby("variant", sort=False):
-        rows = rows.sort_values("cfg.max_iters")
-        x = rows["cfg.max_iters"].to_numpy(float)
-        y = rows["delta_vs_none"].to_numpy(float)
-        err = np.vstack([y - rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float) - y])
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=variant, color=plots._arm_color(variant))
-    ax.axhline(0, color="0.4", lw=0.8)
-    ax.set(xscale="log", xlabel="training budget (iterations)", ylabel="Δ val loss vs none (nats/char)",
-           title="Embedding-norm effect by budget (paired, 95% CI)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def plot_loss_traces(series: pd.DataFrame, title: str):
-    """Training loss per step, one thin line per run and a panel per arm: spikes and divergences stay visible."""
-    arms = list(dict.fromkeys(series["arm"]))
-    fig, axes = plt.subplots(1, len(arms), figsize=(3.4 * len(arms), 3.2), sharey=True, squeeze=False)
-    for ax, arm in zip(axes.flat, arms):
-        for _, run in series[series["arm"] == arm].groupby("seed"):
-            ax.plot(run["step"], run["train_loss"], lw=0.8, color=plots._arm_color(arm), alpha=0.8)
-        ax.set(title=arm, xlabel="step", yscale="log")
-    axes.flat[0].set_ylabel("train loss")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return fig
 
 
 def _order(frame: pd.DataFrame) -> pd.DataFrame:
@@ -349,7 +306,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
 
     if "stability-lr" in available:
         runs = available["stability-lr"]
-        figure(plot_lr_curves(runs), "lr_sensitivity")
+        figure(plots.plot_lr_curves(runs.assign(capped=capped_loss(runs), arm=runs["variant"])), "lr_sensitivity")
         paired = per_seed_sensitivity(runs)
         lines += ["## LR sensitivity (`stability-lr`: nanoGPT CPU model, 300 iterations)", "",
                   "Sensitivity = mean over the LR grid of min(loss(lr), loss at init) − the best loss over the grid "
@@ -377,7 +334,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
             lines += ["Final block-1 input norm (mean over seeds) by variant and init std:", "",
                       compact_markdown(_order(norms.reset_index())), ""]
     if "stability-stress" in available:
-        figure(plot_loss_traces(load_series("stability-stress", "metrics.jsonl", out),
+        figure(plots.plot_loss_traces(load_series("stability-stress", "metrics.jsonl", out),
                                 "stress regime: train loss per run"), "stress_loss_traces")
         lines += ["## Stress regime (`stability-stress`: 16 layers, lr 1e-2, no warmup, 150 iterations)", "",
                   "Divergence = non-finite loss (the run stops and records the step); spike = train loss above "
@@ -386,7 +343,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
                   compact_markdown(sections["stress"]), ""]
     if "stability-budget" in available:
         table = sections["budget"]
-        figure(plot_budget_deltas(table), "budget_deltas")
+        figure(plots.plot_budget_deltas(table), "budget_deltas")
         lines += ["## Budgets (`stability-budget`: nanoGPT CPU model at 150 / 300 / 2000 iterations)", "",
                   "The same paired comparison at three budgets: an effect that shrinks with the budget is early speed, "
                   "one that stays is final quality. Figure: `figures/stability/budget_deltas.png`.", "",

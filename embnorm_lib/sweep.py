@@ -24,6 +24,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
+    import submitit
 
 from .cli import parse_seeds, parse_value, split_assignment
 from .config import RunConfig, check_name
@@ -176,7 +180,7 @@ class SweepReport:
 EXECUTORS = ("local", "submitit-local", "slurm")
 
 
-def make_submitit_executor(kind: str, folder: Path, threads: int, slurm: dict | None = None):
+def make_submitit_executor(kind: str, folder: Path, threads: int, slurm: dict | None = None) -> submitit.AutoExecutor:
     """A submitit executor: 'submitit-local' runs jobs as local processes, 'slurm' submits them to Slurm."""
     import submitit
 

@@ -210,7 +210,7 @@ def _train_locked(cfg: RunConfig, run: RunDir, corpus, device, ddp, *, until_ste
     return _finish(cfg, run, state, evaluator, corpus, device, precision, diverged_step, elapsed(), ddp.world_size)
 
 
-def sampler_batch(sampler, ddp):
+def sampler_batch(sampler: BatchSampler, ddp: D.DistContext) -> tuple[torch.Tensor, torch.Tensor]:
     """The global batch: every rank draws it (so the data order is the same at any world size), each keeps a slice."""
     x, y = sampler.next_batch()
     return D.rank_slice(x, ddp), D.rank_slice(y, ddp)

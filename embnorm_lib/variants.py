@@ -35,19 +35,22 @@ class EmbeddingVariant:
     build: Callable[[int, bool], nn.Module]  # (n_embd, bias) -> module applied to tok+pos
     token_scale: Callable[[int], float] = lambda n_embd: 1.0
     aliases: tuple[str, ...] = ()
+    color: str = "0.3"  # the arm's colour in every figure
 
 
 VARIANTS: dict[str, EmbeddingVariant] = {
     v.name: v
     for v in (
         EmbeddingVariant("none", "A: no normalization after the embedding sum",
-                         lambda d, bias: nn.Identity()),
+                         lambda d, bias: nn.Identity(), color="tab:blue"),
         EmbeddingVariant("ln", "B: LayerNorm(tok + pos), eps 1e-5, affine like the blocks' norms",
-                         lambda d, bias: nn.LayerNorm(d, eps=1e-5, bias=bias), aliases=("layernorm",)),
+                         lambda d, bias: nn.LayerNorm(d, eps=1e-5, bias=bias), aliases=("layernorm",),
+                         color="tab:orange"),
         EmbeddingVariant("rms", "C: RMSNorm(tok + pos), eps 1e-6, learned scale, no bias",
-                         lambda d, bias: RMSNorm(d, eps=1e-6), aliases=("rmsnorm",)),
+                         lambda d, bias: RMSNorm(d, eps=1e-6), aliases=("rmsnorm",), color="tab:green"),
         EmbeddingVariant("scaled", "D: tok * sqrt(d) + pos, no norm (Gemma-style scaling)",
-                         lambda d, bias: nn.Identity(), token_scale=lambda d: math.sqrt(d)),
+                         lambda d, bias: nn.Identity(), token_scale=lambda d: math.sqrt(d),
+                         color="tab:red"),
     )
 }
 

@@ -78,9 +78,11 @@ for a in analyses:
 # %%
 import matplotlib.pyplot as plt
 
+from embnorm_lib import plots, stats
+
 for a in analyses:
-    analysis.plot_forest(a)
-    analysis.plot_paired_lines(a)
+    plots.plot_forest(a.family, a.label, stats.PRIMARY, stats.MEI)
+    plots.plot_paired_lines(a.runs, a.label)
 plt.show()
 
 # %% [markdown]

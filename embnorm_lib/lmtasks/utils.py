@@ -1,8 +1,13 @@
 """Dataset hook for the Shakespeare tasks: lm-eval calls load_items(**dataset_kwargs, **metadata)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def load_items(task_name: str, data_path: str | None = None, **_):
+if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
+    import datasets
+
+
+def load_items(task_name: str, data_path: str | None = None, **_) -> datasets.DatasetDict:
     import datasets
 
     from embnorm_lib.lmtasks.build import verified_suite
