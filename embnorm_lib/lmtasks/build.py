@@ -16,6 +16,9 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from ..data import load_corpus
+from ..io import write_json
+
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.json"
 SEED = 20261122
@@ -174,8 +177,6 @@ def pinned() -> dict[str, str]:
 @functools.lru_cache(maxsize=4)
 def verified_suite(data_path=None) -> dict:
     """Build the suite from the (checksum-verified) corpus and check it against the pinned hashes."""
-    from ..data import load_corpus
-
     corpus = load_corpus(data_path)
     suite = build_all(corpus.val_text, corpus.train_text)
     got, want = digests(suite), pinned()
@@ -187,9 +188,6 @@ def verified_suite(data_path=None) -> dict:
 
 
 def write_manifest(data_path=None) -> dict:
-    from ..data import load_corpus
-    from ..io import write_json
-
     corpus = load_corpus(data_path)
     suite = build_all(corpus.val_text, corpus.train_text)
     manifest = {"seed": SEED, "n_test": N_TEST, "n_pool": N_POOL, "tasks": TASKS, "chance": CHANCE,
