@@ -12,8 +12,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from . import plots
-from .io import fingerprint, repo_root, runs_root
+from .io import fingerprint, repo_root
 from .results import load_calibration, load_series
+from .rundir import study_dir_for
 
 
 class StudyData:
@@ -29,20 +30,20 @@ class StudyData:
             self._cache[key] = load()
         return self._cache[key]
 
-    def series(self, filename: str) -> pd.DataFrame:
-        return self._get(filename, lambda: load_series(self.study, filename, self.out_dir, self.arm_filter))
+    def series(self, log: str) -> pd.DataFrame:
+        return self._get(log, lambda: load_series(self.study, log, self.out_dir, self.arm_filter))
 
     @property
     def calibration(self) -> pd.DataFrame:
         return self._get("calibration", lambda: load_calibration(self.study, self.out_dir, self.arm_filter))
 
     def final_diagnostics(self) -> pd.DataFrame:
-        diag = self.series("diagnostics.jsonl")
+        diag = self.series("diagnostics")
         return diag.loc[diag.groupby(["arm", "seed"])["step"].idxmax()]
 
     @property
     def n_layer(self) -> int:
-        cols = [c for c in self.series("diagnostics.jsonl").columns if c.startswith("attn_logit_max.block")]
+        cols = [c for c in self.series("diagnostics").columns if c.startswith("attn_logit_max.block")]
         return max(int(c.rsplit("block", 1)[1]) for c in cols)
 
 
@@ -56,15 +57,15 @@ def _groups(d: StudyData) -> list[str]:
 
 
 FIGURES: dict[str, Callable[[StudyData], plt.Figure]] = {
-    "train_loss": lambda d: plots.plot_study_metric(d.series("metrics.jsonl"), "train_loss",
+    "train_loss": lambda d: plots.plot_study_metric(d.series("metrics"), "train_loss",
                                                     "train loss per step (batch)"),
-    "val_loss": lambda d: plots.plot_study_metric(d.series("evals.jsonl"), "val_loss",
+    "val_loss": lambda d: plots.plot_study_metric(d.series("evals"), "val_loss",
                                                   "validation loss (whole split, nats/char)"),
-    "grad_norm_total": lambda d: plots.plot_study_metric(d.series("metrics.jsonl"), "grad_norm_total",
+    "grad_norm_total": lambda d: plots.plot_study_metric(d.series("metrics"), "grad_norm_total",
                                                          "total gradient norm before clipping", log=True),
-    "grad_norm_groups": lambda d: plots.plot_study_panels(d.series("diagnostics.jsonl"), _groups(d),
+    "grad_norm_groups": lambda d: plots.plot_study_panels(d.series("diagnostics"), _groups(d),
                                                           "gradient norm per parameter group", log=True),
-    "block1_input_norm": lambda d: plots.plot_study_metric(d.series("metrics.jsonl"), "block1_input_norm",
+    "block1_input_norm": lambda d: plots.plot_study_metric(d.series("metrics"), "block1_input_norm",
                                                            "mean L2 norm of the block-1 input"),
     "embedding_norm_by_class": lambda d: plots.plot_profile(
         d.final_diagnostics(), [f"tok_emb_norm.{c}" for c in CLASSES if f"tok_emb_norm.{c}" in d.final_diagnostics()],
@@ -76,7 +77,7 @@ FIGURES: dict[str, Callable[[StudyData], plt.Figure]] = {
         [c for c in CLASSES if f"block1_input_norm.{c}" in d.final_diagnostics()],
         "block-1 input norm by character class (final, probe batch)", "mean L2 norm"),
     "cosine_similarity": lambda d: plots.plot_study_panels(
-        d.series("diagnostics.jsonl"), ["cosine.token_embeddings", "cosine.block1_input_positions"],
+        d.series("diagnostics"), ["cosine.token_embeddings", "cosine.block1_input_positions"],
         "mean pairwise cosine similarity (oversmoothing)", ncols=2),
     "residual_norm_by_depth": lambda d: plots.plot_profile(
         d.final_diagnostics(), ["resid.block1_input.mean"] + [f"resid.block{i}_output.mean" for i in
@@ -84,10 +85,10 @@ FIGURES: dict[str, Callable[[StudyData], plt.Figure]] = {
         ["input"] + [f"b{i}" for i in range(1, d.n_layer + 1)], "residual-stream norm by depth (final)",
         "mean L2 norm"),
     "attention_logit_max": lambda d: plots.plot_study_panels(
-        d.series("diagnostics.jsonl"), [f"attn_logit_max.block{i}" for i in range(1, d.n_layer + 1)],
+        d.series("diagnostics"), [f"attn_logit_max.block{i}" for i in range(1, d.n_layer + 1)],
         "max attention logit per layer", ncols=4),
     "output_logits": lambda d: plots.plot_study_panels(
-        d.series("diagnostics.jsonl"), ["out_logit.mean_abs", "out_logit.max", "out_logit.mean_logz"],
+        d.series("diagnostics"), ["out_logit.mean_abs", "out_logit.max", "out_logit.mean_logz"],
         "output logit growth"),
     "reliability_equal_width": lambda d: plots.plot_reliability(d.calibration, "equal_width"),
     "reliability_equal_mass": lambda d: plots.plot_reliability(d.calibration, "equal_mass"),
@@ -97,7 +98,7 @@ FIGURES: dict[str, Callable[[StudyData], plt.Figure]] = {
 
 def study_stamp(study: str, out_dir=None) -> str:
     """A figure's footer: the study and the fingerprint of the index it was drawn from."""
-    index = runs_root(out_dir) / study / "runs.csv"
+    index = study_dir_for(study, out_dir).index
     return f"embnorm · {study} · runs.csv {fingerprint(index)}" if index.is_file() else f"embnorm · {study}"
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .io import runs_root, write_bytes_if_changed
 from .render import markdown_arm_table, replication_markdown
-from .results import arm_order, load_runs, reused_mask, study_provenance
+from .results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .stability import recommendation_for
 from .studies import STUDIES, studies_of, study_cells
 
@@ -90,7 +90,7 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
              "not committed. This file is written by `python -m embnorm_lib.report runs-readme`.", ""]
     for study in studies_of("paired"):
         text = STUDIES[study].description
-        if not (out / study / "runs.csv").is_file():
+        if not has_index(study, out):
             parts += [f"## {study}", "", text, "", f"Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
             continue
         runs = load_runs(study, out)
@@ -119,7 +119,7 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
               "from it (`reused_from.json`, column `reused_from` in runs.csv) instead of being trained twice.", ""]
     for study in studies_of("stability"):
         text = STUDIES[study].description
-        if not (out / study / "runs.csv").is_file():
+        if not has_index(study, out):
             parts += [f"- `{study}`: {text} Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
             continue
         runs = load_runs(study, out)
@@ -198,7 +198,7 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
             continue
         scopes = sorted(p.name for p in root.iterdir() if (p / "family.csv").is_file())
         sentences += [scope_sentence(study, scope, out, len(scopes) > 1) for scope in scopes]
-    if (out / "seeds-prelim" / "runs.csv").is_file():
+    if has_index("seeds-prelim", out):
         sentences.append(replication_sentence(replication_table(load_runs("seeds-prelim", out))))
     text = "\n".join(f"- {s}" for s in sentences)
     verdict = [line for line in (recommendation_for(out) or "").splitlines() if line.startswith("- ")]

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .errors import BRIEF_ERRORS
 from .io import atomic_write_text, read_json, read_jsonl, runs_root
-from .rundir import RunDir, finished_run_dirs
+from .rundir import RunDir, StudyDir, finished_run_dirs, study_dir_for
 from .variants import variant_rank
 
 
@@ -65,13 +65,13 @@ def build_index(study: str, out_dir: str | Path | None = None, echo=None) -> pd.
     table = pd.DataFrame(rows)
     if rows:
         table = table.sort_values(["arm", "seed"]).reset_index(drop=True)
-        atomic_write_text(root / "runs.csv", table.to_csv(index=False))
+        atomic_write_text(StudyDir(root).index, table.to_csv(index=False))
     table.attrs["skipped"] = skipped
     return table
 
 
 def load_runs(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
-    path = runs_root(out_dir) / study / "runs.csv"
+    path = study_dir_for(study, out_dir).index
     if not path.is_file():
         raise FileNotFoundError(f"no runs.csv for study {study!r} at {path}; run the sweep first")
     return pd.read_csv(path)
@@ -87,7 +87,7 @@ def reused_mask(runs: pd.DataFrame) -> pd.Series:
 
 def study_provenance(study: str, out_dir: Path) -> dict:
     """Commits, run count, sweep wall time and parallelism of a study, from runs.csv and sweeps.jsonl."""
-    log = out_dir / study / "sweeps.jsonl"
+    log = study_dir_for(study, out_dir).sweep_log
     commits, walls, layouts = set(), [], set()
     if log.is_file():
         for line in log.read_text().splitlines():
@@ -106,13 +106,22 @@ def arm_order(arm: str) -> tuple:
     return (variant_rank(arm.split("_")[0]), arm)
 
 
-def load_series(study: str, filename: str, out_dir: str | Path | None = None, arm_filter=None) -> pd.DataFrame:
-    """All rows of `filename` (metrics.jsonl, evals.jsonl, diagnostics.jsonl) across runs, with arm and seed."""
+LOGS = ("metrics", "evals", "diagnostics")  # the per-step logs of a run (RunDir attributes)
+
+
+def has_index(study: str, out_dir: str | Path | None = None) -> bool:
+    return study_dir_for(study, out_dir).index.is_file()
+
+
+def load_series(study: str, log: str, out_dir: str | Path | None = None, arm_filter=None) -> pd.DataFrame:
+    """All rows of one per-step log ("metrics", "evals" or "diagnostics") across runs, with arm and seed."""
+    if log not in LOGS:
+        raise ValueError(f"unknown log {log!r}; allowed: {', '.join(LOGS)}")
     frames = []
     for run in finished_run_dirs(study_dir(study, out_dir)):
         if arm_filter and not arm_filter(run.arm):
             continue
-        rows = read_jsonl(run.root / filename)
+        rows = read_jsonl(getattr(run, log))
         if rows:
             frame = pd.DataFrame(rows)
             frame.insert(0, "arm", run.arm)

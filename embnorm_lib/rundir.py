@@ -53,6 +53,23 @@ class RunDir:
         return RunLock(self.cell_lock_path, what="cell")
 
 
+@dataclass(frozen=True)
+class StudyDir:
+    """A study's own files beside its run directories."""
+
+    root: Path
+
+    index = property(lambda self: self.root / "runs.csv")  # written by results.build_index only
+    sweep_log = property(lambda self: self.root / "sweeps.jsonl")  # one line per sweep invocation
+    report = property(lambda self: self.root / "REPORT.md")
+    analysis = property(lambda self: self.root / "analysis")  # <scope>/family.csv, decision.json, results.*
+
+
+def study_dir_for(study: str, out_dir: str | os.PathLike | None = None) -> StudyDir:
+    check_name("study", study)
+    return StudyDir(runs_root(out_dir) / study)
+
+
 def run_dir_for(study: str, variant: str, seed: int, out_dir: str | os.PathLike | None = None,
                 tag: str = "") -> Path:
     """runs/<study>/<variant>[<tag>]/seed<k>; the tag names any extra sweep axes (e.g. '_lr=1e-3').

@@ -18,7 +18,8 @@ import pandas as pd
 from . import plots, stats
 from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
 from .render import compact_markdown
-from .results import load_runs, load_series, reused_mask, study_provenance
+from .results import has_index, load_runs, load_series, reused_mask, study_provenance
+from .rundir import study_dir_for
 from .studies import studies_of
 from .variants import variant_names
 
@@ -145,7 +146,7 @@ def study_cost(study: str, runs: pd.DataFrame, out: Path) -> dict:
     """Runs, how many were trained here vs copied from an identical run of another study, their summed
     train-loop time, and the sweeps' wall time (sweeps.jsonl)."""
     reused = reused_mask(runs)
-    sweep_wall = study_provenance(study, out)["sweep_wall_s"] if (out / study / "sweeps.jsonl").is_file() else np.nan
+    sweep_wall = study_provenance(study, out)["sweep_wall_s"] if study_dir_for(study, out).sweep_log.is_file() else np.nan
     return {"study": study, "runs": len(runs), "trained": int((~reused).sum()), "reused": int(reused.sum()),
             "train_loop_min": runs.loc[~reused, "wall_s"].sum() / 60 if "wall_s" in runs else np.nan,
             "sweep_wall_min": sweep_wall / 60}
@@ -265,7 +266,7 @@ def verdict(sections: dict) -> str:
 
 def analyse(out: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     """The stability studies that have a runs.csv, and the tables the report and the recommendation are made of."""
-    available = {s: load_runs(s, out) for s in STUDIES if (out / s / "runs.csv").is_file()}
+    available = {s: load_runs(s, out) for s in STUDIES if has_index(s, out)}
     sections: dict = {}
     if "stability-lr" in available:
         runs = available["stability-lr"]
@@ -284,7 +285,7 @@ def analyse(out: Path) -> tuple[dict[str, pd.DataFrame], dict]:
 
 def _layouts_words(available: dict, out: Path) -> str:
     """' with 2 worker(s) x 1 thread(s)': the sweeps' parallelism as their logs recorded it."""
-    layouts = sorted({tuple(x) for s in available if (out / s / "sweeps.jsonl").is_file()
+    layouts = sorted({tuple(x) for s in available if study_dir_for(s, out).sweep_log.is_file()
                       for x in study_provenance(s, out)["layouts"]})
     return (" with " + " or ".join(f"{w} worker(s) x {t} thread(s)" for w, t in layouts)) if layouts else ""
 
@@ -298,7 +299,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
              f"`figures/stability/`.", ""]
     available, sections = analyse(out)
 
-    footer = "embnorm · stability · runs.csv " + " ".join(fingerprint(out / s / "runs.csv") for s in available)
+    footer = "embnorm · stability · runs.csv " + " ".join(fingerprint(study_dir_for(s, out).index) for s in available)
 
     def figure(fig, name):
         plots.save(fig, fig_dir / name, footer)
@@ -334,7 +335,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
             lines += ["Final block-1 input norm (mean over seeds) by variant and init std:", "",
                       compact_markdown(_order(norms.reset_index())), ""]
     if "stability-stress" in available:
-        figure(plots.plot_loss_traces(load_series("stability-stress", "metrics.jsonl", out),
+        figure(plots.plot_loss_traces(load_series("stability-stress", "metrics", out),
                                 "stress regime: train loss per run"), "stress_loss_traces")
         lines += ["## Stress regime (`stability-stress`: 16 layers, lr 1e-2, no warmup, 150 iterations)", "",
                   "Divergence = non-finite loss (the run stops and records the step); spike = train loss above "

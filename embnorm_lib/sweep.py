@@ -35,7 +35,7 @@ from .errors import BRIEF_ERRORS, ConfigError, RunDirError
 from .io import atomic_write_text, git_commit, read_json, repo_root, runs_root, write_bytes_if_changed
 from .results import build_index
 from .reuse import complete_cell, finished_runs_by_identity, missing_results, reuse_identical_run
-from .rundir import RunDir
+from .rundir import RunDir, study_dir_for
 from .studies import ABC, STUDIES, Cell, grid, study_cells
 
 TRAIN_NOTEBOOK = "notebooks/02_train.ipynb"
@@ -294,7 +294,7 @@ def _finish(out: Path, cells: list[Cell], report: SweepReport, wall: float, work
 
 
 def _write_sweep_log(out: Path, study: str, report: SweepReport, wall: float, workers: int, threads: int) -> None:
-    log_path = out / study / "sweeps.jsonl"
+    log_path = study_dir_for(study, out).sweep_log
     previous = log_path.read_text() if log_path.is_file() else ""
     trained = ("ok", "diverged", "failed")
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(), "wall_s": wall,
