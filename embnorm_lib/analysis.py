@@ -25,9 +25,11 @@ from .render import to_latex, to_markdown
 from .results import load_runs
 from .stability import recommendation_for
 from .studies import STUDIES, study_cells
+from .variants import variant_names
 
+# the registered family (docs/PROTOCOL.md, amendment 1: stability metrics after the warm-up)
 DEFAULT_METRICS = ["val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc", "final_grad_norm",
-                   "peak_grad_norm", "spike_count"]
+                   "peak_grad_norm_post_warmup", "spike_count_post_warmup"]
 
 
 @dataclass
@@ -118,8 +120,10 @@ def results_table(a: ScopeAnalysis) -> pd.DataFrame:
             "metric": c.metric, "variant": c.variant, "seeds": int(c.n),
             f"{c.baseline} mean ± SD": f"{_fmt(base.mean())} ± {_fmt(base.std())}",
             "variant mean ± SD": f"{_fmt(var.mean())} ± {_fmt(var.std())}",
-            "Δ (variant − none)": _fmt(c.mean_diff), "95% CI (BCa)": f"[{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]",
-            "p (t)": _fmt(c.p_t, 3), "p (Holm)": _fmt(c.p_holm, 3), "p (Wilcoxon)": _fmt(c.p_wilcoxon, 3),
+            "Δ (variant − none)": _fmt(c.mean_diff),
+            f"95% CI ({c.interval_method})": f"[{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]",
+            "p (t)": _fmt(c.p_t, 3), "Holm α": _fmt(c.alpha_holm, 3), "p (Holm)": _fmt(c.p_holm, 3),
+            "p (Wilcoxon) / smallest possible": f"{_fmt(c.p_wilcoxon, 3)} / {_fmt(c.p_wilcoxon_min, 3)}",
             "g_z": _fmt(c.g_z, 2), "P(improve)": _fmt(c.prob_improvement, 2),
             "sig.": "yes" if c.significant else "no",
         })
@@ -127,23 +131,69 @@ def results_table(a: ScopeAnalysis) -> pd.DataFrame:
 
 
 def power_table(a: ScopeAnalysis) -> pd.DataFrame:
-    prim = a.family[a.family["metric"] == stats.PRIMARY]
-    return pd.DataFrame({"variant": prim["variant"], "seeds": prim["n"], "paired SD": prim["sd_diff"].map(_fmt),
-                         "MDE at 80% power": prim["mde_80"].map(_fmt),
-                         f"seeds for 80% power at {stats.MEI}": prim["seeds_for_80_at_mei"].map(
-                             lambda v: "–" if not np.isfinite(v) else f"{int(v)}")})
+    """Per comparison, in the metric's own units: the effect these seeds detect with 80% power at the level Holm
+    applies to that test (and, for comparison, at the unadjusted α), and the seeds 80% power at the MEI needs."""
+    seeds = lambda v: "–" if not np.isfinite(v) else f"{int(v)}"
+    f = a.family
+    return pd.DataFrame({"metric": f["metric"], "variant": f["variant"], "seeds": f["n"],
+                         "paired SD": f["sd_diff"].map(_fmt), "Holm α": f["alpha_holm"].map(lambda v: _fmt(v, 3)),
+                         "MDE at 80% power, Holm α": f["mde_80_holm"].map(_fmt),
+                         "MDE at 80% power, α = 0.05": f["mde_80"].map(_fmt),
+                         f"seeds for 80% power at {stats.MEI} (val loss), Holm α": [
+                             seeds(v) if m == stats.PRIMARY else "–"
+                             for m, v in zip(f["metric"], f["seeds_for_80_at_mei_holm"])]})
 
 
 # -- figures -------------------------------------------------------------------------------------
 
 # -- the report ----------------------------------------------------------------------------------
 
-def protocol_commit() -> str:
+def protocol_commits() -> list[str]:
+    """Every commit of docs/PROTOCOL.md, oldest first: the registration, then its amendments."""
     try:
-        return subprocess.run(["git", "log", "-1", "--format=%H", "--", "docs/PROTOCOL.md"], cwd=repo_root(),
-                              capture_output=True, text=True, timeout=10).stdout.strip() or "uncommitted"
+        out = subprocess.run(["git", "log", "--reverse", "--format=%H", "--", "docs/PROTOCOL.md"], cwd=repo_root(),
+                             capture_output=True, text=True, timeout=10).stdout.split()
     except OSError:
-        return "unknown"
+        return []
+    return out
+
+
+def protocol_words() -> str:
+    commits = protocol_commits()
+    if not commits:
+        return "not committed"
+    amended = f", last amended at commit {commits[-1][:12]}" if len(commits) > 1 else ""
+    return f"registered at commit {commits[0][:12]}{amended}"
+
+
+def _verb(c, up: str, down: str) -> str:
+    """A direction only where the Holm-corrected test resolves it."""
+    return (up if c.mean_diff > 0 else down) if c.significant else "changes (not resolved)"
+
+
+def _evidence(c) -> str:
+    """The interval and the Holm decision, with why an interval that excludes 0 can still be not significant."""
+    verdict = "significant after Holm" if c.significant else "not significant after Holm"
+    if not c.significant and (c.ci_low > 0 or c.ci_high < 0):
+        verdict += f": p = {c.p_t:.3g} does not reach its Holm level α = {c.alpha_holm:.3g}"
+    return (f"95% {c.interval_method} CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], {verdict}, Holm p = {c.p_holm:.3g}")
+
+
+def confound_words(runs: pd.DataFrame) -> list[str]:
+    """What differs between the arms besides the embedding norm, and the all-steps stability figures that measure
+    the initialisation transient (descriptive, outside the registered family)."""
+    by_arm = runs.groupby("variant", sort=False)
+    order = [v for v in variant_names() if v in by_arm.groups]
+    lines = []
+    if "clipped_frac" in runs:
+        clipped = by_arm["clipped_frac"].mean()
+        lines.append("- Confound: gradient clipping (at `grad_clip`) is active on " + ", ".join(
+            f"{clipped[v]:.0%} of `{v}`'s steps" for v in order) + ", so the arms' effective optimisers differ.")
+    if {"peak_grad_norm", "peak_grad_norm_post_warmup"} <= set(runs.columns):
+        peak, later = by_arm["peak_grad_norm"].mean(), by_arm["peak_grad_norm_post_warmup"].mean()
+        lines.append("- Descriptive, all steps (dominated by the warm-up transient): peak gradient norm " + ", ".join(
+            f"`{v}` {peak[v]:.2f} ({later[v]:.2f} after the warm-up)" for v in order) + ".")
+    return lines
 
 
 def plain_words(a: ScopeAnalysis) -> list[str]:
@@ -151,24 +201,22 @@ def plain_words(a: ScopeAnalysis) -> list[str]:
     lines = []
     prim = a.family[a.family["metric"] == stats.PRIMARY]
     for _, c in prim.iterrows():
-        direction = "raises" if c.mean_diff > 0 else "lowers"
-        sig = "significant after Holm" if c.significant else "not significant after Holm"
-        lines.append(f"- `{c.variant}` {direction} the final validation loss by {abs(c.mean_diff):.4f} nats/char "
-                     f"({c.baseline_mean:.4f} → {c.variant_mean:.4f}; 95% CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], "
-                     f"{sig}, p = {c.p_holm:.3g}; better on {c.prob_improvement:.0%} of {int(c.n)} seeds).")
+        lines.append(f"- `{c.variant}` {_verb(c, 'raises', 'lowers')} the final validation loss by "
+                     f"{abs(c.mean_diff):.4f} nats/char ({c.baseline_mean:.4f} → {c.variant_mean:.4f}; {_evidence(c)}; "
+                     f"better on {c.prob_improvement:.0%} of {int(c.n)} seeds).")
     for _, c in a.family[a.family["metric"] == "lm_macro_acc"].iterrows():
-        sig = "significant after Holm" if c.significant else "not significant after Holm"
-        lines.append(f"- Zero-shot macro accuracy (lm-eval suite, {int(c.n)} seeds): `{c.variant}` changes it by "
-                     f"{c.mean_diff:+.4f} ({c.baseline_mean:.4f} → {c.variant_mean:.4f}; 95% CI [{c.ci_low:+.4f}, "
-                     f"{c.ci_high:+.4f}], {sig}, p = {c.p_holm:.3g}).")
+        lines.append(f"- Zero-shot macro accuracy (lm-eval suite, {int(c.n)} seeds): `{c.variant}` "
+                     f"{_verb(c, 'raises', 'lowers')} it by {abs(c.mean_diff):.4f} ({c.baseline_mean:.4f} → "
+                     f"{c.variant_mean:.4f}; {_evidence(c)}).")
     for _, c in a.family[a.family["metric"] == "ece_equal_width"].iterrows():
-        lines.append(f"- Calibration: `{c.variant}` changes top-label ECE by {c.mean_diff:+.4f} "
-                     f"(CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], Holm p = {c.p_holm:.3g}).")
+        lines.append(f"- Calibration: `{c.variant}` {_verb(c, 'raises', 'lowers')} top-label ECE by "
+                     f"{abs(c.mean_diff):.4f} ({_evidence(c)}).")
     base = a.decision["baseline_stability"]
-    lines.append(f"- Stability: baseline {base['diverged']} diverged of {base['runs']}, "
-                 f"{base['mean_spikes']:.2f} loss spikes per run; " + "; ".join(
-                     f"`{v}` {d['stability']['diverged']} diverged, {d['stability']['mean_spikes']:.2f} spikes/run"
-                     for v, d in a.decision["variants"].items()) + ".")
+    lines.append(f"- Stability (after the warm-up; failed = non-finite loss or final loss above the loss at init): "
+                 f"baseline {base['diverged']} failed of {base['runs']}, {base['mean_spikes']:.2f} loss spikes per run; "
+                 + "; ".join(f"`{v}` {d['stability']['diverged']} failed, {d['stability']['mean_spikes']:.2f} spikes/run"
+                             for v, d in a.decision["variants"].items()) + ".")
+    lines += confound_words(a.runs)
     lines.append(f"- **Decision ({'baseline unstable' if a.decision['baseline_unstable'] else 'baseline stable'}): "
                  f"{a.decision['overall']}.** " + " ".join(
                      f"{v}: {d['verdict']} (rule {d['rule']}: {d['reason']})." for v, d in a.decision["variants"].items()))
@@ -181,8 +229,12 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
     fig_root = Path(figures_dir or repo_root() / "figures" / study)
     commit = git_commit()
     sections = [f"# {study}: does an embedding norm help or hurt?", "",
-                f"Analysis per `docs/PROTOCOL.md` (registered at commit {protocol_commit()[:12]}); produced by "
-                f"`python -m embnorm_lib.analysis {study}` at commit {commit[:12]} from `runs/{study}/runs.csv`.", ""]
+                f"Analysis per `docs/PROTOCOL.md` ({protocol_words()}); produced by "
+                f"`python -m embnorm_lib.analysis {study}` at commit {commit[:12]} from `runs/{study}/runs.csv`. "
+                f"Intervals are 95% paired t intervals; a direction is stated only where the Holm-corrected test "
+                f"resolves it.", ""]
+    if study in STUDIES and STUDIES[study].note:
+        sections += [STUDIES[study].note, ""]
     for a in analyses:
         target = study_root / "analysis" / a.scope
         table = results_table(a)
@@ -204,7 +256,10 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
                      to_markdown(table[table["metric"] == stats.PRIMARY]), ""]
     stability_words = recommendation_for(out_dir)
     if stability_words:
-        sections += ["## Stability (all stability studies)", "",
+        sections += ["## Stability (all stability studies; exploratory)", "",
+                     "Exploratory under docs/PROTOCOL.md amendment 1 (3 seeds, grids chosen after the first results); "
+                     "directions and rankings are stated only where the paired tests resolve them (Holm within each "
+                     "table).", "",
                      "Computed from the stability studies' `runs.csv`; their tables and figures are in "
                      "[`runs/STABILITY.md`](../STABILITY.md) (`python -m embnorm_lib.publish stability`):", "",
                      stability_words, ""]

@@ -4,6 +4,7 @@ Everything here reads the model (and optimizer) without touching any random stre
 turning diagnostics on or off never changes the training trajectory."""
 from __future__ import annotations
 
+import math
 import statistics
 import string
 from collections import OrderedDict
@@ -137,3 +138,14 @@ def find_spikes(losses: list[float], factor: float = 1.5, window: int = 20) -> l
         if history and losses[i] is not None and losses[i] > factor * statistics.median(history):
             spikes.append(i)
     return spikes
+
+
+def after_warmup(rows: list[dict], warmup_iters: int, factor: float, window: int) -> dict:
+    """Stability measured after the warm-up (the registered stability metrics since amendment 1): loss spikes
+    and the peak total gradient norm over the steps after `warmup_iters`, which leave out the initialisation
+    transient that dominates the all-steps figures."""
+    spikes = find_spikes([r.get("train_loss") for r in rows], factor, window)
+    norms = [(r["step"], r.get("grad_norm_total")) for r in rows]
+    later = [g for step, g in norms if step > warmup_iters and isinstance(g, float) and math.isfinite(g)]
+    return {"spike_count_post_warmup": sum(rows[i]["step"] > warmup_iters for i in spikes),
+            "peak_grad_norm_post_warmup": max(later, default=float("nan"))}

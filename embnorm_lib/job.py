@@ -32,7 +32,7 @@ TIMING_KEYS = {"step_ms", "wall_s", "eval_s"}
 # summary fields that are results (not timings, versions or provenance): compared bit for bit
 RESULT_KEYS = ("steps", "diverged", "val_loss", "val_acc", "val_ppl", "val_bpc", "best_val_loss", "init_val_loss",
                "final_train_loss", "final_grad_norm", "peak_grad_norm", "clipped_frac", "spike_count",
-               "ece_equal_width", "ece_equal_mass", "brier", "lm_macro_acc")
+               "ece_equal_width", "ece_equal_mass", "brier")  # lm-eval scores: compared in lm_eval.json
 OVERHEAD_S = 25.0  # kernel start, imports, calibration and plots per run (measured 15-27 s here)
 
 

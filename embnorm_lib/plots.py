@@ -165,7 +165,9 @@ def plot_temperature(calibration: pd.DataFrame) -> plt.Figure:
 
 METRIC_LABELS = {"val_loss": "val loss (nats/char)", "val_acc": "next-char accuracy", "ece_equal_width": "ECE (15 bins)",
                  "brier": "Brier", "lm_macro_acc": "zero/few-shot macro acc", "final_grad_norm": "final grad norm",
-                 "peak_grad_norm": "peak grad norm", "spike_count": "loss spikes"}
+                 "peak_grad_norm": "peak grad norm", "spike_count": "loss spikes",
+                 "peak_grad_norm_post_warmup": "peak grad norm after warm-up",
+                 "spike_count_post_warmup": "loss spikes after warm-up"}
 
 
 def plot_forest(fam: pd.DataFrame, label: str, primary: str, mei: float) -> plt.Figure:
@@ -192,7 +194,7 @@ def plot_forest(fam: pd.DataFrame, label: str, primary: str, mei: float) -> plt.
         ax.set_yticks(y, sub["variant"])
         ax.set_title(METRIC_LABELS.get(metric, metric), fontsize=9)
         ax.tick_params(labelsize=8)
-    fig.suptitle(f"{label}: paired Δ vs none, 95% BCa CI (filled: Holm-significant)", fontsize=10)
+    fig.suptitle(f"{label}: paired Δ vs none, 95% paired t CI (filled: Holm-significant)", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -170,18 +170,23 @@ FINDINGS_START, FINDINGS_END = "<!-- findings:start -->", "<!-- findings:end -->
 FINDINGS_STUDIES = ("seeds-final", "main")  # the README's headline: the main job's study, then the large one
 
 
+def _direction(r) -> str:
+    """Raises/lowers only where the Holm-corrected test resolves the sign."""
+    return ("raises" if r.mean_diff > 0 else "lowers") if r.significant else "changes (not resolved)"
+
+
 def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
     """One sentence per training regime: the primary difference of each variant and the decision."""
     root = out / study / "analysis" / scope
     family = pd.read_csv(root / "family.csv")
     decision = json.loads((root / "decision.json").read_text())
     prim = family[family["metric"] == "val_loss"].set_index("variant")
-    parts = [f"`{v}` {'raises' if r.mean_diff > 0 else 'lowers'} it by {abs(r.mean_diff):.3f} "
-             f"(95% CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g})" for v, r in prim.iterrows()]
+    parts = [f"`{v}` {_direction(r)} it by {abs(r.mean_diff):.3f} "
+             f"(95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g})" for v, r in prim.iterrows()]
     where = f"[`{study}`](runs/{study}/REPORT.md)" + (f", regime `{scope}`" if several else "")
     lm = family[family["metric"] == "lm_macro_acc"].set_index("variant")
     zero_shot = ("; zero-shot macro accuracy " + ", ".join(
-        f"`{v}` {r.mean_diff:+.3f} (95% CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g}, "
+        f"`{v}` {r.mean_diff:+.3f} (95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g}, "
         f"{'significant' if r.significant else 'not significant'})" for v, r in lm.iterrows())) if len(lm) else ""
     return (f"In {where} ({int(prim['n'].iloc[0])} seeds, paired), against a final validation loss of "
             f"{prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, " + " and ".join(parts)

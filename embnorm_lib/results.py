@@ -6,11 +6,14 @@ every summary scalar, and the scalars of lm_eval.json when the run was scored.""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from .config import RunConfig
+from .diagnostics import after_warmup
 from .errors import BRIEF_ERRORS
 from .io import atomic_write_text, read_json, read_jsonl, runs_root
 from .rundir import RunDir, StudyDir, finished_run_dirs, study_dir_for
@@ -47,7 +50,18 @@ def index_row(run: RunDir, study_root: Path) -> dict:
     row.update({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
     if run.lm_eval.is_file():
         row.update(lm_summary_fields(read_json(run.lm_eval)))
+    row.update(derived_fields(RunConfig.from_dict(cfg), read_jsonl(run.metrics), summary))
     return row
+
+
+def derived_fields(cfg: RunConfig, metrics: list[dict], summary: dict) -> dict:
+    """Columns computed from a run's own files (docs/PROTOCOL.md amendment 1): stability after the warm-up, and
+    `failed`: a non-finite loss or a final validation loss above the loss at initialisation."""
+    init, final = summary.get("init_val_loss"), summary.get("val_loss")  # null in JSON where not measured
+    worse_than_init = bool(isinstance(init, float) and isinstance(final, float) and math.isfinite(init)
+                           and math.isfinite(final) and final > init)
+    return {**after_warmup(metrics, cfg.warmup_iters, cfg.spike_factor, cfg.spike_window),
+            "failed": bool(summary.get("diverged")) or worse_than_init}
 
 
 def build_index(study: str, out_dir: str | Path | None = None, echo=None) -> pd.DataFrame:

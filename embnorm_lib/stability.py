@@ -81,7 +81,16 @@ def axis_table(runs: pd.DataFrame, axis: str, metric: str = "val_loss") -> pd.Da
                 c = stats.compare(sub, metric, variant)
                 row.update({"delta_vs_none": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_t": c.p_t})
             rows.append(row)
-    return pd.DataFrame(rows)
+    return with_holm(pd.DataFrame(rows))
+
+
+def with_holm(table: pd.DataFrame) -> pd.DataFrame:
+    """Holm across the table's paired tests (its rows with a p_t): `p_holm` and `significant`, the only basis
+    for words like costs/gains/higher/lower."""
+    if "p_t" not in table:
+        return table
+    reject, adjusted = stats.holm(table["p_t"].to_numpy(float))
+    return table.assign(p_holm=adjusted, significant=reject)
 
 
 def divergence_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -89,9 +98,12 @@ def divergence_table(runs: pd.DataFrame) -> pd.DataFrame:
     for variant in [v for v in VARIANT_ORDER if v in set(runs["variant"])]:
         sub = runs[runs["variant"] == variant]
         div = sub[sub["diverged"].astype(bool)]
-        rows.append({"variant": variant, "runs": len(sub), "diverged": len(div),
+        failed = sub["failed"] if "failed" in sub else sub["diverged"]
+        later = sub["spike_count_post_warmup"] if "spike_count_post_warmup" in sub else sub["spike_count"]
+        rows.append({"variant": variant, "runs": len(sub), "diverged": len(div), "failed": int(failed.astype(bool).sum()),
                      "median_step_to_divergence": div["diverged_step"].median() if len(div) else np.nan,
-                     "spikes_per_run": sub["spike_count"].mean(), "max_spikes": sub["spike_count"].max(),
+                     "spikes_per_run": sub["spike_count"].mean(), "spikes_after_warmup_per_run": later.mean(),
+                     "max_spikes": sub["spike_count"].max(),
                      "peak_grad_norm_mean": sub["peak_grad_norm"].mean(),
                      "val_loss_mean_finished": sub.loc[~sub["diverged"].astype(bool), "val_loss"].mean()})
     return pd.DataFrame(rows)
@@ -99,9 +111,10 @@ def divergence_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def sign_flips(init_table: pd.DataFrame, variant: str = "ln") -> dict:
     """Sign of the paired Δ(variant − none) at each init scale, and whether it flips."""
-    sub = init_table[init_table["variant"] == variant].set_index("cfg.emb_init_std")["delta_vs_none"]
-    signs = {float(k): ("hurts" if v > 0 else "helps") for k, v in sub.items()}
-    return {"variant": variant, "by_init": signs, "flips": len(set(signs.values())) > 1}
+    sub = init_table[init_table["variant"] == variant].set_index("cfg.emb_init_std")
+    signs = {float(k): ("not resolved" if not r["significant"] else "hurts" if r["delta_vs_none"] > 0 else "helps")
+             for k, r in sub.iterrows()}
+    return {"variant": variant, "by_init": signs, "flips": {"helps", "hurts"} <= set(signs.values())}
 
 
 def lr_divergence(runs: pd.DataFrame) -> pd.DataFrame:
@@ -122,7 +135,7 @@ def paired_sensitivity(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"variant": variant, "seeds": c.n, "sensitivity_none": c.baseline_mean,
                      "sensitivity_variant": c.variant_mean, "delta_vs_none": c.mean_diff,
                      "ci_low": c.ci_low, "ci_high": c.ci_high, "p_t": c.p_t})
-    return pd.DataFrame(rows)
+    return with_holm(pd.DataFrame(rows))
 
 
 def divergence_vs_none(runs: pd.DataFrame) -> pd.DataFrame:
@@ -136,8 +149,8 @@ def divergence_vs_none(runs: pd.DataFrame) -> pd.DataFrame:
         if base is None or row["variant"] == "none":
             p_values.append(np.nan)
             continue
-        contingency = [[row["diverged"], row["runs"] - row["diverged"]],
-                       [base["diverged"], base["runs"] - base["diverged"]]]
+        contingency = [[row["failed"], row["runs"] - row["failed"]],
+                       [base["failed"], base["runs"] - base["failed"]]]
         p_values.append(fisher_exact(contingency).pvalue)
     return table.assign(p_fisher_vs_none=p_values)
 
@@ -157,34 +170,68 @@ def _order(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("variant", key=lambda s: s.map(key), kind="stable").reset_index(drop=True)
 
 
-def _effect_words(row, verbs=("costs", "gains", "ties"), verb_last: bool = False) -> str:
-    """'costs +0.120 [+0.10, +0.14]' / 'gains …' / 'ties …' from a paired Δ (lower is better) and its 95% CI;
-    `verbs` names the three cases (worse, better, unresolved); with `verb_last`, '+0.120 [+0.10, +0.14] (higher)'."""
+def _effect_words(row, verbs=("costs", "gains", "does not resolve"), verb_last: bool = False) -> str:
+    """'costs +0.120 [+0.10, +0.14]' / 'gains …' / 'does not resolve …' from a paired Δ (lower is better), its 95%
+    t interval and the Holm decision of its table (`significant`); `verbs` names the three cases (worse, better,
+    not resolved); with `verb_last`, '+0.120 [+0.10, +0.14] (higher)'."""
     span = f"{row['delta_vs_none']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
-    verb = verbs[0] if row["ci_low"] > 0 else verbs[1] if row["ci_high"] < 0 else verbs[2]
+    verb = verbs[2] if not row["significant"] else verbs[0] if row["delta_vs_none"] > 0 else verbs[1]
     return f"{span} ({verb})" if verb_last else f"{verb} {span}"
+
+
+def _flip_words(flip: dict) -> str:
+    if flip["flips"]:
+        return "flips sign"
+    return "keeps its sign" if "not resolved" not in flip["by_init"].values() else "has no resolved sign at every scale"
+
+
+def best_lr_paired(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each variant at its own best LR against none at none's best LR, paired by seed (t CI, Holm)."""
+    sens = lr_sensitivity(runs).set_index("variant")
+    frame = runs.assign(capped=capped_loss(runs))
+    at_best = pd.concat([frame[(frame["variant"] == v) & np.isclose(frame["cfg.lr"], sens.loc[v, "best_lr"])]
+                         for v in sens.index])
+    rows = []
+    for variant in [v for v in sens.index if v != "none"]:
+        c = stats.compare(at_best, "capped", variant)
+        rows.append({"variant": variant, "best_lr": sens.loc[variant, "best_lr"], "loss": c.variant_mean,
+                     "none_loss": c.baseline_mean, "delta_vs_none": c.mean_diff, "ci_low": c.ci_low,
+                     "ci_high": c.ci_high, "p_t": c.p_t})
+    return with_holm(pd.DataFrame(rows))
+
+
+def _lowest_sensitivity_words(paired: pd.DataFrame) -> str:
+    """The ranking of paired LR sensitivity (means over seeds), stated as resolved only when the Holm-corrected
+    paired tests against none resolve it."""
+    means = {"none": float(paired["sensitivity_none"].iloc[0]),
+             **dict(zip(paired["variant"], paired["sensitivity_variant"].astype(float)))}
+    lowest = min(means, key=means.get)
+    if lowest == "none":
+        resolved = bool((paired["significant"] & (paired["delta_vs_none"] > 0)).all())
+    else:
+        row = paired.set_index("variant").loc[lowest]
+        resolved = bool(row["significant"] and row["delta_vs_none"] < 0)
+    listing = ", ".join(f"`{v}` {m:.4f}" for v, m in means.items())
+    return (f"mean LR sensitivity per seed: {listing} (nats/char); lowest `{lowest}`, "
+            + ("resolved by the paired tests" if resolved else "a ranking the paired tests do not resolve"))
 
 
 def recommendation(sections: dict) -> str:
     """When to use embedding normalization: evidence sentences and a verdict, all from the tables."""
     parts = []
-    if "lr" in sections:
-        sens = sections["lr"].set_index("variant")["lr_sensitivity"]
-        lowest = sens.idxmin()
-        parts.append(f"LR sensitivity is lowest for `{lowest}` ({sens[lowest]:.3f} nats/char; none "
-                     f"{sens.get('none', np.nan):.3f})")
-        if "lr_paired" in sections:
-            parts.append("paired by seed, sensitivity minus none's: " + ", ".join(
-                f"`{r['variant']}` " + _effect_words(r, ("higher", "lower", "unresolved"), verb_last=True)
-                for _, r in sections["lr_paired"].iterrows()))
+    if "lr_paired" in sections:
+        parts.append(_lowest_sensitivity_words(sections["lr_paired"]))
+        parts.append("sensitivity minus none's, paired by seed (95% t CI, Holm): " + ", ".join(
+            f"`{r['variant']}` " + _effect_words(r, ("higher", "lower", "not resolved"), verb_last=True)
+            for _, r in sections["lr_paired"].iterrows()))
     if "stress" in sections:
         div = sections["stress"].set_index("variant")
         parts.append("in the stress regime " + ", ".join(
-            f"`{v}` diverged {int(r.diverged)}/{int(r.runs)} with {r.spikes_per_run:.1f} spikes/run"
+            f"`{v}` failed {int(r.failed)}/{int(r.runs)} with {r.spikes_after_warmup_per_run:.1f} spikes/run"
             for v, r in div.iterrows()))
     if "flip" in sections:
         f = sections["flip"]
-        parts.append(f"LayerNorm's effect {'flips sign' if f['flips'] else 'keeps its sign'} across init scales "
+        parts.append(f"LayerNorm's effect {_flip_words(f)} across init scales "
                      f"({', '.join(f'std {k:g}: {v}' for k, v in f['by_init'].items())})")
     if "budget" in sections:
         b = sections["budget"]
@@ -202,9 +249,17 @@ def verdict(sections: dict) -> str:
     if "lr" in sections:
         best = sections["lr"].set_index("variant")
         winner = best["best_loss"].idxmin()
+        paired = sections["lr_best"].set_index("variant")
+        if winner == "none":
+            resolved = bool((paired["significant"] & (paired["delta_vs_none"] > 0)).all())
+        else:
+            resolved = bool(paired.loc[winner, "significant"] and paired.loc[winner, "delta_vs_none"] < 0)
         lines.append("- Tuned, not just at one LR: at its own best LR each arm reaches " + ", ".join(
             f"`{v}` {r.best_loss:.3f} (lr {r.best_lr:g})" for v, r in best.iterrows())
-            + f"; `{winner}` is best.")
+            + (f"; `{winner}` is best (paired by seed, Holm: " if resolved else
+               f"; `{winner}` has the lowest mean, a ranking the paired tests do not resolve (")
+            + ", ".join(f"`{v}` {_effect_words(r, ('higher', 'lower', 'not resolved'), verb_last=True)}"
+                        for v, r in paired.iterrows()) + ").")
     if "lr_grid" in sections:
         grid = sections["lr_grid"]
         spiky = grid[grid["spikes_per_run"] > 0]
@@ -217,9 +272,9 @@ def verdict(sections: dict) -> str:
         div = sections["stress"].set_index("variant")
         base = div.loc["none"] if "none" in div.index else None
         if base is not None:
-            unstable = base["diverged"] > 0 or base["spikes_per_run"] >= 1
-            fixers = [v for v, r in div.iterrows() if v != "none" and r["diverged"] == 0
-                      and r["spikes_per_run"] < base["spikes_per_run"]]
+            unstable = base["failed"] > 0 or base["spikes_after_warmup_per_run"] >= 1
+            fixers = [v for v, r in div.iterrows() if v != "none" and r["failed"] == 0
+                      and r["spikes_after_warmup_per_run"] < base["spikes_after_warmup_per_run"]]
             if unstable and fixers:
                 lines.append(f"- **Use an embedding norm where the baseline is unstable**: in the stress regime the "
                              f"baseline is unstable by the protocol's definition and {', '.join(f'`{v}`' for v in fixers)} "
@@ -228,12 +283,12 @@ def verdict(sections: dict) -> str:
                 lines.append("- In the stress regime the baseline is unstable, but no variant fixes it "
                              "(each still diverges or spikes as often): an embedding norm is not a cure there.")
             else:
-                lines.append("- Even the stress regime leaves the baseline stable (no divergence, < 1 spike/run), "
+                lines.append("- Even the stress regime leaves the baseline stable (no failure, < 1 spike/run after the warm-up), "
                              "so there is no instability for an embedding norm to fix at this scale.")
     if "budget" in sections:
         ln = sections["budget"][sections["budget"]["variant"] == "ln"]
-        costs = [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["ci_low"] > 0]
-        gains = [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["ci_high"] < 0]
+        costs = [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["significant"] and r["delta_vs_none"] > 0]
+        gains = [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["significant"] and r["delta_vs_none"] < 0]
         if costs and not gains:
             lines.append(f"- **Otherwise keep the baseline**: in a stable regime LayerNorm costs validation loss at "
                          f"every budget where the difference is resolved ({', '.join(map(str, costs))} iterations).")
@@ -251,11 +306,8 @@ def verdict(sections: dict) -> str:
                      f"at std {helps} and hurts at std {hurts}; check the embedding scale before adding a norm.")
     if "init" in sections:
         best = sections["init"].loc[sections["init"]["val_loss_mean"].idxmin()]
-        lines.append(f"- Best cell of the init grid: `{best['variant']}` with init std {best['cfg.emb_init_std']:g} "
-                     f"(val loss {best['val_loss_mean']:.3f}): fixing the init beats adding a norm to a badly scaled "
-                     f"embedding." if best["variant"] == "none" else
-                     f"- Best cell of the init grid: `{best['variant']}` with init std {best['cfg.emb_init_std']:g} "
-                     f"(val loss {best['val_loss_mean']:.3f}).")
+        lines.append(f"- Lowest mean cell of the init grid (a description, not a tested ranking): `{best['variant']}` "
+                     f"with init std {best['cfg.emb_init_std']:g} (val loss {best['val_loss_mean']:.3f}).")
         scaled = sections["init"][sections["init"]["variant"] == "scaled"]
         if len(scaled):
             lines.append("- The `scaled` embedding (tok·√d + pos) " + ", ".join(
@@ -273,6 +325,7 @@ def analyse(out: Path) -> tuple[dict[str, pd.DataFrame], dict]:
         sections["lr"] = lr_sensitivity(runs)
         sections["lr_paired"] = paired_sensitivity(runs)
         sections["lr_grid"] = lr_divergence(runs)
+        sections["lr_best"] = best_lr_paired(runs)
     if "stability-init" in available:
         sections["init"] = axis_table(available["stability-init"], "cfg.emb_init_std")
         sections["flip"] = sign_flips(sections["init"])
@@ -296,7 +349,11 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
     lines = ["# Stability: when does an embedding norm pay for itself?", "",
              f"Written by `python -m embnorm_lib.stability` at commit {git_commit()[:12]} from the `runs.csv` of "
              f"the stability studies; each study is produced by `python -m embnorm_lib.sweep <study>`. Figures: "
-             f"`figures/stability/`.", ""]
+             f"`figures/stability/`.", "",
+             "**Exploratory** (docs/PROTOCOL.md amendment 1): 3 seeds per cell and grids chosen after the first "
+             "results. Intervals are 95% paired t intervals; each table is one Holm family (`p_holm`, "
+             "`significant`), and a direction or ranking is stated only where it is significant. Spikes and "
+             "failures: `failed` = non-finite loss or a final loss above the loss at initialisation.", ""]
     available, sections = analyse(out)
 
     footer = "embnorm · stability · runs.csv " + " ".join(fingerprint(study_dir_for(s, out).index) for s in available)
@@ -327,7 +384,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
                   "Paired Δ val loss vs none within each init scale (the seed study's block-1 input norm of 11.46 "
                   "implies N(0, 1) embeddings; GPT-2 uses N(0, 0.02)).", "", compact_markdown(table), "",
                   f"LayerNorm effect by init: {', '.join(f'std {k:g}: {v}' for k, v in sections['flip']['by_init'].items())}"
-                  f" — {'the sign flips' if sections['flip']['flips'] else 'the sign does not flip'}.", ""]
+                  f" — it {_flip_words(sections['flip'])}.", ""]
         if "final_block1_input_norm" in runs:
             norms = runs.pivot_table(index="variant", columns="cfg.emb_init_std", values="final_block1_input_norm",
                                      aggfunc="mean")
@@ -338,9 +395,10 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
         figure(plots.plot_loss_traces(load_series("stability-stress", "metrics", out),
                                 "stress regime: train loss per run"), "stress_loss_traces")
         lines += ["## Stress regime (`stability-stress`: 16 layers, lr 1e-2, no warmup, 150 iterations)", "",
-                  "Divergence = non-finite loss (the run stops and records the step); spike = train loss above "
-                  "1.5 x the running median of the last 20 steps. Fisher's exact test compares each divergence rate "
-                  "with none's. Figure: `figures/stability/stress_loss_traces.png`.", "",
+                  "Divergence = non-finite loss (the run stops and records the step); failed = diverged or a final "
+                  "loss above the loss at initialisation; spike = train loss above 1.5 x the running median of the "
+                  "last 20 steps. Fisher's exact test compares each failure rate with none's. Figure: "
+                  "`figures/stability/stress_loss_traces.png`.", "",
                   compact_markdown(sections["stress"]), ""]
     if "stability-budget" in available:
         table = sections["budget"]

@@ -15,12 +15,15 @@ from scipy import stats as sps
 MEI = 0.01  # minimum effect of interest on the primary metric, nats/char
 ALPHA = 0.05
 N_RESAMPLES = 10_000
+INTERVAL_METHOD = "paired t"  # the primary 95% interval (docs/PROTOCOL.md, amendment 1)
+BCA_MIN_N = 20  # below this many seeds a BCa interval covers far less than 95% (tests/test_stats.py): not reported
 PRIMARY = "val_loss"
 
 # metric -> True when lower is better
 METRIC_DIRECTION: dict[str, bool] = {
     "val_loss": True, "val_acc": False, "ece_equal_width": True, "brier": True, "lm_macro_acc": False,
     "final_grad_norm": True, "peak_grad_norm": True, "spike_count": True,
+    "peak_grad_norm_post_warmup": True, "spike_count_post_warmup": True,
 }
 
 
@@ -34,17 +37,24 @@ class PairedComparison:
     variant_mean: float
     mean_diff: float
     sd_diff: float
-    ci_low: float
+    ci_low: float  # the primary interval: 95% paired t
     ci_high: float
     p_t: float
     p_wilcoxon: float
     d_z: float
     g_z: float
     prob_improvement: float
-    mde_80: float
+    mde_80: float  # at unadjusted α (for comparison with the Holm-adjusted figures below)
     seeds_for_80_at_mei: float
     p_holm: float = float("nan")
     significant: bool = False
+    interval_method: str = INTERVAL_METHOD
+    bca_low: float = float("nan")  # secondary, only at n >= BCA_MIN_N
+    bca_high: float = float("nan")
+    p_wilcoxon_min: float = float("nan")  # the smallest two-sided p the signed-rank test can give at this n
+    alpha_holm: float = float("nan")  # the α Holm applies to this test at its rank in the family
+    mde_80_holm: float = float("nan")  # minimum detectable effect at 80% power and alpha_holm
+    seeds_for_80_at_mei_holm: float = float("nan")
 
 
 def paired_differences(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none") -> pd.DataFrame:
@@ -66,6 +76,24 @@ def bootstrap_ci(diffs: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 
         res = sps.bootstrap((diffs,), np.mean, n_resamples=n_resamples, method="BCa",
                             confidence_level=0.95, rng=np.random.default_rng(seed))
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def t_interval(diffs: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The paired t interval of the mean difference: exact under normality at any n (a constant difference gives
+    a zero-width interval)."""
+    diffs = np.asarray(diffs, dtype=float)
+    if len(diffs) < 2:
+        return float("nan"), float("nan")
+    if np.ptp(diffs) == 0:
+        return float(diffs.mean()), float(diffs.mean())
+    ci = sps.ttest_1samp(diffs, 0.0).confidence_interval(confidence)
+    return float(ci.low), float(ci.high)
+
+
+def wilcoxon_min_p(n: int) -> float:
+    """Smallest two-sided p of the exact signed-rank test with n untied pairs: every sign agreeing, 2 / 2^n
+    (0.25 at n = 3, 0.0625 at n = 5): below n = 6 it can never reach 0.05."""
+    return 2.0 / 2.0 ** n if n >= 1 else float("nan")
 
 
 def paired_t_p(diffs: np.ndarray) -> float:
@@ -128,7 +156,8 @@ def compare(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none
     d = pairs["diff"].to_numpy()
     n = len(d)
     sd = float(d.std(ddof=1)) if n > 1 else float("nan")
-    lo, hi = bootstrap_ci(d) if n else (float("nan"), float("nan"))
+    lo, hi = t_interval(d)
+    bca = bootstrap_ci(d) if n >= BCA_MIN_N else (float("nan"), float("nan"))
     d_z, g_z = effect_sizes(d)
     mde, needed = power_figures(sd, n)
     return PairedComparison(
@@ -137,7 +166,7 @@ def compare(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none
         mean_diff=float(d.mean()) if n else float("nan"), sd_diff=sd, ci_low=lo, ci_high=hi,
         p_t=paired_t_p(d), p_wilcoxon=wilcoxon_p(d), d_z=d_z, g_z=g_z,
         prob_improvement=prob_improvement(d, METRIC_DIRECTION.get(metric, True)),
-        mde_80=mde, seeds_for_80_at_mei=needed)
+        mde_80=mde, seeds_for_80_at_mei=needed, bca_low=bca[0], bca_high=bca[1], p_wilcoxon_min=wilcoxon_min_p(n))
 
 
 def holm(p_values, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
@@ -161,15 +190,32 @@ def comparison_family(runs: pd.DataFrame, metrics: list[str], variants: list[str
     rows = [compare(runs, m, v, baseline) for v in variants for m in metrics if m in runs.columns
             and runs[m].notna().any()]
     reject, adjusted = holm([r.p_t for r in rows])
-    for r, rej, adj in zip(rows, reject, adjusted):
-        r.p_holm, r.significant = float(adj), bool(rej)
+    for r, rej, adj, a in zip(rows, reject, adjusted, holm_alphas([r.p_t for r in rows])):
+        r.p_holm, r.significant, r.alpha_holm = float(adj), bool(rej), float(a)
+        r.mde_80_holm, r.seeds_for_80_at_mei_holm = power_figures(r.sd_diff, r.n, alpha=a)
     return pd.DataFrame([asdict(r) for r in rows])
 
 
+def holm_alphas(p_values, alpha: float = ALPHA) -> np.ndarray:
+    """The level Holm's step-down procedure compares each p with: α / (m − rank + 1), rank 1 the smallest p
+    (NaN p-values are left out of the family, as in `holm`)."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full_like(p, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = len(ok)
+    for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")], start=1):
+        out[i] = alpha / (m - rank + 1)
+    return out
+
+
 def stability(runs: pd.DataFrame, variant: str) -> dict:
+    """The protocol's stability inputs for one arm (amendment 1): failures (non-finite loss, or a final loss above
+    the loss at initialisation) counted as `diverged`, and loss spikes counted after the warm-up."""
     sub = runs[runs["variant"] == variant]
-    return {"runs": int(len(sub)), "diverged": int(sub["diverged"].astype(bool).sum()),
-            "mean_spikes": float(sub["spike_count"].mean()) if "spike_count" in sub else float("nan")}
+    failed = sub["failed"] if "failed" in sub else sub["diverged"]
+    spikes = sub["spike_count_post_warmup"] if "spike_count_post_warmup" in sub else sub.get("spike_count")
+    return {"runs": int(len(sub)), "diverged": int(failed.astype(bool).sum()),
+            "mean_spikes": float(spikes.mean()) if spikes is not None else float("nan")}
 
 
 def decide(family: pd.DataFrame, runs: pd.DataFrame, baseline: str = "none", mei: float = MEI) -> dict:

@@ -80,6 +80,7 @@ class Study:
     description: str  # one paragraph for runs/README.md
     analysis: str  # "paired", "stability" or "smoke"
     cells: Callable[[], list[Cell]]
+    note: str = ""  # what a reader of its report must know about the design (REPORT.md prints it)
 
 
 ABC = variant_names()[:3]  # none, ln, rms: the study's arms A, B, C
@@ -95,7 +96,9 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("main", "none/ln/rms x seeds 0-9 x 300 iterations (preset seeds-final), plus the nanoGPT CPU recipe "
                   "(4 x 128, block 64, 2000 iterations) for none/ln/rms x seeds 0-4: a converged regime.", "paired",
           lambda: (grid("main", "seeds-final", ABC, range(10), fixed=WITH_LM_EVAL, tag_preset=True)
-                   + grid("main", "nanogpt-cpu", ABC, range(5), fixed=WITH_LM_EVAL, tag_preset=True))),
+                   + grid("main", "nanogpt-cpu", ABC, range(5), fixed=WITH_LM_EVAL, tag_preset=True)),
+          note="The `seeds-final` regime's seeds 0–4 are the `seeds-final` study's runs (bitwise the same): this "
+               "regime extends that study to 10 seeds and is not an independent replication of it."),
     # -- stability (docs/PROTOCOL.md "Stability"; budgets chosen to fit about an hour here) ------------------
     # LR sensitivity (Wortsman et al. 2023)
     Study("stability-lr", "LR sensitivity: nanoGPT CPU model (4 x 128), 300 iterations, none/ln/rms x seeds 0-2 x "

@@ -90,9 +90,9 @@ def test_publish_runs_both_notebooks_and_republishing_changes_nothing(tiny_study
     check_owners(writers)
     assert {"runs.csv", "README.md", "STABILITY.md"} <= set(writers)  # REPORT.md: written in the 04 kernel
     stability_md = (out / "STABILITY.md").read_text()
-    assert "## Stress regime" in stability_md and "`none` diverged 0/3" in stability_md
+    assert "## Stress regime" in stability_md and "`none` failed 0/3" in stability_md
     report = (out / "tinystudy" / "REPORT.md").read_text()
-    assert "## Stability (all stability studies)" in report and "`none` diverged 0/3" in report
+    assert "## Stability (all stability studies; exploratory)" in report and "`none` failed 0/3" in report
     assert (fig / "stability" / "stress_loss_traces.png").stat().st_size > 1000
     html = (out / "tinystudy" / "report.html").read_text()
     assert "Paired comparisons" in html and "Stability" in html

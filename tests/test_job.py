@@ -31,6 +31,11 @@ def test_reproduction_check_tells_bitwise_from_rounding_from_different(tmp_path)
     assert different["status"] == "differs" and different["differences"] == ["metrics.jsonl"]
     flipped = job.compare_runs(committed, _run(tmp_path / "flipped", acc=0.31))
     assert flipped["status"] == "differs" and flipped["lm_accuracies_changed"] == 1
+    # runs committed before lm-eval became its own stage carry its scalars in summary.json too; a re-run keeps
+    # them in lm_eval.json only: that is not a difference
+    old = json.loads((committed / "summary.json").read_text())
+    (committed / "summary.json").write_text(json.dumps({**old, "lm_macro_acc": 0.3, "lm_eval_s": 40.0}))
+    assert job.compare_runs(committed, _run(tmp_path / "rerun"))["status"] == "bitwise"
 
 
 def test_sample_takes_one_cell_per_arm():

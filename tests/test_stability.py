@@ -68,9 +68,21 @@ def test_report_from_an_lr_study_on_disk(tmp_path):
     lr_runs().assign(arm=lambda d: d["variant"]).to_csv(study / "runs.csv", index=False)
     path = stability.write_report(tmp_path, tmp_path / "fig")
     text = path.read_text()
-    assert "LR sensitivity" in text and "lowest for `ln`" in text
+    assert "mean LR sensitivity per seed" in text and "lowest `ln`, resolved by the paired tests" in text
+    assert "**Exploratory**" in text
     assert "Not run yet" in text and "`stability-stress`" in text
     assert (tmp_path / "fig" / "lr_sensitivity.png").stat().st_size > 1000
+
+
+def test_a_ranking_the_paired_tests_do_not_resolve_is_not_stated_as_one():
+    # the committed stability-lr numbers: none 0.2160, ln 0.2183 per seed; ln - none +0.002, t CI spans 0
+    paired = pd.DataFrame({"variant": ["ln"], "sensitivity_none": [0.2160], "sensitivity_variant": [0.2183],
+                           "delta_vs_none": [0.0023], "ci_low": [-0.086], "ci_high": [0.091], "p_t": [0.9]})
+    paired = stability.with_holm(paired)
+    words = stability._lowest_sensitivity_words(paired)
+    assert "lowest `none`, a ranking the paired tests do not resolve" in words
+    assert stability._effect_words(paired.iloc[0], ("higher", "lower", "not resolved"), verb_last=True).endswith(
+        "(not resolved)")
 
 
 def test_paired_sensitivity_and_grid_divergence():
@@ -112,12 +124,15 @@ def test_fisher_test_of_divergence_rates_and_the_verdict():
 
 
 def test_budget_verdict_tells_early_speed_from_final_quality():
-    def table(deltas):
-        return pd.DataFrame([{"cfg.max_iters": it, "variant": "ln", "delta_vs_none": d, "ci_low": d - 0.01,
-                              "ci_high": d + 0.01} for it, d in deltas.items()])
+    def table(deltas, p=0.001):
+        return stability.with_holm(pd.DataFrame([{"cfg.max_iters": it, "variant": "ln", "delta_vs_none": d,
+                                                  "ci_low": d - 0.01, "ci_high": d + 0.01, "p_t": p}
+                                                 for it, d in deltas.items()]))
     assert "early-speed effect" in stability.verdict({"budget": table({150: -0.1, 2000: 0.05})})
     assert "Otherwise keep the baseline" in stability.verdict({"budget": table({150: 0.1, 2000: 0.05})})
-    assert "ties" in stability._effect_words(table({300: 0.005}).iloc[0])
+    # words follow the Holm decision, not the raw interval: an interval off 0 with p above its Holm level
+    assert "does not resolve" in stability._effect_words(table({300: 0.05, 150: 0.04}, p=0.04).iloc[0])
+    assert "Otherwise keep the baseline" not in stability.verdict({"budget": table({150: 0.1, 2000: 0.05}, p=0.2)})
 
 
 def write_run(root, study, arm, seed, summary, config, steps=()):
@@ -148,8 +163,9 @@ def test_full_report_from_all_four_studies_on_disk(tmp_path):
             write_run(tmp_path, "stability-stress", variant, seed,
                       {"variant": variant, "seed": seed, "diverged": div, "diverged_step": 40 if div else None,
                        "val_loss": None if div else 2.4, "spike_count": 3 if div else 0, "peak_grad_norm": 5.0,
-                       "wall_s": 100.0}, {"n_layer": 16},
-                      [{"step": i, "train_loss": 4.0 - 0.01 * i} for i in range(1, 40)])
+                       "wall_s": 100.0}, {"n_layer": 16, "warmup_frac": 0.0},
+                      [{"step": i, "train_loss": 9.0 if div and i in (20, 25, 30) else 4.0 - 0.01 * i,
+                        "grad_norm_total": 1.0} for i in range(1, 40)])  # none: 3 loss spikes after the warm-up
             for iters in (150, 2000):
                 write_run(tmp_path, "stability-budget", f"{variant}_max_iters={iters}", seed,
                           {"variant": variant, "seed": seed, "diverged": False, "spike_count": 0, "wall_s": 10.0,
@@ -159,16 +175,18 @@ def test_full_report_from_all_four_studies_on_disk(tmp_path):
         build_index(study, tmp_path)
     text = stability.write_report(tmp_path, tmp_path / "fig").read_text()
     assert "Not run yet" not in text
-    assert "the sign flips" in text and "`none` diverged 3/3" in text and "`ln` fixes it" in text
-    assert "Best cell of the init grid: `ln` with init std 1 (val loss 2.411)" in text
-    assert "at its own best LR each arm reaches `none` 2.010 (lr 0.001), `ln` 2.010 (lr 0.001)" in text
-    assert "sensitivity minus none's: `ln` -0.250 [-0.250, -0.250] (lower)" in text
+    assert "it flips sign" in text and "`none` failed 3/3" in text and "`ln` fixes it" in text
+    assert "Lowest mean cell of the init grid (a description, not a tested ranking): `ln` with init std 1 " \
+           "(val loss 2.411)" in text
+    assert "at its own best LR each arm reaches `none` 2.010 (lr 0.001), `ln` 2.010 (lr 0.001); `none` has the " \
+           "lowest mean, a ranking the paired tests do not resolve" in text
+    assert "sensitivity minus none's, paired by seed (95% t CI, Holm): `ln` -0.250 [-0.250, -0.250] (lower)" in text
     assert "Otherwise keep the baseline" in text and "costs +0.101" in text
     assert "Total: 42 runs, 42 trained, no sweep log" in text
     for name in ("lr_sensitivity", "stress_loss_traces", "budget_deltas"):
         assert (tmp_path / "fig" / f"{name}.png").stat().st_size > 1000
     quoted = stability.recommendation_for(tmp_path)
-    assert quoted.startswith("LR sensitivity is lowest for `ln`") and "## Grid" not in quoted
+    assert quoted.startswith("mean LR sensitivity per seed") and "## Grid" not in quoted
     from embnorm_lib.report import runs_readme
 
     readme = runs_readme(tmp_path)
