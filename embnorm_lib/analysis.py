@@ -166,9 +166,12 @@ def protocol_words() -> str:
     return f"registered at commit {commits[0][:12]}{amended}"
 
 
-def _verb(c, up: str, down: str) -> str:
-    """A direction only where the Holm-corrected test resolves it."""
-    return (up if c.mean_diff > 0 else down) if c.significant else "changes (not resolved)"
+def _change(c, noun: str) -> str:
+    """'raises NOUN by 0.12' / 'lowers …' where the Holm-corrected test resolves the direction, else
+    'changes NOUN by -0.0047 (direction not resolved)'."""
+    if c.significant:
+        return f"{'raises' if c.mean_diff > 0 else 'lowers'} {noun} by {abs(c.mean_diff):.4f}"
+    return f"changes {noun} by {c.mean_diff:+.4f} (direction not resolved)"
 
 
 def _evidence(c) -> str:
@@ -201,16 +204,13 @@ def plain_words(a: ScopeAnalysis) -> list[str]:
     lines = []
     prim = a.family[a.family["metric"] == stats.PRIMARY]
     for _, c in prim.iterrows():
-        lines.append(f"- `{c.variant}` {_verb(c, 'raises', 'lowers')} the final validation loss by "
-                     f"{abs(c.mean_diff):.4f} nats/char ({c.baseline_mean:.4f} → {c.variant_mean:.4f}; {_evidence(c)}; "
-                     f"better on {c.prob_improvement:.0%} of {int(c.n)} seeds).")
+        lines.append(f"- `{c.variant}` {_change(c, 'the final validation loss')} nats/char ({c.baseline_mean:.4f} → "
+                     f"{c.variant_mean:.4f}; {_evidence(c)}; better on {c.prob_improvement:.0%} of {int(c.n)} seeds).")
     for _, c in a.family[a.family["metric"] == "lm_macro_acc"].iterrows():
-        lines.append(f"- Zero-shot macro accuracy (lm-eval suite, {int(c.n)} seeds): `{c.variant}` "
-                     f"{_verb(c, 'raises', 'lowers')} it by {abs(c.mean_diff):.4f} ({c.baseline_mean:.4f} → "
-                     f"{c.variant_mean:.4f}; {_evidence(c)}).")
+        lines.append(f"- Zero-shot macro accuracy (lm-eval suite, {int(c.n)} seeds): `{c.variant}` {_change(c, 'it')} "
+                     f"({c.baseline_mean:.4f} → {c.variant_mean:.4f}; {_evidence(c)}).")
     for _, c in a.family[a.family["metric"] == "ece_equal_width"].iterrows():
-        lines.append(f"- Calibration: `{c.variant}` {_verb(c, 'raises', 'lowers')} top-label ECE by "
-                     f"{abs(c.mean_diff):.4f} ({_evidence(c)}).")
+        lines.append(f"- Calibration: `{c.variant}` {_change(c, 'top-label ECE')} ({_evidence(c)}).")
     base = a.decision["baseline_stability"]
     lines.append(f"- Stability (after the warm-up; failed = non-finite loss or final loss above the loss at init): "
                  f"baseline {base['diverged']} failed of {base['runs']}, {base['mean_spikes']:.2f} loss spikes per run; "

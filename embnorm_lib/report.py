@@ -171,8 +171,11 @@ FINDINGS_STUDIES = ("seeds-final", "main")  # the README's headline: the main jo
 
 
 def _direction(r) -> str:
-    """Raises/lowers only where the Holm-corrected test resolves the sign."""
-    return ("raises" if r.mean_diff > 0 else "lowers") if r.significant else "changes (not resolved)"
+    """'raises it by 0.120' only where the Holm-corrected test resolves the sign, else 'changes it by +0.003
+    (direction not resolved)'."""
+    if r.significant:
+        return f"{'raises' if r.mean_diff > 0 else 'lowers'} it by {abs(r.mean_diff):.3f}"
+    return f"changes it by {r.mean_diff:+.3f} (direction not resolved)"
 
 
 def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
@@ -181,9 +184,11 @@ def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
     family = pd.read_csv(root / "family.csv")
     decision = json.loads((root / "decision.json").read_text())
     prim = family[family["metric"] == "val_loss"].set_index("variant")
-    parts = [f"`{v}` {_direction(r)} it by {abs(r.mean_diff):.3f} "
+    parts = [f"`{v}` {_direction(r)} "
              f"(95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g})" for v, r in prim.iterrows()]
     where = f"[`{study}`](runs/{study}/REPORT.md)" + (f", regime `{scope}`" if several else "")
+    overlap = STUDIES[study].shared_seeds.get(scope) if study in STUDIES else None
+    where += f" ({overlap})" if overlap else ""
     lm = family[family["metric"] == "lm_macro_acc"].set_index("variant")
     zero_shot = ("; zero-shot macro accuracy " + ", ".join(
         f"`{v}` {r.mean_diff:+.3f} (95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g}, "
@@ -208,7 +213,8 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     text = "\n".join(f"- {s}" for s in sentences)
     verdict = [line for line in (recommendation_for(out) or "").splitlines() if line.startswith("- ")]
     if verdict:
-        text += "\n\nStability ([`runs/STABILITY.md`](runs/STABILITY.md)):\n\n" + "\n".join(verdict)
+        text += ("\n\nStability, exploratory (3 seeds; [`runs/STABILITY.md`](runs/STABILITY.md)):\n\n"
+                 + "\n".join(verdict))
     return text
 
 

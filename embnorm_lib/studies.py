@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,7 @@ class Study:
     analysis: str  # "paired", "stability" or "smoke"
     cells: Callable[[], list[Cell]]
     note: str = ""  # what a reader of its report must know about the design (REPORT.md prints it)
+    shared_seeds: dict[str, str] = field(default_factory=dict)  # scope -> which runs it shares with another study
 
 
 ABC = variant_names()[:3]  # none, ln, rms: the study's arms A, B, C
@@ -98,7 +99,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           lambda: (grid("main", "seeds-final", ABC, range(10), fixed=WITH_LM_EVAL, tag_preset=True)
                    + grid("main", "nanogpt-cpu", ABC, range(5), fixed=WITH_LM_EVAL, tag_preset=True)),
           note="The `seeds-final` regime's seeds 0–4 are the `seeds-final` study's runs (bitwise the same): this "
-               "regime extends that study to 10 seeds and is not an independent replication of it."),
+               "regime extends that study to 10 seeds and is not an independent replication of it.",
+          shared_seeds={"seeds-final": "seeds 0–4 are the `seeds-final` study's runs: not an independent replication"}),
     # -- stability (docs/PROTOCOL.md "Stability"; budgets chosen to fit about an hour here) ------------------
     # LR sensitivity (Wortsman et al. 2023)
     Study("stability-lr", "LR sensitivity: nanoGPT CPU model (4 x 128), 300 iterations, none/ln/rms x seeds 0-2 x "
