@@ -27,6 +27,11 @@ def compact_markdown(frame: pd.DataFrame) -> str:
     return to_markdown(frame.map(fmt))
 
 
+def layouts_text(layouts) -> str:
+    """'2 worker(s) x 1 thread(s)' for each (workers, threads) a sweep log recorded, '' for none."""
+    return " or ".join(f"{w} worker(s) x {t} thread(s)" for w, t in sorted({tuple(x) for x in layouts}))
+
+
 def fmt_mean_sd(mean: float, sd: float, digits: int = 4) -> str:
     return f"{mean:.{digits}f} ± {sd:.{digits}f}" if pd.notna(sd) else f"{mean:.{digits}f}"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from .io import runs_root, write_bytes_if_changed
-from .render import markdown_arm_table, replication_markdown
+from .render import layouts_text, markdown_arm_table, replication_markdown
 from .results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .stability import recommendation_for
 from .studies import STUDIES, studies_of, study_cells
@@ -76,7 +76,7 @@ def _planned(study: str) -> int:
 
 
 def _layouts(prov: dict) -> str:
-    return " or ".join(f"{w} worker(s) x {t} thread(s)" for w, t in prov["layouts"]) or "no sweep log"
+    return layouts_text(prov["layouts"]) or "no sweep log"
 
 
 def runs_readme(out_dir: str | Path | None = None) -> str:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import plots, stats
 from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
-from .render import compact_markdown
+from .render import compact_markdown, layouts_text
 from .results import has_index, load_runs, load_series, reused_mask, study_provenance
 from .rundir import study_dir_for
 from .studies import studies_of
@@ -98,9 +98,8 @@ def divergence_table(runs: pd.DataFrame) -> pd.DataFrame:
     for variant in [v for v in VARIANT_ORDER if v in set(runs["variant"])]:
         sub = runs[runs["variant"] == variant]
         div = sub[sub["diverged"].astype(bool)]
-        failed = sub["failed"] if "failed" in sub else sub["diverged"]
-        later = sub["spike_count_post_warmup"] if "spike_count_post_warmup" in sub else sub["spike_count"]
-        rows.append({"variant": variant, "runs": len(sub), "diverged": len(div), "failed": int(failed.astype(bool).sum()),
+        failed, later = stats.registered_stability(sub)
+        rows.append({"variant": variant, "runs": len(sub), "diverged": len(div), "failed": int(failed.sum()),
                      "median_step_to_divergence": div["diverged_step"].median() if len(div) else np.nan,
                      "spikes_per_run": sub["spike_count"].mean(), "spikes_after_warmup_per_run": later.mean(),
                      "max_spikes": sub["spike_count"].max(),
@@ -338,9 +337,9 @@ def analyse(out: Path) -> tuple[dict[str, pd.DataFrame], dict]:
 
 def _layouts_words(available: dict, out: Path) -> str:
     """' with 2 worker(s) x 1 thread(s)': the sweeps' parallelism as their logs recorded it."""
-    layouts = sorted({tuple(x) for s in available if study_dir_for(s, out).sweep_log.is_file()
-                      for x in study_provenance(s, out)["layouts"]})
-    return (" with " + " or ".join(f"{w} worker(s) x {t} thread(s)" for w, t in layouts)) if layouts else ""
+    text = layouts_text(x for s in available if study_dir_for(s, out).sweep_log.is_file()
+                        for x in study_provenance(s, out)["layouts"])
+    return f" with {text}" if text else ""
 
 
 def write_report(out_dir=None, figures_dir=None) -> Path:

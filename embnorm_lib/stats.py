@@ -208,13 +208,19 @@ def holm_alphas(p_values, alpha: float = ALPHA) -> np.ndarray:
     return out
 
 
+def registered_stability(runs: pd.DataFrame) -> tuple[pd.Series, pd.Series | None]:
+    """Per run, the protocol's stability inputs (amendment 1): failed (non-finite loss, or a final loss above the
+    loss at initialisation) and loss spikes after the warm-up; tables without those columns (made before them)
+    fall back to divergences and all-steps spikes."""
+    failed = runs["failed"] if "failed" in runs else runs["diverged"]
+    spikes = runs["spike_count_post_warmup"] if "spike_count_post_warmup" in runs else runs.get("spike_count")
+    return failed.astype(bool), spikes
+
+
 def stability(runs: pd.DataFrame, variant: str) -> dict:
-    """The protocol's stability inputs for one arm (amendment 1): failures (non-finite loss, or a final loss above
-    the loss at initialisation) counted as `diverged`, and loss spikes counted after the warm-up."""
-    sub = runs[runs["variant"] == variant]
-    failed = sub["failed"] if "failed" in sub else sub["diverged"]
-    spikes = sub["spike_count_post_warmup"] if "spike_count_post_warmup" in sub else sub.get("spike_count")
-    return {"runs": int(len(sub)), "diverged": int(failed.astype(bool).sum()),
+    """One arm's stability as the decision rule reads it (`diverged` counts failures)."""
+    failed, spikes = registered_stability(runs[runs["variant"] == variant])
+    return {"runs": int(len(failed)), "diverged": int(failed.sum()),
             "mean_spikes": float(spikes.mean()) if spikes is not None else float("nan")}
 
 
