@@ -9,13 +9,14 @@ from conftest import REPO
 from embnorm_lib import job, studies
 
 
-def _run(path, val_loss=2.5, loss_step2=3.0, acc=0.3, cpu="cpu A"):
+def _run(path, val_loss=2.5, loss_step2=3.0, acc=0.3, cpu="cpu A", ece=0.011402516189832172):
     path.mkdir(parents=True)
     rows = [{"step": 1, "train_loss": 4.0, "step_ms": 10.0}, {"step": 2, "train_loss": loss_step2, "step_ms": 12.0}]
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (path / "evals.jsonl").write_text(json.dumps({"step": 2, "val_loss": val_loss, "eval_s": 1.0}) + "\n")
     (path / "diagnostics.jsonl").write_text("")
-    (path / "summary.json").write_text(json.dumps({"val_loss": val_loss, "steps": 2, "wall_s": 9.0, "cpu_model": cpu}))
+    (path / "summary.json").write_text(json.dumps({"val_loss": val_loss, "steps": 2, "wall_s": 9.0, "cpu_model": cpu,
+                                                         "ece_equal_mass": ece}))
     (path / "lm_eval.json").write_text(json.dumps({"tasks": {"t": {"0shot": {"acc": acc}}}}))
     return path
 
@@ -27,6 +28,10 @@ def test_reproduction_check_tells_bitwise_from_rounding_from_different(tmp_path)
     rounding = job.compare_runs(committed, _run(tmp_path / "rounding", val_loss=2.5 + 3e-8, cpu="cpu B"))
     assert rounding["status"] == "rounding" and "val_loss" in rounding["differences"]
     assert 0 < rounding["max_rel_diff"] < job.FLOAT_TOLERANCE and rounding["cpu_here"] == "cpu B"
+    # a rounding-level change moves predictions across equal-mass bin edges: measured across two hosts
+    binned = job.compare_runs(committed, _run(tmp_path / "binned", val_loss=2.5 + 3e-8, ece=0.011399834896167825))
+    assert binned["status"] == "rounding" and "ece_equal_mass" in binned["differences"]
+    assert job.compare_runs(committed, _run(tmp_path / "ece", ece=0.0125))["status"] == "differs"
     different = job.compare_runs(committed, _run(tmp_path / "different", loss_step2=3.1))
     assert different["status"] == "differs" and different["differences"] == ["metrics.jsonl"]
     flipped = job.compare_runs(committed, _run(tmp_path / "flipped", acc=0.31))
