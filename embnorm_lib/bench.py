@@ -1,26 +1,34 @@
-"""Throughput benchmark of the real training loop: prints ratios, not pass/fail.
+"""The engine's benchmark: where a run's time goes, as figures and ratios measured in one run (never pass/fail).
 
-    python -m embnorm_lib.bench [--preset seeds-final] [--iters 40] [--threads N]
-    python -m embnorm_lib.bench --parallelism     # sweep workers: 1 x all threads vs cores x 1 thread
+    python -m embnorm_lib.bench                   # writes runs/bench.json (about 3 minutes here)
+    python -m embnorm_lib.bench --study           # also times the whole seeds-final study end to end (~20 min)
+    python -m embnorm_lib.bench --parallelism     # only: sweep workers, 1 x all threads vs cores x 1 thread
 
-MFU = achieved model FLOP/s (6N + 12*L*d*T per token, fwd+bwd) / fp32 matmul peak measured
-in this process with the same thread count. Diagnostics overhead = loop time with
-diagnostics at the preset's interval / loop time with diagnostics off."""
+Training loop: ms/iteration at the given thread count, MFU = achieved model FLOP/s (6N + 12*L*d*T per
+token, fwd+bwd) / the fp32 matmul peak measured in this process; machine it/s in the sweep's default
+layout (one single-threaded worker per core). Evaluation: one full-validation pass (and the old 128-window
+forward beside it), and per run under the committed plan (every pass on every window) and the interim-subset
+plan (studies.INTERIM_EVAL). One run through the training notebook, as the sweep runs it: its wall time outside
+the training loop without lm-eval, and lm-eval's time. Nothing here is packed: packed_speedup is null until
+the packed engine exists."""
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
 from .config import preset_config
-from .data import load_corpus, validation_windows
+from .data import evenly_spaced, load_corpus, validation_windows
 from .device import Precision
 from .evaluate import evaluate
-from .io import environment_info, git_commit, write_json
+from .io import environment_info, git_commit, read_json, runs_root, write_json
 from .model import GPT
+from .studies import INTERIM_EVAL, Cell, study_cells
 from .train import train
 
 
@@ -69,73 +77,160 @@ def parallelism(preset: str, iters: int, data_path=None) -> dict:
             proc.join()
         result[f"{workers}x{threads}"] = sum(rates)
     one, many = result[f"1x{cores}"], result[f"{cores}x1"]
-    print(f"{preset}: 1 worker x {cores} threads {one:.2f} it/s; {cores} workers x 1 thread {many:.2f} it/s "
-          f"(together); ratio {many / one:.2f}")
+    print(f"machine it/s     1 worker x {cores} threads {one:.2f}; {cores} workers x 1 thread {many:.2f} (together); "
+          f"ratio {many / one:.2f}")
     return result
+
+
+def eval_seconds(preset: str, data_path, threads: int) -> dict:
+    """Seconds of one full-validation pass (today's 32-window forward and the old 128) and of one pass over the
+    interim subset; per run, the evaluations of the committed plan and of the interim-subset plan."""
+    torch.set_num_threads(threads)
+    cfg = preset_config(preset)
+    corpus = load_corpus(data_path)
+    model = GPT(cfg)
+    x, y = validation_windows(corpus.val, cfg.block_size)
+    keep = evenly_spaced(len(x), INTERIM_EVAL["interim_eval_windows"])
+    precision = Precision("fp32", torch.device("cpu"))
+    evaluate(model, x[:64], y[:64], precision)
+
+    def timed(**kw) -> float:
+        t = time.perf_counter()
+        evaluate(model, **kw)
+        return time.perf_counter() - t
+
+    full = min(timed(x=x, y=y, precision=precision) for _ in range(2))
+    full_128 = min(timed(x=x, y=y, precision=precision, forward_windows=128) for _ in range(2))
+    subset = min(timed(x=x[keep], y=y[keep], precision=precision) for _ in range(3))
+    passes = cfg.max_iters // cfg.eval_interval + (1 if cfg.eval_at_init else 0) + (cfg.max_iters % cfg.eval_interval > 0)
+    return {"threads": threads, "full_val_eval_s": full, "full_val_eval_s_forward128": full_128,
+            "interim_eval_s": subset, "passes_per_run": passes, "val_chars": y.numel(),
+            "eval_s_per_run_committed_plan": passes * full_128,
+            "eval_s_per_run": (passes - 1) * subset + full}
+
+
+def notebook_run(preset: str, iters: int, data_path, threads: int) -> dict:
+    """One run through the training notebook, as a sweep worker runs it (papermill, lm-eval on, the
+    interim-subset plan), timed per cell: what is outside the training loop, and lm-eval's share."""
+    import nbformat
+
+    from .sweep import execute_cell
+
+    cell = Cell("bench", preset, "ln", 0, (("max_iters", iters), ("lm_eval", True),
+                                           *INTERIM_EVAL.items()))
+    with tempfile.TemporaryDirectory(prefix="embnorm-bench-") as tmp:
+        record = execute_cell(cell, tmp, data_path, threads, str(_train_notebook()))
+        if record["status"] != "ok":
+            raise RuntimeError(f"bench run failed: {record}")
+        run = cell.run_dir(Path(tmp))
+        summary = read_json(run / "summary.json")
+        nb = nbformat.read(run / "02_train.ipynb", as_version=4)
+    cells = [(c.source.strip().splitlines()[-1][:60], float(c.metadata.papermill.get("duration") or 0))
+             for c in nb.cells if c.cell_type == "code"]
+    lm_s = sum(d for src, d in cells if "lm_scores" in src)
+    train_cell_s = sum(d for src, d in cells if "train(cfg" in src)
+    total = record["seconds"]
+    return {"iters": iters, "threads": threads, "notebook_s": total, "loop_and_eval_s": summary["wall_s"],
+            "lm_eval_s_per_run": lm_s, "run_overhead_s": total - summary["wall_s"] - lm_s,
+            "overhead_parts": {"kernel_start_and_save_s": total - sum(d for _, d in cells),
+                               "train_cell_outside_loop_s": train_cell_s - summary["wall_s"],
+                               "other_cells_s": sum(d for _, d in cells) - train_cell_s - lm_s}}
+
+
+def study_wall(study: str, data_path) -> dict:
+    """The whole study, end to end as the sweep runs it (default layout, lm-eval on), with the interim-subset
+    plan, into a temporary directory; its final numbers must be those of the committed runs' plan."""
+    from .sweep import run_sweep
+
+    cells = [Cell(c.study, c.preset, c.variant, c.seed, (*c.overrides, *INTERIM_EVAL.items()), c.tag_axes)
+             for c in study_cells(study)]
+    with tempfile.TemporaryDirectory(prefix="embnorm-bench-study-") as tmp:
+        t = time.perf_counter()
+        report = run_sweep(cells, tmp, data_path, echo=lambda *a: None, reuse=False)
+        wall = time.perf_counter() - t
+        finals = {c.label(): read_json(c.run_dir(Path(tmp)) / "summary.json").get("val_loss") for c in cells}
+    return {"study": study, "runs": len(cells), "failures": len(report.failures), "study_wall_s": wall,
+            "val_loss": finals, "git_commit": git_commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def _train_notebook() -> Path:
+    from .io import repo_root
+    from .sweep import TRAIN_NOTEBOOK
+
+    return repo_root() / TRAIN_NOTEBOOK
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="seeds-final")
     parser.add_argument("--iters", type=int, default=40)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads of the loop timing (0: torch's default)")
     parser.add_argument("--data-path", default=None)
-    parser.add_argument("--save", default=None, help="also write the figures as JSON to this path")
-    parser.add_argument("--parallelism", action="store_true",
-                        help="compare one multi-threaded worker with one single-threaded worker per core")
+    parser.add_argument("--save", default=None, help="where to write the figures (default: runs/bench.json)")
+    parser.add_argument("--study", action="store_true", help="also time the whole seeds-final study (~20 min)")
+    parser.add_argument("--parallelism", action="store_true", help="only compare the sweep's worker layouts")
     args = parser.parse_args(argv)
+    save = Path(args.save) if args.save else runs_root() / "bench.json"
     if args.parallelism:
-        result = parallelism(args.preset, args.iters, args.data_path)
-        _save(args.save, {"mode": "parallelism", "preset": args.preset, "iters": args.iters, "it_per_s": result})
-        return result
+        return parallelism(args.preset, args.iters, args.data_path)
+    cores = os.cpu_count() or 1
     if args.threads:
         torch.set_num_threads(args.threads)
-    corpus = load_corpus(args.data_path)
-    common = dict(max_iters=args.iters, eval_interval=0, eval_at_init=False, checkpoint_interval=0,
-                  torch_threads=args.threads)
-    cfg = preset_config(args.preset, **common)
+    cfg = preset_config(args.preset, max_iters=args.iters, eval_interval=0, eval_at_init=False,
+                        checkpoint_interval=0, torch_threads=args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         train(cfg.replace(diag_interval=0, max_iters=3), f"{tmp}/warm", args.data_path, progress=False)
         plain = train(cfg.replace(diag_interval=0), f"{tmp}/plain", args.data_path, progress=False)
         with_diag = train(cfg, f"{tmp}/diag", args.data_path, progress=False)
+    threads = torch.get_num_threads()
     ms_per_iter = loop_seconds(plain) / plain["steps"] * 1e3
     tokens_per_s = cfg.tokens_per_iter / (ms_per_iter / 1e3)
     achieved = plain["flops_per_token"] * tokens_per_s / 1e9
     peak = matmul_peak_gflops()
-
-    model = GPT(cfg)
-    val_x, val_y = validation_windows(corpus.val, cfg.block_size)
-    precision = Precision("fp32", torch.device("cpu"))
-    evaluate(model, val_x[:64], val_y[:64], precision)
-    t = time.perf_counter()
-    evaluate(model, val_x, val_y, precision)
-    eval_s = time.perf_counter() - t
-    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    layouts = parallelism(args.preset, args.iters, args.data_path)
+    per_worker = eval_seconds(args.preset, args.data_path, 1)  # the sweep's default: one thread per worker
+    all_threads = eval_seconds(args.preset, args.data_path, threads)
+    torch.set_num_threads(threads)
+    run = notebook_run(args.preset, 20, args.data_path, 1)
+    previous = read_json(save) if save.is_file() else {}
+    study = study_wall("seeds-final", args.data_path) if args.study else previous.get("study")
 
     result = {
-        "preset": args.preset, "threads": torch.get_num_threads(), "n_params": plain["n_params"],
+        "preset": args.preset, "threads": threads, "n_params": plain["n_params"],
         "flops_per_token": plain["flops_per_token"], "ms_per_iter": ms_per_iter, "tokens_per_s": tokens_per_s,
         "achieved_gflops": achieved, "peak_gflops": peak, "mfu": achieved / peak,
         "diag_overhead": loop_seconds(with_diag) / loop_seconds(plain),
-        "full_val_eval_s": eval_s, "val_chars": val_y.numel(), "peak_rss_mib": rss_mib,
+        "machine_it_per_s": layouts[f"{cores}x1"], "machine_it_per_s_one_worker": layouts[f"1x{cores}"],
+        "full_val_eval_s": all_threads["full_val_eval_s"], "eval": {"1": per_worker, str(threads): all_threads},
+        "eval_s_per_run": per_worker["eval_s_per_run"],
+        "run_overhead_s": run["run_overhead_s"], "lm_eval_s_per_run": run["lm_eval_s_per_run"], "notebook_run": run,
+        "study_wall_s": study["study_wall_s"] if study else None, "study": study,
+        "packed_speedup": None, "packed": "not built yet (issue 14, packed runs for GPUs)",
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
-    print(f"preset {args.preset}: {plain['n_params']:,} params, {plain['flops_per_token']:,} FLOPs/token, "
-          f"{torch.get_num_threads()} threads, fp32")
-    print(f"train loop       {ms_per_iter:8.1f} ms/iter   {tokens_per_s:10,.0f} tokens/s   "
+    e1, ea = per_worker, all_threads
+    print(f"preset {args.preset}: {plain['n_params']:,} params, {plain['flops_per_token']:,} FLOPs/token, fp32")
+    print(f"train loop       {ms_per_iter:8.1f} ms/iter at {threads} threads   {tokens_per_s:10,.0f} tokens/s   "
           f"{achieved:7.1f} GFLOP/s achieved")
-    print(f"fp32 matmul peak {peak:8.1f} GFLOP/s (2048^3, this process)")
-    print(f"MFU              {result['mfu']:8.3f}   (achieved / peak)")
+    print(f"fp32 matmul peak {peak:8.1f} GFLOP/s (2048^3, this process)   MFU {result['mfu']:.3f}")
     print(f"diagnostics      {result['diag_overhead']:8.3f}   (loop time with / without, interval {cfg.diag_interval})")
-    print(f"full-val eval    {eval_s:8.2f} s for {val_y.numel():,} chars")
-    print(f"peak RSS         {rss_mib:8.0f} MiB")
-    _save(args.save, {"mode": "throughput", **result})
+    print(f"full-val pass    {ea['full_val_eval_s']:8.2f} s at {threads} threads, {e1['full_val_eval_s']:.2f} s at 1; "
+          f"ratio to the old 128-window forward {ea['full_val_eval_s_forward128'] / ea['full_val_eval_s']:.2f}x, "
+          f"{e1['full_val_eval_s_forward128'] / e1['full_val_eval_s']:.2f}x")
+    print(f"eval per run     {e1['eval_s_per_run']:8.2f} s at 1 thread with the interim subset "
+          f"({e1['passes_per_run']} passes), {e1['eval_s_per_run_committed_plan']:.2f} s as committed: "
+          f"ratio {e1['eval_s_per_run_committed_plan'] / e1['eval_s_per_run']:.2f}x")
+    parts = run["overhead_parts"]
+    print(f"run overhead     {run['run_overhead_s']:8.2f} s outside the loop without lm-eval (kernel start + save "
+          f"{parts['kernel_start_and_save_s']:.2f}, train cell outside the loop {parts['train_cell_outside_loop_s']:.2f}, "
+          f"other cells {parts['other_cells_s']:.2f}); lm-eval {run['lm_eval_s_per_run']:.2f} s per run")
+    if study:
+        print(f"study            {study['study']} end to end {study['study_wall_s'] / 60:.1f} min "
+              f"({study['runs']} runs, {study['failures']} failed; commit {study['git_commit'][:7]})")
+    write_json(save, {**result, "git_commit": git_commit(), **environment_info(),
+                      "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    print(f"wrote {save}")
     return result
-
-
-def _save(path, payload: dict) -> None:
-    if path:
-        write_json(path, {**payload, "git_commit": git_commit(), **environment_info(),
-                          "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
 
 
 if __name__ == "__main__":

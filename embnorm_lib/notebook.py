@@ -15,6 +15,9 @@ from .errors import BRIEF_ERRORS, ConfigError
 from .io import read_jsonl
 from .rundir import RunDir, run_dir_for
 
+FIGURE_NOT_DRAWN = ("[run figure not drawn (figures=False): redraw it from metrics.jsonl and evals.jsonl with "
+                    "plots.plot_run(notebook.run_table(run_dir), notebook.eval_table(run_dir))]")
+
 
 def brief_errors() -> None:
     """In a notebook, show a user's mistake (bad parameter, busy or damaged run dir, missing data, full disk) as

@@ -133,11 +133,21 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
     if bench.is_file():
         b = json.loads(bench.read_text())
         parts += ["## Throughput", "",
-                  f"`python -m embnorm_lib.bench --save runs/bench.json` at commit {b['git_commit'][:12]}: "
+                  f"`python -m embnorm_lib.bench` at commit {b['git_commit'][:12]}: "
                   f"{b['ms_per_iter']:.0f} ms/iteration on the seeds-final model ({b['threads']} threads, fp32), "
                   f"{b['achieved_gflops']:.1f} GFLOP/s against a measured fp32 matmul peak of {b['peak_gflops']:.1f} "
                   f"(MFU {b['mfu']:.2f}); full-validation eval {b['full_val_eval_s']:.1f} s; peak RSS "
                   f"{b['peak_rss_mib']:.0f} MiB.", ""]
+        if "eval_s_per_run" in b:
+            e1 = b["eval"]["1"]
+            study = b.get("study") or {}
+            parts += [f"Per run in the sweep's layout ({b['machine_it_per_s']:.2f} training iterations/s for the machine, "
+                      f"one single-threaded worker per core): evaluation {b['eval_s_per_run']:.1f} s with the interim "
+                      f"subset ({e1['eval_s_per_run_committed_plan']:.1f} s as the committed runs evaluated), "
+                      f"{b['run_overhead_s']:.1f} s outside the training loop besides lm-eval, lm-eval "
+                      f"{b['lm_eval_s_per_run']:.1f} s"
+                      + (f"; the whole `{study['study']}` study end to end {study['study_wall_s'] / 60:.1f} min "
+                         f"(commit {study['git_commit'][:12]})." if study else "."), ""]
     return "\n".join(parts)
 
 

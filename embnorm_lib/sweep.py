@@ -98,7 +98,7 @@ def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, 
             overrides["torch_threads"] = threads
         params = dict(variant=cell.variant, seed=cell.seed, preset=cell.preset, max_iters=0, study=cell.study,
                       out_dir=str(out), data_path=data_path or "", overrides=overrides, run_tag=cell.tag,
-                      progress=False)
+                      progress=False, figures=False)  # the figure would be dropped by slim_notebook anyway
         executed = RunDir(run_dir).notebook
         start, retries = time.perf_counter(), 0
         env_threads = {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")} if threads else {}

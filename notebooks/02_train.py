@@ -38,6 +38,7 @@ device = "auto"         # auto picks cuda, then mps, then cpu
 overrides = {}          # any other config field, e.g. {"lr": 1e-3} (pass with papermill -y)
 run_tag = ""            # sweep axes other than variant/seed, part of the run directory name
 progress = True
+figures = True          # False: no run figure (the sweep; it is redrawn from the logs at will)
 
 # %%
 # Make embnorm_lib importable from a plain checkout too (Kaggle/Colab without `pip install -e .`).
@@ -95,7 +96,8 @@ lm_scores["macro"] if lm_scores else "not asked for (lm_eval=False) or the run d
 # %% [markdown]
 # ## Result
 #
-# Final full-validation metrics from `summary.json`, and the run's curves.
+# Final full-validation metrics from `summary.json`, and the run's curves (a sweep skips the figure: its
+# logs redraw it).
 
 # %%
 import pandas as pd
@@ -106,6 +108,9 @@ pd.Series({k: summary.get(k) for k in keys}).to_frame("value")
 
 # %%
 from embnorm_lib import plots
-from embnorm_lib.notebook import eval_table, run_table
+from embnorm_lib.notebook import FIGURE_NOT_DRAWN, eval_table, run_table
 
-fig = plots.plot_run(run_table(run_dir), eval_table(run_dir), title=f"{cfg.variant} seed {cfg.seed}")
+if figures:
+    fig = plots.plot_run(run_table(run_dir), eval_table(run_dir), title=f"{cfg.variant} seed {cfg.seed}")
+else:
+    print(FIGURE_NOT_DRAWN)

@@ -12,6 +12,7 @@ from conftest import REPO, strip_timing
 
 from embnorm_lib import reuse, studies, sweep
 from embnorm_lib.io import read_jsonl
+from embnorm_lib.notebook import FIGURE_NOT_DRAWN
 from embnorm_lib.train import train
 
 GRID = ["--preset", "tiny", "--variants", "none,ln", "--seeds", "0-1", "--set", "max_iters=6",
@@ -56,7 +57,7 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
         assert any("val_loss" in o.get("text", "") for c in code for o in c.outputs)
         # kept small: figures are redrawn from the logs, so none is stored
         assert not any(k.startswith("image/") for c in code for o in c.outputs for k in o.get("data", {}))
-        assert any(sweep.FIGURE_NOT_KEPT in str(o.get("data", {})) for c in code for o in c.outputs)
+        assert any(FIGURE_NOT_DRAWN in o.get("text", "") for c in code for o in c.outputs)
     second = run_cli(["tgrid", *GRID, "--out-dir", str(out)], data_path)
     assert second.returncode == 0
     assert "nothing to execute" in second.stdout
