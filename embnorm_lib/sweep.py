@@ -264,7 +264,7 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
                 loss = result["val_loss"]
                 bar.write(f"{result['status']:9s} {result['cell']:28s} val_loss "
                           f"{'diverged' if loss is None else f'{loss:.4f}'}  {result['seconds']:6.1f} s "
-                          f"({overhead:4.1f} s outside the train loop: kernel, imports, calibration, plots)", file=sys.stderr)
+                          f"({overhead:4.1f} s outside the train loop: kernel, imports, calibration, lm-eval)", file=sys.stderr)
             else:
                 bar.write(f"{result['status']:9s} {result['cell']:28s} {result.get('error') or result.get('why', '')}",
                           file=sys.stderr)
