@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import html
+import multiprocessing
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from . import stability
@@ -74,12 +76,19 @@ img {{ max-width: 100%; }} pre {{ white-space: pre-wrap; }} .anchor-link {{ disp
 """
 
 
+def _execute_notebook(source: str, executed: str, cwd: str, params: dict) -> str:
+    import papermill as pm
+
+    pm.execute_notebook(source, executed, kernel_name="python3", progress_bar=False, cwd=cwd, parameters=params,
+                        execution_timeout=NOTEBOOK_TIMEOUT_S)
+    return executed
+
+
 def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     import shutil
     import tempfile
 
     import nbformat
-    import papermill as pm
 
     check_name("study", study)
     out = runs_root(out_dir).resolve()
@@ -90,17 +99,21 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     written = {}
     scratch = Path(tempfile.mkdtemp(prefix=".publish.", dir=out / study))  # hidden: never indexed or committed
     try:
+        jobs = {}
         for name in ANALYSIS_NOTEBOOKS:
             # defaults stay "" so the executed notebook names no path of this machine
             params = dict(study=study, out_dir="" if default_out else str(out),
                           figures_dir=str(Path(figures_dir).resolve()) if figures_dir else "")
             if name == "03_diagnostics":
                 params["interactive"] = False
-            executed = scratch / f"{name}.ipynb"
-            pm.execute_notebook(str(notebooks / f"{name}.ipynb"), str(executed), kernel_name="python3",
-                                progress_bar=False, cwd=str(notebooks), parameters=params,
-                                execution_timeout=NOTEBOOK_TIMEOUT_S)
-            nb = nbformat.read(executed, as_version=4)
+            jobs[name] = (str(notebooks / f"{name}.ipynb"), str(scratch / f"{name}.ipynb"), str(notebooks), params)
+        # the two notebooks read the index and write different files: run them side by side, in processes
+        # (papermill in threads is unsafe: the working directory is process-wide, papermill #473)
+        with ProcessPoolExecutor(max_workers=len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+            done = {name: pool.submit(_execute_notebook, *job) for name, job in jobs.items()}
+            executed = {name: Path(future.result()) for name, future in done.items()}
+        for name in ANALYSIS_NOTEBOOKS:
+            nb = nbformat.read(executed[name], as_version=4)
             stable_notebook(nb)
             written[name] = write_bytes_if_changed(out / study / f"{name}.ipynb", nbformat.writes(nb).encode())
             if name == "04_statistics":
