@@ -42,15 +42,25 @@ def parameter_groups(model) -> OrderedDict[str, list[torch.nn.Parameter]]:
     return groups
 
 
-def _norm(tensors) -> float:
+def fetch(values: dict[str, torch.Tensor | float]) -> dict[str, float]:
+    """Scalars still on the device, read back in one transfer (one host sync instead of one per value; on a GPU
+    each `.item()` waits for the device). The floats are those `.item()` would give."""
+    keys = [k for k, v in values.items() if isinstance(v, torch.Tensor)]
+    if not keys:
+        return dict(values)
+    read = dict(zip(keys, torch.stack([values[k].detach().float().reshape(()) for k in keys]).tolist()))
+    return {k: read.get(k, v) for k, v in values.items()}
+
+
+def _norm(tensors) -> torch.Tensor | float:
     tensors = [t for t in tensors if t is not None]
     if not tensors:
         return 0.0
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(t.float()) for t in tensors])).item()
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(t.float()) for t in tensors]))
 
 
 def grad_norms(groups) -> dict[str, float]:
-    return {f"grad_norm.{name}": _norm([p.grad for p in params]) for name, params in groups.items()}
+    return fetch({f"grad_norm.{name}": _norm([p.grad for p in params]) for name, params in groups.items()})
 
 
 def adam_second_moments(optimizer, groups) -> dict[str, float]:
@@ -60,9 +70,9 @@ def adam_second_moments(optimizer, groups) -> dict[str, float]:
                    if p in optimizer.state and "exp_avg_sq" in optimizer.state[p]]
         if moments:
             flat = torch.cat(moments)
-            out[f"adam_v_mean.{name}"] = flat.mean().item()
-            out[f"adam_v_max.{name}"] = flat.max().item()
-    return out
+            out[f"adam_v_mean.{name}"] = flat.mean()
+            out[f"adam_v_max.{name}"] = flat.max()
+    return fetch(out)
 
 
 def snapshot(groups) -> dict[str, list[torch.Tensor]]:
@@ -71,28 +81,32 @@ def snapshot(groups) -> dict[str, list[torch.Tensor]]:
 
 def update_ratios(before: dict[str, list[torch.Tensor]], groups) -> dict[str, float]:
     """||w_after - w_before|| / ||w_before|| per group: the size of one optimizer step."""
-    out = {}
+    norms = {}
     for name, params in groups.items():
-        delta = _norm([p.detach() - b for p, b in zip(params, before[name])])
-        base = _norm(before[name])
+        norms[f"delta.{name}"] = _norm([p.detach() - b for p, b in zip(params, before[name])])
+        norms[f"base.{name}"] = _norm(before[name])
+    norms = fetch(norms)
+    out = {}
+    for name in groups:
+        delta, base = norms[f"delta.{name}"], norms[f"base.{name}"]
         out[f"update_ratio.{name}"] = delta / base if base > 0 else float("nan")
     return out
 
 
-def mean_pairwise_cosine(vectors: torch.Tensor) -> float:
+def mean_pairwise_cosine(vectors: torch.Tensor) -> torch.Tensor:
     """Mean cosine similarity over distinct pairs of rows (1.0 when all rows point the same way)."""
     v = F.normalize(vectors.float(), dim=-1)
     n = v.shape[-2]
     gram = v @ v.transpose(-2, -1)
     off_diagonal = gram.sum(dim=(-2, -1)) - gram.diagonal(dim1=-2, dim2=-1).sum(-1)
-    return (off_diagonal / (n * (n - 1))).mean().item()
+    return (off_diagonal / (n * (n - 1))).mean()
 
 
-def norm_distribution(x: torch.Tensor, prefix: str) -> dict[str, float]:
+def norm_distribution(x: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
     norms = x.float().norm(dim=-1).flatten()
-    q = torch.quantile(norms, torch.tensor([0.05, 0.5, 0.95]))
-    return {f"{prefix}.mean": norms.mean().item(), f"{prefix}.std": norms.std().item(),
-            f"{prefix}.p5": q[0].item(), f"{prefix}.p50": q[1].item(), f"{prefix}.p95": q[2].item()}
+    q = torch.quantile(norms, torch.tensor([0.05, 0.5, 0.95], device=norms.device))
+    return {f"{prefix}.mean": norms.mean(), f"{prefix}.std": norms.std(),
+            f"{prefix}.p5": q[0], f"{prefix}.p50": q[1], f"{prefix}.p95": q[2]}
 
 
 def class_ids(chars: list[str]) -> dict[str, torch.Tensor]:
@@ -106,7 +120,7 @@ def probe(model, probe_x: torch.Tensor, chars: list[str]) -> dict[str, float]:
     """Forward a fixed probe batch and read the residual stream, attention and output logits."""
     was_training = model.training
     model.eval()
-    out: dict[str, float] = {}
+    out: dict[str, torch.Tensor] = {}
     idx = probe_x.to(next(model.parameters()).device)
     x = model.embed(idx)
     out.update(norm_distribution(x, "resid.block1_input"))
@@ -114,20 +128,20 @@ def probe(model, probe_x: torch.Tensor, chars: list[str]) -> dict[str, float]:
     wte = model.wte.weight
     out["cosine.token_embeddings"] = mean_pairwise_cosine(wte)
     for name, ids in class_ids(chars).items():
-        out[f"tok_emb_norm.{name}"] = wte[ids.to(wte.device)].float().norm(dim=-1).mean().item()
+        out[f"tok_emb_norm.{name}"] = wte[ids.to(wte.device)].float().norm(dim=-1).mean()
         mask = torch.isin(idx, ids.to(idx.device))
-        if mask.any():
-            out[f"block1_input_norm.{name}"] = x[mask].float().norm(dim=-1).mean().item()
+        if mask.any():  # a host read, but of the fixed probe batch's ids: decided before any arithmetic
+            out[f"block1_input_norm.{name}"] = x[mask].float().norm(dim=-1).mean()
     for i, block in enumerate(model.blocks, start=1):
-        out[f"attn_logit_max.block{i}"] = block.attn.max_logit(block.ln_1(x)).item()
+        out[f"attn_logit_max.block{i}"] = block.attn.max_logit(block.ln_1(x))
         x = block(x)
         out.update(norm_distribution(x, f"resid.block{i}_output"))
     logits = model.lm_head(model.ln_f(x)).float()
-    out["out_logit.mean_abs"] = logits.abs().mean().item()
-    out["out_logit.max"] = logits.max().item()
-    out["out_logit.mean_logz"] = torch.logsumexp(logits, dim=-1).mean().item()
+    out["out_logit.mean_abs"] = logits.abs().mean()
+    out["out_logit.max"] = logits.max()
+    out["out_logit.mean_logz"] = torch.logsumexp(logits, dim=-1).mean()
     model.train(was_training)
-    return out
+    return fetch(out)
 
 
 def find_spikes(losses: list[float], factor: float = 1.5, window: int = 20) -> list[int]:

@@ -159,3 +159,27 @@ def test_arms_of_one_variant_differ_in_line_style_not_colour():
     assert styles["none_preset=a"] == styles["ln_preset=a"] != styles["none_preset=b"] == styles["ln_preset=b"]
     assert plots._arm_color("none_preset=a") == plots._arm_color("none_preset=b") != plots._arm_color("ln_preset=a")
     assert plots.arm_linestyle("none", ["none", "ln"]) == "-"
+
+
+def test_a_diagnostics_step_reads_the_device_once_per_probe_not_once_per_value(corpus, monkeypatch):
+    """One batched transfer per call instead of ~180 `.item()` syncs; the floats are what `.item()` gives."""
+    from embnorm_lib.data import validation_windows
+    from embnorm_lib.train import make_optimizer
+
+    model = GPT(tiny(variant="ln"))
+    optimizer = make_optimizer(model, model.cfg, torch.device("cpu"))
+    x, y = validation_windows(corpus.val, 32, 8)
+    model(x, y)[1].backward()
+    groups = diag.parameter_groups(model)
+    before = diag.snapshot(groups)
+    optimizer.step()
+    values = {"a": torch.tensor(0.1), "b": torch.tensor(3.0, dtype=torch.float64), "c": 2.5}
+    expected = {"a": torch.tensor(0.1).item(), "b": 3.0, "c": 2.5}
+    calls = []
+    real_item = torch.Tensor.item
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: calls.append(1) or real_item(self))
+    assert diag.fetch(values) == expected
+    rows = [diag.grad_norms(groups), diag.update_ratios(before, groups), diag.adam_second_moments(optimizer, groups),
+            diag.probe(model, x, corpus.chars)]
+    assert calls == []
+    assert len(rows[3]) > 30 and all(isinstance(v, float) for row in rows for v in row.values())
