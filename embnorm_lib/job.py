@@ -60,8 +60,16 @@ def estimate_s(run_dirs: list[Path], workers: int) -> float:
 
 # Same config, seed and thread count give bit-identical numbers on one CPU. On another host, oneDNN/MKL may
 # pick other kernels (cache sizes, ISA) and sum in another order: the last bits differ and, over hundreds of
-# steps, drift slightly. Beyond this relative difference a result is not the same result.
+# steps, drift. Beyond this relative difference a run's outcomes (final losses, accuracy, calibration) are not the
+# same outcomes.
 FLOAT_TOLERANCE = 1e-4
+# Readings of single steps (every logged step, diagnostic and gradient norm) carry the drift itself: re-running
+# committed seeds-final runs on another CPU, their final val_loss agreed to <= 2.7e-8 while a step's attention-logit
+# maximum or Adam second moment moved by up to 3.0e-4. A code or data change moves them by far more (a changed batch
+# or init shows at the first step).
+DRIFT_TOLERANCE = 1e-2
+STEP_KEYS = ("final_grad_norm", "peak_grad_norm", "clipped_frac")  # summary fields that are single-step readings
+EXACT_KEYS = ("steps", "diverged", "spike_count")
 # Binned calibration errors jump when a rounding-level change moves a prediction across a bin edge (the equal-mass
 # edges are themselves quantiles of the confidences): measured across hosts, 2.7e-6 absolute on an ECE of 0.011,
 # i.e. 2.4e-4 relative while the val_loss agreed to 1.3e-8. For these fractions in [0, 1] the tolerance is absolute.
@@ -96,20 +104,26 @@ def _max_rel(rows_a: list[dict], rows_b: list[dict]) -> float:
 
 def compare_runs(committed: Path, reproduced: Path) -> dict:
     """Compare what a run computed (logs without wall-clock fields, result scalars, lm-eval scores) with a
-    re-run: 'bitwise', 'rounding' (largest relative difference <= FLOAT_TOLERANCE; absolute for the binned
-    calibration errors) or 'differs'."""
-    differences, worst = [], 0.0
+    re-run: 'bitwise'; 'rounding' (outcomes within FLOAT_TOLERANCE, relative or, for the binned calibration
+    errors, absolute; single-step readings within DRIFT_TOLERANCE; counts equal; no lm-eval answer changed);
+    else 'differs'."""
+    differences, worst, drift = [], 0.0, 0.0
     ours, theirs = RunDir(committed), RunDir(reproduced)
     for log in ("metrics", "evals", "diagnostics"):
         rel = _max_rel(read_jsonl(getattr(ours, log)), read_jsonl(getattr(theirs, log)))
         if rel:
             differences.append(getattr(ours, log).name)
-            worst = max(worst, rel)
+            drift = max(drift, rel)
     a, b = read_json(ours.summary), read_json(theirs.summary)
     for k in RESULT_KEYS:
         if k in a and a.get(k) != b.get(k):
             differences.append(k)
-            worst = max(worst, _abs(a.get(k), b.get(k)) if k in BINNED_KEYS else _rel(a.get(k), b.get(k)))
+            if k in EXACT_KEYS:
+                worst = math.inf
+            elif k in STEP_KEYS:
+                drift = max(drift, _rel(a.get(k), b.get(k)))
+            else:
+                worst = max(worst, _abs(a.get(k), b.get(k)) if k in BINNED_KEYS else _rel(a.get(k), b.get(k)))
     lm_flips = 0
     if ours.lm_eval.is_file():
         la = read_json(ours.lm_eval)
@@ -119,9 +133,10 @@ def compare_runs(committed: Path, reproduced: Path) -> dict:
         lm_flips = sum(x != y for x, y in pairs)
         if lm_flips:
             differences.append(ours.lm_eval.name)
-    status = "bitwise" if not differences else ("rounding" if worst <= FLOAT_TOLERANCE and not lm_flips
-                                                 else "differs")
-    return {"status": status, "differences": differences, "max_rel_diff": worst, "lm_accuracies_changed": lm_flips,
+    within = worst <= FLOAT_TOLERANCE and drift <= DRIFT_TOLERANCE and not lm_flips
+    status = "bitwise" if not differences else ("rounding" if within else "differs")
+    return {"status": status, "differences": differences, "max_rel_diff": worst, "max_step_drift": drift,
+            "lm_accuracies_changed": lm_flips,
             "val_loss_committed": a.get("val_loss"), "val_loss_reproduced": b.get("val_loss"),
             "cpu_committed": a.get("cpu_model", "not recorded"), "cpu_here": b.get("cpu_model", "not recorded")}
 
@@ -166,15 +181,17 @@ def print_check(rows: list[dict]) -> None:
             print(f"  {r['cell']:24s} reproduces bit for bit: every logged step, diagnostic, result and lm-eval score "
                   f"(val_loss {r['val_loss_committed']!r})")
         elif r["status"] == "rounding":
-            print(f"  {r['cell']:24s} reproduces to float rounding, not bit for bit: largest relative difference "
-                  f"{r['max_rel_diff']:.1e} (<= {FLOAT_TOLERANCE:g}) in {', '.join(r['differences'])}; val_loss "
+            print(f"  {r['cell']:24s} reproduces to float rounding, not bit for bit: outcomes within "
+                  f"{r['max_rel_diff']:.1e} (<= {FLOAT_TOLERANCE:g}), single steps within {r['max_step_drift']:.1e} "
+                  f"(<= {DRIFT_TOLERANCE:g}), in {', '.join(r['differences'])}; val_loss "
                   f"{r['val_loss_committed']!r} committed, {r['val_loss_reproduced']!r} here; lm-eval accuracies "
                   f"unchanged. Bitwise equality holds on the CPU that made the run (committed: "
                   f"{r['cpu_committed']}; here: {r['cpu_here']}).")
         elif r["status"] == "failed":
             print(f"  {r['cell']:24s} FAILED to re-run: {r['differences'][0]}")
         else:
-            print(f"  {r['cell']:24s} DIFFERS: largest relative difference {r['max_rel_diff']:.1e} in "
+            print(f"  {r['cell']:24s} DIFFERS: outcomes differ by up to {r['max_rel_diff']:.1e} (relative), single "
+                  f"steps by up to {r['max_step_drift']:.1e}, in "
                   f"{', '.join(r['differences'])}; {r['lm_accuracies_changed']} lm-eval accuracies changed; val_loss "
                   f"{r['val_loss_committed']!r} committed, {r['val_loss_reproduced']!r} here")
 

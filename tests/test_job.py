@@ -32,6 +32,10 @@ def test_reproduction_check_tells_bitwise_from_rounding_from_different(tmp_path)
     binned = job.compare_runs(committed, _run(tmp_path / "binned", val_loss=2.5 + 3e-8, ece=0.011399834896167825))
     assert binned["status"] == "rounding" and "ece_equal_mass" in binned["differences"]
     assert job.compare_runs(committed, _run(tmp_path / "ece", ece=0.0125))["status"] == "differs"
+    # over hundreds of steps the rounding drifts: a single step's reading moved by 3.0e-4 across two CPUs
+    drifted = job.compare_runs(committed, _run(tmp_path / "drifted", val_loss=2.5 + 3e-8, loss_step2=3.0 * (1 + 3e-4)))
+    assert drifted["status"] == "rounding" and drifted["max_step_drift"] == pytest.approx(3e-4, rel=1e-3)
+    assert job.compare_runs(committed, _run(tmp_path / "outcome", val_loss=2.5 * (1 + 1e-3)))["status"] == "differs"
     different = job.compare_runs(committed, _run(tmp_path / "different", loss_step2=3.1))
     assert different["status"] == "differs" and different["differences"] == ["metrics.jsonl"]
     flipped = job.compare_runs(committed, _run(tmp_path / "flipped", acc=0.31))
