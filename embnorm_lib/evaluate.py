@@ -9,9 +9,10 @@ from torch.nn import functional as F
 from .device import Precision
 
 # The forward runs on 32 windows at a time: a full pass of the seeds-final model took 6.6 s instead of 8.5-9.2 s
-# at 1 thread and 4.0 s instead of 5.2 s at 2 (128 windows' MLP activation is about the size of the L3 cache). The sums still run over groups of 128 windows, the grouping of every committed
-# run: a window's logits do not depend on how many windows share its forward (checked bit for bit in
-# tests/test_evaluate.py), so the totals stay bit-identical to theirs.
+# at 1 thread and 4.0 s instead of 5.2 s at 2 (128 windows' MLP activation is about the size of the L3 cache).
+# The sums still run over groups of 128 windows, the grouping of every committed run: a window's logits do not
+# depend on how many windows share its forward (checked bit for bit in tests/test_evaluate.py), so the totals
+# stay bit-identical to theirs.
 FORWARD_WINDOWS = 32
 SUM_WINDOWS = 128
 
