@@ -78,7 +78,7 @@ def grid(study: str, preset: str, variants: Iterable[str], seeds: Iterable[int],
 class Study:
     name: str
     description: str  # one paragraph for runs/README.md
-    analysis: str  # "paired", "stability" or "smoke"
+    analysis: str  # "paired", "stability", "stability-v2" (issue 16; its report is not written yet) or "smoke"
     cells: Callable[[], list[Cell]]
     note: str = ""  # what a reader of its report must know about the design (REPORT.md prints it)
     shared_seeds: dict[str, str] = field(default_factory=dict)  # scope -> which runs it shares with another study
@@ -92,6 +92,8 @@ WITH_LM_EVAL = {"lm_eval": True}  # studies whose registered family includes lm_
 # around the whole split's, paired across arms since the windows are fixed), the final metrics on every window.
 # The committed studies scored every window each time and keep that plan (it is part of their runs' identity).
 INTERIM_EVAL = {"interim_eval_windows": 64}
+# Stability v2's learning-rate grid: half-decade steps over [1e-4, 1], covering Wortsman et al.'s [3e-4, 3e-1]
+LR_GRID_V2 = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0]
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("seeds-prelim", "The seed study's Table 1 protocol: variants none/ln/rms x seeds 0-2 x 150 iterations "
@@ -122,6 +124,16 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("stability-budget", "Budgets: nanoGPT CPU model at 150, 300 and 2000 iterations, none/ln/rms x seeds 0-2.",
           "stability", lambda: grid("stability-budget", "nanogpt-cpu", ABC, range(3),
                                     axes={"max_iters": [150, 300, 2000]})),
+    # -- stability v2 (docs/PROTOCOL.md amendment 1: the search for an unstable baseline is exploratory) ------
+    Study("stability-lr-v2", "LR boundary: nanoGPT CPU model (4 x 128, block 64, batch 12), 1000 iterations "
+                             "(50 of warm-up, then cosine), none/ln/rms/scaled x seeds 0-2 x peak LR in half-decade "
+                             "steps {1e-4, 3e-4, ..., 3e-1, 1} (9 points); learning curve on 64 validation windows, "
+                             "final metrics on the whole split.", "stability-v2",
+          lambda: [cell for seed in range(3)  # seed-major: a sweep stopped part-way has covered the whole grid
+                   for cell in grid("stability-lr-v2", "nanogpt-cpu", ABCD, [seed],
+                                    fixed={"max_iters": 1000, **INTERIM_EVAL}, axes={"lr": LR_GRID_V2})],
+          note="Failure (amendment 1): non-finite loss, or final validation loss above the loss at initialisation "
+               "(the latter scored on the 64-window subset of the learning curve)."),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
           lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
 )}
