@@ -9,8 +9,9 @@ token, fwd+bwd) / the fp32 matmul peak measured in this process; machine it/s in
 layout (one single-threaded worker per core). Evaluation: one full-validation pass (and the old 128-window
 forward beside it), and per run under the committed plan (every pass on every window) and the interim-subset
 plan (studies.INTERIM_EVAL). One run through the training notebook, as the sweep runs it: its wall time outside
-the training loop without lm-eval, and lm-eval's time. Nothing here is packed: packed_speedup is null until
-the packed engine exists."""
+the training loop without lm-eval, and lm-eval's time. Packed jobs (packed.py): model-iterations/s of K seeds
+trained as one job in one process using every core, and `packed_speedup` = that / the sweep's default layout, on the
+device measured (the sweep packs by itself only on CUDA)."""
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,8 @@ from .io import environment_info, git_commit, read_json, runs_root, write_json
 from .model import GPT
 from .studies import INTERIM_EVAL, Cell, study_cells
 from .train import train
+
+PACK_SIZES = (2, 4)  # seeds per packed job timed
 
 
 def matmul_peak_gflops(n: int = 2048, repeats: int = 10, trials: int = 3) -> float:
@@ -80,6 +83,24 @@ def parallelism(preset: str, iters: int, data_path=None) -> dict:
     print(f"machine it/s     1 worker x {cores} threads {one:.2f}; {cores} workers x 1 thread {many:.2f} (together); "
           f"ratio {many / one:.2f}")
     return result
+
+
+def packed_it_per_s(preset: str, iters: int, members: int, data_path=None) -> float:
+    """Model-iterations/s of one packed job of `members` seeds in this process: the time of `iters` steps less that
+    of 3 (which cancels building the members and the checkpoint written when a job stops)."""
+    from .packed import pack_configs, train_packed
+
+    cfg = preset_config(preset, max_iters=iters, eval_interval=0, eval_at_init=False, checkpoint_interval=0,
+                        diag_interval=0, torch_threads=torch.get_num_threads())
+    cfgs = pack_configs(cfg, range(members))
+    seconds = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for steps in (3, 3, iters):  # the first is a warm-up
+            dirs = [f"{tmp}/{steps}-{len(seconds)}-{c.seed}" for c in cfgs]
+            t = time.perf_counter()
+            train_packed(cfgs, dirs, data_path, until_step=steps, progress=False)
+            seconds[steps] = time.perf_counter() - t
+    return members * (iters - 3) / (seconds[iters] - seconds[3])
 
 
 def eval_seconds(preset: str, data_path, threads: int) -> dict:
@@ -188,6 +209,8 @@ def main(argv=None) -> dict:
     achieved = plain["flops_per_token"] * tokens_per_s / 1e9
     peak = matmul_peak_gflops()
     layouts = parallelism(args.preset, args.iters, args.data_path)
+    torch.set_num_threads(threads)
+    packed = {str(k): packed_it_per_s(args.preset, args.iters, k, args.data_path) for k in PACK_SIZES}
     per_worker = eval_seconds(args.preset, args.data_path, 1)  # the sweep's default: one thread per worker
     all_threads = eval_seconds(args.preset, args.data_path, threads)
     torch.set_num_threads(threads)
@@ -205,7 +228,9 @@ def main(argv=None) -> dict:
         "eval_s_per_run": per_worker["eval_s_per_run"],
         "run_overhead_s": run["run_overhead_s"], "lm_eval_s_per_run": run["lm_eval_s_per_run"], "notebook_run": run,
         "study_wall_s": study["study_wall_s"] if study else None, "study": study,
-        "packed_speedup": None, "packed": "not built yet (issue 14, packed runs for GPUs)",
+        "packed_speedup": max(packed.values()) / layouts[f"{cores}x1"],
+        "packed": {"device": "cpu", "threads": threads, "machine_it_per_s_by_members": packed,
+                   "speedup_by_members": {k: v / layouts[f"{cores}x1"] for k, v in packed.items()}},
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     e1, ea = per_worker, all_threads
@@ -220,6 +245,9 @@ def main(argv=None) -> dict:
     print(f"eval per run     {e1['eval_s_per_run']:8.2f} s at 1 thread with the interim subset "
           f"({e1['passes_per_run']} passes), {e1['eval_s_per_run_committed_plan']:.2f} s as committed: "
           f"ratio {e1['eval_s_per_run_committed_plan'] / e1['eval_s_per_run']:.2f}x")
+    print("packed job       " + ", ".join(f"{k} seeds {v:.2f} it/s" for k, v in packed.items())
+          + f" in one process at {threads} threads; best / {cores} workers x 1 thread: "
+          f"{result['packed_speedup']:.2f}x (the sweep packs on CUDA only)")
     parts = run["overhead_parts"]
     print(f"run overhead     {run['run_overhead_s']:8.2f} s outside the loop without lm-eval (kernel start + save "
           f"{parts['kernel_start_and_save_s']:.2f}, train cell outside the loop {parts['train_cell_outside_loop_s']:.2f}, "

@@ -134,6 +134,11 @@ def resume(run: RunDir, cfg: RunConfig, state: TrainingState, device: torch.devi
     if RunConfig.from_dict(ckpt["config"]).training_identity() != cfg.training_identity():
         raise ResumeError(f"checkpoint {run.checkpoint} was written by a different config; "
                           f"delete it or use another run dir")
+    saved_execution = ckpt["config"].get("execution", "single")
+    if saved_execution != cfg.execution:
+        raise ResumeError(f"checkpoint {run.checkpoint} was written by a {saved_execution} job, this is a "
+                          f"{cfg.execution} one; allowed: execution={saved_execution!r} (the modes agree to float "
+                          f"rounding, not bit for bit)")
     saved_threads = ckpt.get("torch_threads")
     if device.type == "cpu" and saved_threads is not None and saved_threads != torch.get_num_threads():
         raise ResumeError(f"checkpoint {run.checkpoint} was written with {saved_threads} torch thread(s), this "

@@ -13,6 +13,7 @@ from .io import read_json
 from .variants import canonical_variant
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+EXECUTIONS = ("single", "packed")
 MAX_SEED = 2**32 - 1  # numpy's seed range; torch and Python accept it too
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -61,6 +62,11 @@ class RunConfig:
     precision: str = "auto"
     compile: bool | str = "auto"  # auto: torch.compile on CUDA only (on CPU its warm-up costs more than it saves)
     torch_threads: int = 0  # 0 leaves torch's default
+    # single: one run per process; packed: trained with other seeds of the same config in one process, the members'
+    # arithmetic batched (packed.py). Like the thread count, it is how a run was computed, not what it is: packed
+    # numbers match single ones to float rounding, not bit for bit, so a checkpoint is resumed in its own mode only
+    # and finished runs are reused for their own mode only. Runs written before this field existed are single runs.
+    execution: str = "single"
     preset: str = ""
 
     def __post_init__(self) -> None:
@@ -90,6 +96,7 @@ class RunConfig:
             _check(isinstance(v, int) and not isinstance(v, bool) and v >= 0, name, v, "an integer >= 0")
         _check(_num(self.spike_factor) and self.spike_factor > 1, "spike_factor", self.spike_factor, "a number > 1")
         _check(self.precision in PRECISIONS, "precision", self.precision, ", ".join(PRECISIONS))
+        _check(self.execution in EXECUTIONS, "execution", self.execution, ", ".join(EXECUTIONS))
         _check(self.device in DEVICES, "device", self.device, ", ".join(DEVICES))
         _check(self.compile in (True, False, "auto"), "compile", self.compile, "true, false, auto")
 
@@ -134,7 +141,8 @@ class RunConfig:
     def training_identity(self) -> dict[str, Any]:
         """The fields that must match for a checkpoint to be resumed (execution knobs may differ)."""
         d = self.to_dict()
-        for knob in ("device", "compile", "torch_threads", "preset", "checkpoint_interval", "lm_eval", "grad_accum"):
+        for knob in ("device", "compile", "torch_threads", "preset", "checkpoint_interval", "lm_eval", "grad_accum",
+                     "execution"):
             d.pop(knob)
         return d
 

@@ -60,6 +60,38 @@ def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int 
     return preset_config(preset, **changes)
 
 
+def job_configs(cfg: RunConfig, pack_seeds: str = "") -> list[RunConfig]:
+    """The runs the training notebook trains: `cfg` alone, or (pack_seeds such as "0-4") those seeds of it as one
+    packed job (packed.py), each still a run of its own."""
+    from .cli import parse_seeds
+    from .packed import pack_configs
+
+    allowed = '"" (train `seed` alone) or seeds as a range or list, e.g. "0-4" or "0,3,7"'
+    if isinstance(pack_seeds, int) and not isinstance(pack_seeds, bool) and pack_seeds >= 0:
+        pack_seeds = str(pack_seeds)  # papermill's -p reads "3" as a number
+    if not isinstance(pack_seeds, str):
+        raise ConfigError(f"invalid pack_seeds={pack_seeds!r}; allowed: {allowed}")
+    if not pack_seeds.strip():
+        return [cfg]
+    try:
+        seeds = parse_seeds(pack_seeds)
+    except ConfigError:
+        raise ConfigError(f"invalid pack_seeds={pack_seeds!r}; allowed: {allowed}") from None
+    return pack_configs(cfg, seeds)
+
+
+def train_job(cfgs: list[RunConfig], run_dirs: list[Path], data_path=None, progress: bool = True,
+              on_eval: Callable[[dict], None] | None = None) -> list[dict]:
+    """Train the job's runs (one, or a packed job) and return their summaries in order."""
+    if len(cfgs) == 1 and cfgs[0].execution == "single":
+        from .train import train
+
+        return [train(cfgs[0], run_dirs[0], data_path, progress=progress, on_eval=on_eval)]
+    from .packed import train_packed
+
+    return train_packed(cfgs, run_dirs, data_path, progress=progress, on_eval=on_eval)
+
+
 def run_dir_from_parameters(cfg: RunConfig, study: str, out_dir: str = "", tag: str = "") -> Path:
     return run_dir_for(study, cfg.variant, cfg.seed, out_dir or None, tag=tag)
 
@@ -67,7 +99,8 @@ def run_dir_from_parameters(cfg: RunConfig, study: str, out_dir: str = "", tag: 
 def eval_printer(cfg: RunConfig) -> Callable[[dict], None]:
     """One line per evaluation: the notebook's only per-run output besides the final table."""
     def show(row: dict) -> None:
-        print(f"step {row['step']:>5}/{cfg.max_iters}  val_loss {row['val_loss']:.4f}  "
+        member = f"seed {row['seed']}  " if "seed" in row else ""  # a packed job's rows name their run
+        print(f"{member}step {row['step']:>5}/{cfg.max_iters}  val_loss {row['val_loss']:.4f}  "
               f"ppl {row['val_ppl']:.2f}  acc {row['val_acc']:.3f}", flush=True)
     return show
 

@@ -231,6 +231,26 @@ def plot_lr_curves(frame: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+def plot_lr_growth(phase: pd.DataFrame) -> plt.Figure:
+    """Along the LR grid, per arm: the share of runs that failed, the largest attention logit and the last probe's
+    largest output logit (means over seeds)."""
+    columns = [c for c in ("failed_share", "max_attn_logit", "final_out_logit_max")
+               if c in phase or c == "failed_share"]
+    frame = phase.assign(failed_share=phase["failed"] / phase["runs"])
+    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.6))
+    labels = {"failed_share": "share of runs failed", "max_attn_logit": "max attention logit",
+              "final_out_logit_max": "max output logit (last probe)"}
+    for ax, column in zip(np.atleast_1d(axes), columns, strict=True):
+        for variant, sub in frame.groupby("variant", sort=False):
+            ax.plot(sub["cfg.lr"], sub[column], marker="o", label=variant, color=_arm_color(variant))
+        ax.set(xscale="log", xlabel="peak learning rate", ylabel=labels[column])
+        if column != "failed_share":
+            ax.set_yscale("log")
+    np.atleast_1d(axes)[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def plot_budget_deltas(table: pd.DataFrame) -> plt.Figure:
     """Paired Δ val loss vs none (95% CI) at each budget, one line per variant."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))

@@ -47,7 +47,8 @@ def finished_runs_by_identity(out: Path) -> dict[str, list[Path]]:
 
 def _identity_key(cfg: RunConfig) -> str:
     # thread count is part of the key: results are bitwise equal only for the same torch thread count
-    return json.dumps({**cfg.training_identity(), "torch_threads": cfg.torch_threads}, sort_keys=True)
+    return json.dumps({**cfg.training_identity(), "torch_threads": cfg.torch_threads, "execution": cfg.execution},
+                      sort_keys=True)
 
 
 def _identical_source(cfg: RunConfig, target: Path, finished: dict[str, list[Path]], needs: list[str]) -> Path | None:

@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -79,58 +80,149 @@ def _is_kernel_start_failure(exc: BaseException) -> bool:
 
 def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, notebook: str) -> dict:
     """Run one cell through papermill in this (worker) process. Returns a result record."""
+    return execute_job([cell], out_dir, data_path, threads, notebook)[0]
+
+
+def execute_job(cells: list[Cell], out_dir: str, data_path: str | None, threads: int, notebook: str) -> list[dict]:
+    """One execution of the training notebook in this (worker) process: one cell, or cells that differ in their
+    seed alone and are marked packed (`plan_jobs`), trained as one packed job whose executed notebook every member's
+    run directory keeps. One result record per cell."""
+    out = Path(out_dir)
+    records = [{"cell": c.label(), "run_dir": str(c.run_dir(out))} for c in cells]
+    held = []
+    try:
+        for cell in cells:
+            lock = RunDir(cell.run_dir(out)).cell_lock()
+            if not lock.acquire():
+                return [{**r, "status": "locked"} for r in records]
+            held.append(lock)
+        results: list[dict | None] = [None] * len(cells)
+        for i, cell in enumerate(cells):
+            status, _ = _cell_status(cell, out)  # again, under the lock: another sweep may have finished it
+            if status == "done":
+                results[i] = {**records[i], "status": "skipped", "why": "finished by another sweep meanwhile"}
+            elif status == "incomplete":
+                results[i] = {**records[i], "status": "failed",
+                              "error": "finished but incomplete: run_sweep completes it"}
+        todo = [i for i, r in enumerate(results) if r is None]
+        if todo:
+            for i, record in zip(todo, _execute_notebook([cells[i] for i in todo], out, data_path, threads,
+                                                         notebook), strict=True):
+                results[i] = {**records[i], **record}
+        return results
+    finally:
+        for lock in held:
+            lock.release()
+
+
+def _execute_notebook(cells: list[Cell], out: Path, data_path, threads: int, notebook: str) -> list[dict]:
     import papermill as pm
 
-    out = Path(out_dir)
-    run_dir = cell.run_dir(out)
-    record = {"cell": cell.label(), "run_dir": str(run_dir)}
-    lock = RunDir(run_dir).cell_lock()
-    if not lock.acquire():
-        return {**record, "status": "locked"}
-    try:
-        status, problem = _cell_status(cell, out)  # again, under the lock: another sweep may have finished it
-        if status == "done":
-            return {**record, "status": "skipped", "why": "finished by another sweep meanwhile"}
-        if status == "incomplete":
-            return {**record, "status": "failed", "error": "finished but incomplete: run_sweep completes it"}
-        overrides = dict(cell.overrides)
-        if threads:
-            overrides["torch_threads"] = threads
-        params = dict(variant=cell.variant, seed=cell.seed, preset=cell.preset, max_iters=0, study=cell.study,
-                      out_dir=str(out), data_path=data_path or "", overrides=overrides, run_tag=cell.tag,
-                      progress=False, figures=False)  # the figure would be dropped by slim_notebook anyway
-        executed = RunDir(run_dir).notebook
-        start, retries = time.perf_counter(), 0
-        env_threads = {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")} if threads else {}
-        os.environ.update(env_threads)  # inherited by the kernel this worker starts
-        while True:
-            try:
-                pm.execute_notebook(notebook, str(executed), parameters=params, kernel_name="python3",
-                                    progress_bar=False, cwd=str(Path(notebook).parent), log_output=False,
-                                    execution_timeout=CELL_TIMEOUT_S)
-                break
-            except pm.PapermillExecutionError as e:
-                _drop_unreadable_notebook(executed)
-                return {**record, "status": "failed", "error": f"{e.ename}: {e.evalue}".splitlines()[0][:300],
-                        "notebook": str(executed), "seconds": time.perf_counter() - start, "kernel_retries": retries}
-            except Exception as e:  # kernel start races under load (papermill #239, #511): retry those
-                if _is_kernel_start_failure(e) and retries < KERNEL_START_RETRIES:
-                    retries += 1
-                    time.sleep(2 * retries)
-                    continue
-                _drop_unreadable_notebook(executed)
-                return {**record, "status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
-                        "seconds": time.perf_counter() - start, "kernel_retries": retries}
-        slim_notebook(executed)
+    first = cells[0]
+    overrides = dict(first.overrides)
+    if threads:
+        overrides["torch_threads"] = threads
+    packed = overrides.get("execution") == "packed"
+    params = dict(variant=first.variant, seed=first.seed, preset=first.preset, max_iters=0, study=first.study,
+                  out_dir=str(out), data_path=data_path or "", overrides=overrides, run_tag=first.tag,
+                  progress=False, figures=False,  # the figure would be dropped by slim_notebook anyway
+                  pack_seeds=",".join(str(c.seed) for c in cells) if packed else "")
+    executed = RunDir(first.run_dir(out)).notebook
+    start, retries = time.perf_counter(), 0
+    env_threads = {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")} if threads else {}
+    os.environ.update(env_threads)  # inherited by the kernel this worker starts
+    while True:
         try:
-            summary = read_json(RunDir(run_dir).summary)
+            pm.execute_notebook(notebook, str(executed), parameters=params, kernel_name="python3",
+                                progress_bar=False, cwd=str(Path(notebook).parent), log_output=False,
+                                execution_timeout=CELL_TIMEOUT_S)
+            break
+        except pm.PapermillExecutionError as e:
+            _drop_unreadable_notebook(executed)
+            return [{"status": "failed", "error": f"{e.ename}: {e.evalue}".splitlines()[0][:300],
+                     "notebook": str(executed), "seconds": time.perf_counter() - start, "kernel_retries": retries}
+                    ] * len(cells)
+        except Exception as e:  # kernel start races under load (papermill #239, #511): retry those
+            if _is_kernel_start_failure(e) and retries < KERNEL_START_RETRIES:
+                retries += 1
+                time.sleep(2 * retries)
+                continue
+            _drop_unreadable_notebook(executed)
+            return [{"status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
+                     "seconds": time.perf_counter() - start, "kernel_retries": retries}] * len(cells)
+    slim_notebook(executed)
+    records = []
+    for cell in cells:
+        run = RunDir(cell.run_dir(out))
+        if run.notebook != executed:  # a packed job: every member keeps the job's notebook
+            write_bytes_if_changed(run.notebook, executed.read_bytes())
+        try:
+            summary = read_json(run.summary)
         except (OSError, RunDirError) as e:
-            return {**record, "status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start}
-        return {**record, "status": "diverged" if summary.get("diverged") else "ok",
-                "seconds": time.perf_counter() - start, "kernel_retries": retries,
-                "train_wall_s": summary.get("wall_s"), "val_loss": summary.get("val_loss")}
-    finally:
-        lock.release()
+            records.append({"status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start})
+            continue
+        records.append({"status": "diverged" if summary.get("diverged") else "ok",
+                        "seconds": time.perf_counter() - start, "kernel_retries": retries,
+                        "train_wall_s": summary.get("wall_s"), "val_loss": summary.get("val_loss"),
+                        **({"packed_with": len(cells)} if packed else {})})
+    return records
+
+
+# -- packing ----------------------------------------------------------------------------------------
+
+PACK_MODES = ("auto", "on", "off")
+PACK_MAX_MEMBERS = 16  # seeds per packed job
+
+
+def packing_enabled(pack: str) -> bool:
+    """auto: on CUDA (one small model cannot fill a GPU), never on CPU (measured slower there: README)."""
+    if pack not in PACK_MODES:
+        raise ConfigError(f"invalid pack={pack!r}; allowed: {', '.join(PACK_MODES)}")
+    if pack != "auto":
+        return pack == "on"
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def with_execution(cell: Cell, execution: str) -> Cell:
+    return replace(cell, overrides=tuple(sorted({**dict(cell.overrides), "execution": execution}.items())))
+
+
+def assign_execution(cells: list[Cell], out: Path, packing: bool) -> list[Cell]:
+    """Each cell's execution mode. A partial run keeps the mode its checkpoint was written in (it resumes in kind
+    only); with packing on, the other cells are packed where another seed of their config is packed too (a pack of
+    one is a single run). Single cells stay as registered."""
+    def partial_mode(cell: Cell) -> str | None:
+        run = RunDir(cell.run_dir(out))
+        if run.checkpoint.is_file() and run.config.is_file():
+            with contextlib.suppress(*BRIEF_ERRORS, OSError):
+                return RunConfig.load(run.config).execution
+        return None
+
+    partial = [partial_mode(c) for c in cells]
+    wanted = [p or ("packed" if packing else "single") for p in partial]
+    members = Counter(_pack_key(c) for c, w in zip(cells, wanted, strict=True) if w == "packed")
+    return [with_execution(c, "packed") if w == "packed" and (p == "packed" or members[_pack_key(c)] > 1) else c
+            for c, w, p in zip(cells, wanted, partial, strict=True)]
+
+
+def _pack_key(cell: Cell) -> tuple:
+    return (cell.study, cell.preset, cell.variant, cell.tag_axes,
+            tuple((k, v) for k, v in cell.overrides if k != "execution"))
+
+
+def plan_jobs(cells: list[Cell], max_members: int = PACK_MAX_MEMBERS) -> list[list[Cell]]:
+    """Packed cells of one config (seeds apart) become packed jobs of up to `max_members`; the rest run alone."""
+    jobs, packs = [], {}
+    for cell in cells:
+        if dict(cell.overrides).get("execution") == "packed":
+            packs.setdefault(_pack_key(cell), []).append(cell)
+        else:
+            jobs.append([cell])
+    for members in packs.values():
+        jobs.extend(members[i:i + max_members] for i in range(0, len(members), max_members))
+    return jobs
 
 
 FIGURE_NOT_KEPT = ("[figure not kept with the run: redraw it from metrics.jsonl and evals.jsonl with "
@@ -197,7 +289,8 @@ def make_submitit_executor(kind: str, folder: Path, threads: int, slurm: dict | 
 
 def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: str | None = None,
               workers: int = 0, threads: int = 0, notebook: str | None = None, echo=print,
-              executor: str = "local", slurm: dict | None = None, reuse: bool = True) -> SweepReport:
+              executor: str = "local", slurm: dict | None = None, reuse: bool = True,
+              pack: str = "auto") -> SweepReport:
     from tqdm import tqdm
 
     if executor not in EXECUTORS:
@@ -215,6 +308,7 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
             incomplete.append(cell)
         else:
             todo.append(cell)  # new, partial, conflict, corrupt: the notebook trains, resumes or says what is wrong
+    todo = assign_execution(todo, out, packing_enabled(pack) if todo else False)
     finished = finished_runs_by_identity(out) if (incomplete or (reuse and todo)) else {}
     for cell in incomplete:
         try:
@@ -240,8 +334,11 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
         else:
             echo(f"all {len(cells)} runs already finished; nothing to execute")
         return report
+    jobs = plan_jobs(todo)
+    packed = sum(len(j) for j in jobs if len(j) > 1 or dict(j[0].overrides).get("execution") == "packed")
     echo(f"{len(todo)} of {len(cells)} runs to execute ({report.skipped} already finished, "
-         f"{len(report.results)} reused or completed); {workers} worker(s) x {threads} thread(s)")
+         f"{len(report.results)} reused or completed); {workers} worker(s) x {threads} thread(s)"
+         + (f"; {packed} of them in {sum(len(j) > 1 for j in jobs)} packed job(s)" if packed else ""))
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         bar = stack.enter_context(tqdm(total=len(todo), unit="run", desc="sweep", file=sys.stderr, mininterval=2.0))
@@ -249,13 +346,13 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
             # spawned (not forked) workers: the parent has torch loaded and forking it is fragile
             pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers,
                                                            mp_context=multiprocessing.get_context("spawn")))
-            futures = [pool.submit(execute_cell, c, str(out), data_path, threads, notebook) for c in todo]
-            results = (f.result() for f in as_completed(futures))
+            futures = [pool.submit(execute_job, j, str(out), data_path, threads, notebook) for j in jobs]
+            results = (r for f in as_completed(futures) for r in f.result())
         else:
             engine = make_submitit_executor(executor, out / ".submitit", threads, slurm)
             with engine.batch():
-                jobs = [engine.submit(execute_cell, c, str(out), data_path, threads, notebook) for c in todo]
-            results = (job.result() for job in jobs)
+                submitted = [engine.submit(execute_job, j, str(out), data_path, threads, notebook) for j in jobs]
+            results = (r for job in submitted for r in job.result())
         for result in results:
             report.results.append(result)
             bar.update(1)
@@ -347,6 +444,8 @@ def main(argv=None) -> int:
     p.add_argument("--lm-eval", action="store_true", help="also run the zero/few-shot suite at the end of each run")
     p.add_argument("--no-reuse", action="store_true",
                    help="train every cell even if another study holds a finished run with the same training identity")
+    p.add_argument("--pack", default="auto", choices=PACK_MODES,
+                   help="train the seeds of one config as packed jobs (packed.py): auto = on CUDA only")
     p.add_argument("--list", action="store_true", help="print the cells and their status, run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
     args = p.parse_args(argv)
@@ -382,7 +481,7 @@ def main(argv=None) -> int:
         return 0
     slurm = {"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus, "parallel": args.workers or None}
     report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor, slurm=slurm,
-                       reuse=not args.no_reuse)
+                       reuse=not args.no_reuse, pack=args.pack)
     return 1 if report.failures else 0
 
 

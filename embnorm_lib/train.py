@@ -8,6 +8,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,110 @@ class Evaluator:
         return row
 
 
+@dataclass
+class ActiveRun:
+    """One run inside a training loop (the single-run loop below, or a pack of them in packed.py): its directory,
+    state and evaluator, and the per-step work that does not depend on how the loss was computed."""
+
+    cfg: RunConfig
+    run: RunDir
+    state: TrainingState
+    evaluator: Evaluator
+    precision: Precision
+    groups: dict
+    probe_x: torch.Tensor
+    chars: str
+    elapsed: Callable[[], float]
+    is_main: bool = True
+    diverged_step: int | None = None
+
+    @property
+    def max_norm(self) -> float:
+        return self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
+
+    @property
+    def finished(self) -> bool:
+        return self.diverged_step is not None or self.state.step >= self.cfg.max_iters
+
+    def set_lr(self, step: int) -> float:
+        lr = lr_at(self.cfg, step)
+        for group in self.state.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def clip_gradients(self) -> torch.Tensor:
+        """Unscale (fp16) and clip; the total norm stays on the device until the loop reads it."""
+        self.state.scaler.unscale_(self.state.optimizer)
+        return torch.nn.utils.clip_grad_norm_(self.state.model.parameters(), self.max_norm, foreach=True)
+
+    def update(self, step: int, lr: float, train_loss: float, grad_norm_total: float, block1_input_norm: float,
+               t_step: float) -> bool:
+        """Diagnostics, the optimizer step and the step's log row. True if the run diverged (a result: it stops)."""
+        cfg, state, logs = self.cfg, self.state, self.state.logs
+        do_diag = cfg.diag_interval and step % cfg.diag_interval == 0 and self.is_main
+        diag_row = {"step": step, **diag.grad_norms(self.groups)} if do_diag else {}
+        before = diag.snapshot(self.groups) if do_diag else None
+        state.scaler.step(state.optimizer)
+        state.scaler.update()
+        state.optimizer.zero_grad(set_to_none=True)
+        logs.metrics.append({"step": step, "tokens": step * cfg.tokens_per_iter, "lr": lr, "train_loss": train_loss,
+                             "grad_norm_total": grad_norm_total, "clipped": bool(grad_norm_total > self.max_norm),
+                             "block1_input_norm": block1_input_norm,
+                             "step_ms": (time.perf_counter() - t_step) * 1e3, "wall_s": self.elapsed()})
+        if not math.isfinite(train_loss) or (self.precision.name != "fp16" and not math.isfinite(grad_norm_total)):
+            self.diverged_step = step
+            return True
+        if do_diag:
+            logs.diagnostics.append({**diag_row, **diag.update_ratios(before, self.groups),
+                                     **diag.adam_second_moments(state.optimizer, self.groups),
+                                     **diag.probe(state.model, self.probe_x, self.chars)})
+        return False
+
+    def after_update(self, step: int) -> None:
+        """Evaluation and checkpoint at their intervals (the last step's evaluation scores every window)."""
+        cfg, logs = self.cfg, self.state.logs
+        is_last = step == cfg.max_iters
+        if ((cfg.eval_interval and step % cfg.eval_interval == 0) or is_last) and self.is_main:
+            logs.evals.append(self.evaluator(step))
+        if not is_last and cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0 and self.is_main:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        self.state.logs.write(self.run)
+        save_checkpoint(self.run, self.cfg, self.state, self.elapsed())
+
+    def finish(self, corpus, device, world_size: int = 1, extra: dict | None = None) -> dict:
+        """An unfinished run (stopped on request) is checkpointed and resumable; a finished one is written."""
+        if not self.finished:
+            if self.is_main:
+                self.checkpoint()
+            return {"finished": False, "step": self.state.step}
+        if not self.is_main:
+            return {"finished": True, "step": self.state.step}
+        return _finish(self.cfg, self.run, self.state, self.evaluator, corpus, device, self.precision,
+                       self.diverged_step, self.elapsed(), world_size, extra)
+
+
+def start_run(cfg: RunConfig, run: RunDir, corpus, device: torch.device, precision: Precision, on_eval=None,
+              is_main: bool = True) -> ActiveRun:
+    """A run's model, optimizer and batch stream from its seed, resumed from its checkpoint if there is one; its
+    config written; the evaluation at initialisation done (once)."""
+    model = GPT(cfg).to(device)
+    optimizer = make_optimizer(model, cfg, device)
+    state = TrainingState(model, optimizer, precision.grad_scaler(),
+                          BatchSampler(corpus.train, cfg.block_size, cfg.batch_size, cfg.seed))
+    val_x, val_y = validation_windows(corpus.val, cfg.block_size, cfg.eval_windows)
+    resume(run, cfg, state, device)
+    if is_main:  # every check has passed: only now does the directory say which run it holds
+        write_config(run, cfg)
+    active = ActiveRun(cfg, run, state, Evaluator(cfg, model, val_x, val_y, precision, on_eval), precision,
+                       diag.parameter_groups(model), val_x[:8], corpus.chars, elapsed_clock(state), is_main)
+    if state.step == 0 and cfg.eval_at_init and not state.logs.evals and is_main:
+        state.logs.evals.append(active.evaluator(0))
+        state.logs.diagnostics.append({"step": 0, **diag.probe(model, active.probe_x, corpus.chars)})
+    return active
+
+
 def _train_locked(cfg: RunConfig, run: RunDir, corpus, device, ddp, *, until_step, progress, on_eval) -> dict:
     if ddp.active and device.type == "cuda":
         device = torch.device("cuda", ddp.local_rank)
@@ -123,42 +228,22 @@ def _train_locked(cfg: RunConfig, run: RunDir, corpus, device, ddp, *, until_ste
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     precision = Precision(resolve_precision(cfg.precision, device), device)
-    torch.manual_seed(cfg.seed)  # dropout; data order and init have generators of their own
-    np.random.seed(cfg.seed)
-    random.seed(cfg.seed)
-
-    model = GPT(cfg).to(device)
-    optimizer = make_optimizer(model, cfg, device)
-    state = TrainingState(model, optimizer, precision.grad_scaler(),
-                          BatchSampler(corpus.train, cfg.block_size, cfg.batch_size, cfg.seed))
-    val_x, val_y = validation_windows(corpus.val, cfg.block_size, cfg.eval_windows)
-    probe_x = val_x[:8]
-    groups = diag.parameter_groups(model)
+    seed_global_generators(cfg.seed)
+    active = start_run(cfg, run, corpus, device, precision, on_eval, ddp.is_main)
+    model, state, scaler = active.state.model, active.state, active.state.scaler
     wrapped = torch.nn.parallel.DistributedDataParallel(model) if ddp.active else model
     use_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda")
     forward = torch.compile(wrapped) if use_compile else wrapped
-    resume(run, cfg, state, device)
-    if ddp.is_main:  # every check has passed: only now does the directory say which run it holds
-        write_config(run, cfg)
-    evaluator = Evaluator(cfg, model, val_x, val_y, precision, on_eval)
-    logs, scaler, elapsed = state.logs, state.scaler, elapsed_clock(state)
 
-    if state.step == 0 and cfg.eval_at_init and not logs.evals and ddp.is_main:
-        logs.evals.append(evaluator(0))
-        logs.diagnostics.append({"step": 0, **diag.probe(model, probe_x, corpus.chars)})
-    diverged_step = None
-    bar = _progress_bar(cfg, state.step, progress and ddp.is_main)
+    bar = progress_bar(cfg, state.step, progress and ddp.is_main)
     last = min(until_step if until_step is not None else cfg.max_iters, cfg.max_iters)
-    max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
     while state.step < last:
         state.step += 1
         step = state.step
-        lr = lr_at(cfg, step)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+        lr = active.set_lr(step)
         x, y = sampler_batch(state.sampler, ddp)
         t_step = time.perf_counter()
-        train_loss, block1_input_norm = 0.0, 0.0
+        readings = []  # per micro-batch: loss and block-1 input norm, read from the device once per step
         for i in range(cfg.grad_accum):
             xm = x[i * micro:(i + 1) * micro].to(device, non_blocking=True)
             ym = y[i * micro:(i + 1) * micro].to(device, non_blocking=True)
@@ -168,50 +253,30 @@ def _train_locked(cfg: RunConfig, run: RunDir, corpus, device, ddp, *, until_ste
                 with precision.autocast():
                     _, loss, b1_norm = forward(xm, ym)
                 scaler.scale(loss / cfg.grad_accum if cfg.grad_accum > 1 else loss).backward()
-            train_loss += loss.item() / cfg.grad_accum
-            block1_input_norm += b1_norm.item() / cfg.grad_accum
+            readings += [loss.detach().float(), b1_norm.float()]
+        *readings, grad_norm_total = torch.stack([*readings, active.clip_gradients().float()]).tolist()
+        train_loss, block1_input_norm = 0.0, 0.0
+        for loss_value, b1_value in zip(readings[::2], readings[1::2], strict=True):
+            train_loss += loss_value / cfg.grad_accum
+            block1_input_norm += b1_value / cfg.grad_accum
         train_loss, block1_input_norm = D.mean_across_ranks([train_loss, block1_input_norm], ddp)
-        scaler.unscale_(optimizer)
-        grad_norm_total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, foreach=True).item()
-        do_diag = cfg.diag_interval and step % cfg.diag_interval == 0 and ddp.is_main
-        diag_row = {"step": step, **diag.grad_norms(groups)} if do_diag else {}
-        before = diag.snapshot(groups) if do_diag else None
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        logs.metrics.append({"step": step, "tokens": step * cfg.tokens_per_iter, "lr": lr, "train_loss": train_loss,
-                             "grad_norm_total": grad_norm_total, "clipped": bool(grad_norm_total > max_norm),
-                             "block1_input_norm": block1_input_norm,
-                             "step_ms": (time.perf_counter() - t_step) * 1e3, "wall_s": elapsed()})
-        if not math.isfinite(train_loss) or (precision.name != "fp16" and not math.isfinite(grad_norm_total)):
-            diverged_step = step  # a result, not a crash: record and stop
-            break
-        if do_diag:
-            logs.diagnostics.append({**diag_row, **diag.update_ratios(before, groups),
-                                     **diag.adam_second_moments(optimizer, groups),
-                                     **diag.probe(model, probe_x, corpus.chars)})
+        if active.update(step, lr, train_loss, grad_norm_total, block1_input_norm, t_step):
+            break  # diverged: a result, not a crash
         if bar is not None:
             bar.update(1)
             bar.set_postfix(loss=f"{train_loss:.3f}", refresh=False)
-        is_last = step == cfg.max_iters
-        if ((cfg.eval_interval and step % cfg.eval_interval == 0) or is_last) and ddp.is_main:
-            logs.evals.append(evaluator(step))
-        if is_last:
-            break
-        if cfg.checkpoint_interval and step % cfg.checkpoint_interval == 0 and ddp.is_main:
-            logs.write(run)
-            save_checkpoint(run, cfg, state, elapsed())
+        active.after_update(step)
     if bar is not None:
         bar.close()
     D.cleanup(ddp)
-    if diverged_step is None and state.step < cfg.max_iters:  # stopped early on request: resumable
-        if ddp.is_main:
-            logs.write(run)
-            save_checkpoint(run, cfg, state, elapsed())
-        return {"finished": False, "step": state.step}
-    if not ddp.is_main:
-        return {"rank": ddp.rank, "finished": True, "step": state.step}
-    return _finish(cfg, run, state, evaluator, corpus, device, precision, diverged_step, elapsed(), ddp.world_size)
+    return {**active.finish(corpus, device, ddp.world_size), **({} if ddp.is_main else {"rank": ddp.rank})}
+
+
+def seed_global_generators(seed: int) -> None:
+    """Dropout draws from torch's global generator; data order and init have generators of their own."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
 
 
 def sampler_batch(sampler: BatchSampler, ddp: D.DistContext) -> tuple[torch.Tensor, torch.Tensor]:
@@ -221,12 +286,13 @@ def sampler_batch(sampler: BatchSampler, ddp: D.DistContext) -> tuple[torch.Tens
 
 
 def _finish(cfg, run: RunDir, state: TrainingState, evaluator: Evaluator, corpus, device, precision,
-            diverged_step, wall_s: float, world_size: int) -> dict:
+            diverged_step, wall_s: float, world_size: int, extra: dict | None = None) -> dict:
     """Logs, calibration, weights and, last, summary.json (which marks the run finished); the checkpoint goes."""
     logs = state.logs
     logs.write(run)
     summary = _summarize(cfg, logs.metrics, logs.evals, logs.diagnostics, diverged_step, state.model, corpus,
                          device, precision, wall_s, world_size)
+    summary.update(extra or {})
     if evaluator.final_logits is not None:
         calib = calibration_from_logits(evaluator.final_logits, evaluator.val_y)
         write_json(run.calibration, calib)
@@ -237,7 +303,7 @@ def _finish(cfg, run: RunDir, state: TrainingState, evaluator: Evaluator, corpus
     return summary
 
 
-def _progress_bar(cfg: RunConfig, start: int, enabled: bool):
+def progress_bar(cfg: RunConfig, start: int, enabled: bool):  # noqa: ANN201 (tqdm is imported only when shown)
     if not enabled:
         return None
     from tqdm.auto import tqdm

@@ -24,7 +24,9 @@
 # Run it with papermill, once per seed/variant:
 # `papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3`
 # (the sweep, `python -m embnorm_lib.sweep`, does this for a whole study and keeps each executed
-# copy in its run directory), or top to bottom in JupyterLab / Kaggle / Colab.
+# copy in its run directory), or top to bottom in JupyterLab / Kaggle / Colab. On a GPU, where one small
+# model cannot fill the device, `-p pack_seeds 0-4` trains those seeds as one packed job: each seed is still a run
+# of its own (directory, logs, checkpoint, summary), only the arithmetic is batched.
 
 # %% tags=["parameters"]
 variant = "ln"          # none | ln | rms (aliases: layernorm, rmsnorm); see embnorm_lib/variants.py
@@ -39,6 +41,7 @@ overrides = {}          # any other config field, e.g. {"lr": 1e-3} (pass with p
 run_tag = ""            # sweep axes other than variant/seed, part of the run directory name
 progress = True
 figures = True          # False: no run figure (the sweep; it is redrawn from the logs at will)
+pack_seeds = ""         # "": train `seed` alone; "0-4": these seeds as one packed job (GPUs; see packed.py)
 
 # %%
 # Make embnorm_lib importable from a plain checkout too (Kaggle/Colab without `pip install -e .`).
@@ -61,12 +64,15 @@ brief_errors()  # a bad parameter reads as one line (what is wrong, what is allo
 # `config.json`, and a checkpoint is only resumed by the same config.
 
 # %%
-from embnorm_lib.notebook import config_from_parameters, run_dir_from_parameters
+from embnorm_lib.notebook import config_from_parameters, job_configs, run_dir_from_parameters
 
 cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides)
-run_dir = run_dir_from_parameters(cfg, study, out_dir, run_tag)
-print(f"{cfg.variant} seed {cfg.seed}: {cfg.n_layer} layers x {cfg.n_embd}, {cfg.max_iters} iterations, "
-      f"{cfg.token_budget:,} training tokens -> {run_dir}")
+cfgs = job_configs(cfg, pack_seeds)  # [cfg], or one config per seed of a packed job
+run_dirs = [run_dir_from_parameters(c, study, out_dir, run_tag) for c in cfgs]
+cfg, run_dir = cfgs[0], run_dirs[0]
+for c, d in zip(cfgs, run_dirs):
+    print(f"{c.variant} seed {c.seed} ({c.execution}): {c.n_layer} layers x {c.n_embd}, {c.max_iters} iterations, "
+          f"{c.token_budget:,} training tokens -> {d}")
 
 # %% [markdown]
 # ## Train
@@ -76,10 +82,10 @@ print(f"{cfg.variant} seed {cfg.seed}: {cfg.n_layer} layers x {cfg.n_embd}, {cfg
 # non-finite loss as a divergence rather than failing.
 
 # %%
-from embnorm_lib.notebook import eval_printer
-from embnorm_lib.train import train
+from embnorm_lib.notebook import eval_printer, train_job
 
-summary = train(cfg, run_dir, data_path or None, progress=progress, on_eval=eval_printer(cfg))
+summaries = train_job(cfgs, run_dirs, data_path or None, progress=progress, on_eval=eval_printer(cfg))
+summary = summaries[0]
 
 # %% [markdown]
 # ## Zero/few-shot suite (when the config asks: `lm_eval`)
@@ -90,8 +96,8 @@ summary = train(cfg, run_dir, data_path or None, progress=progress, on_eval=eval
 # %%
 from embnorm_lib.lm_eval_adapter import score_if_asked
 
-lm_scores = score_if_asked(cfg, run_dir, data_path or None)
-lm_scores["macro"] if lm_scores else "not asked for (lm_eval=False) or the run diverged"
+lm_scores = [score_if_asked(c, d, data_path or None) for c, d in zip(cfgs, run_dirs)]
+[s["macro"] if s else "not asked for (lm_eval=False) or the run diverged" for s in lm_scores]
 
 # %% [markdown]
 # ## Result
@@ -104,7 +110,7 @@ import pandas as pd
 
 keys = ["variant", "seed", "steps", "tokens", "diverged", "val_loss", "val_ppl", "val_bpc", "val_acc",
         "ece_equal_width", "brier", "final_grad_norm", "spike_count", "n_params", "wall_s"]
-pd.Series({k: summary.get(k) for k in keys}).to_frame("value")
+pd.DataFrame({f"seed {s.get('seed')}": {k: s.get(k) for k in keys} for s in summaries})
 
 # %%
 from embnorm_lib import plots

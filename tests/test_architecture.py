@@ -95,6 +95,7 @@ OWNERS = {
     "README.md": "embnorm_lib.report",
     "REPORT.md": "embnorm_lib.analysis",
     "STABILITY.md": "embnorm_lib.stability",
+    "BOUNDARY.md": "embnorm_lib.boundary",
 }
 
 
@@ -123,6 +124,19 @@ def test_training_scoring_and_indexing_write_only_their_own_files(writers, tmp_p
     assert table.loc[0, "lm_macro_acc"] == 0.5  # runs.csv takes lm_eval.json's scalars; summary.json is untouched
     assert "lm_macro_acc" not in (run / "summary.json").read_text()
     assert {"ckpt.pt", "summary.json", "lm_eval.json", "runs.csv", "config.json"} <= set(writers)
+    check_owners(writers)
+
+
+def test_a_packed_job_writes_each_members_files_through_the_same_owners(writers, tmp_path, data_path):
+    from embnorm_lib.config import preset_config
+    from embnorm_lib.packed import pack_configs, train_packed
+
+    cfgs = pack_configs(preset_config("tiny", variant="ln", max_iters=4, eval_interval=2, checkpoint_interval=2,
+                                      eval_windows=8), [0, 1])
+    dirs = [tmp_path / "ln" / f"seed{c.seed}" for c in cfgs]
+    train_packed(cfgs, dirs, data_path, until_step=2, progress=False)
+    train_packed(cfgs, dirs, data_path, progress=False)
+    assert {"ckpt.pt", "summary.json", "config.json", "metrics.jsonl", "model.pt"} <= set(writers)
     check_owners(writers)
 
 

@@ -1,17 +1,17 @@
 """Packed runs: K members computed as one must each follow its single run."""
 import pytest
 import torch
-from conftest import tiny
+from conftest import strip_timing, tiny
 
-from embnorm_lib.data import BatchSampler
+from embnorm_lib.checkpoint import ResumeError
+from embnorm_lib.config import RunConfig
 from embnorm_lib.errors import ConfigError
 from embnorm_lib.io import read_jsonl
 from embnorm_lib.model import GPT
-from embnorm_lib.packed import check_packable, packed_forward
+from embnorm_lib.packed import check_packable, pack_configs, packed_forward, train_packed
+from embnorm_lib.reuse import _identity_key, finished_runs_by_identity
 from embnorm_lib.rundir import RunDir
-from embnorm_lib.train import lr_at, make_optimizer, train
-
-CPU = torch.device("cpu")
+from embnorm_lib.train import train
 
 
 @pytest.mark.parametrize("variant", ["none", "ln", "rms", "scaled"])
@@ -26,35 +26,87 @@ def test_packed_forward_equals_each_members_own_forward(variant):
         torch.testing.assert_close(b1[j], own_b1, rtol=1e-6, atol=1e-6)
 
 
-def test_each_packed_member_follows_its_single_run_for_50_steps(tmp_path, data_path, corpus):
-    """Same init (each member is an ordinary GPT of its seed), own batches, optimizer and clipping per member."""
-    cfgs = [tiny(variant="ln", seed=s, max_iters=50, eval_interval=0, diag_interval=0) for s in (0, 1, 2)]
-    singles = [read_jsonl(RunDir(train(c, tmp_path / f"s{c.seed}", data_path, progress=False) and
-                                 tmp_path / f"s{c.seed}").metrics) for c in cfgs]
-    torch.manual_seed(0)
-    models = [GPT(c) for c in cfgs]
-    check_packable(models)
-    optimizers = [make_optimizer(m, c, CPU) for m, c in zip(models, cfgs)]
-    samplers = [BatchSampler(corpus.train, c.block_size, c.batch_size, c.seed) for c in cfgs]
+def _pack(tmp_path, name, seeds=(0, 1, 2), **overrides):
+    """Tiny members scored on 32 validation windows (a whole-split pass every 10 steps would dominate the test)."""
+    cfgs = pack_configs(tiny(**{"variant": "ln", "max_iters": 50, "eval_windows": 32, "torch_threads": 1,
+                                **overrides}), seeds)
+    return cfgs, [tmp_path / name / "ln" / f"seed{c.seed}" for c in cfgs]
+
+
+def test_each_packed_member_follows_its_single_run_for_50_steps(tmp_path, data_path):
+    """A packed job's members are whole runs (own init, batches, optimizer, clipping, logs, summary) that follow
+    the single runs of their seeds to float rounding."""
+    cfgs, dirs = _pack(tmp_path, "packed")
+    summaries = train_packed(cfgs, dirs, data_path, progress=False)
     worst = 0.0
-    for step in range(1, 51):
-        batches = [s.next_batch() for s in samplers]
-        x, y = torch.stack([b[0] for b in batches]), torch.stack([b[1] for b in batches])
-        _, losses, _ = packed_forward(models, x, y)
-        losses.sum().backward()  # members share no parameter: each gets its own loss's gradient
-        for m, opt, c, single in zip(models, optimizers, cfgs, singles):
-            for group in opt.param_groups:
-                group["lr"] = lr_at(c, step)
-            norm = torch.nn.utils.clip_grad_norm_(m.parameters(), c.grad_clip, foreach=True).item()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            row = single[step - 1]
-            assert row["step"] == step
-            worst = max(worst, abs(norm - row["grad_norm_total"]) / row["grad_norm_total"])
-        for j, single in enumerate(singles):
-            assert losses[j].item() == pytest.approx(single[step - 1]["train_loss"], rel=1e-4)
-    print(f"largest relative grad-norm difference over 50 steps: {worst:.1e}")
+    for cfg, run_dir, summary in zip(cfgs, dirs, summaries):
+        single_dir = tmp_path / "single" / f"seed{cfg.seed}"
+        single = train(cfg.replace(execution="single"), single_dir, data_path, progress=False)
+        assert (summary["execution"], summary["pack_seeds"], summary["steps"]) == ("packed", [0, 1, 2], 50)
+        assert RunConfig.load(RunDir(run_dir).config).execution == "packed"
+        assert RunDir(run_dir).final_model.is_file() and not RunDir(run_dir).checkpoint.is_file()
+        for name in ("metrics", "evals", "diagnostics"):
+            packed_rows = strip_timing(read_jsonl(getattr(RunDir(run_dir), name)))
+            single_rows = strip_timing(read_jsonl(getattr(RunDir(single_dir), name)))
+            assert [r["step"] for r in packed_rows] == [r["step"] for r in single_rows]
+            for a, b in zip(packed_rows, single_rows):
+                for key, value in b.items():
+                    if isinstance(value, float) and value:
+                        worst = max(worst, abs(a[key] - value) / abs(value))
+        assert summary["val_loss"] == pytest.approx(single["val_loss"], rel=1e-5)
+    print(f"largest relative difference of any logged number over 50 steps: {worst:.1e}")
     assert worst < 1e-3
+
+
+def test_a_killed_packed_job_resumes_bitwise(tmp_path, data_path):
+    cfgs, whole = _pack(tmp_path, "whole", seeds=(3, 4))
+    train_packed(cfgs, whole, data_path, progress=False)
+    _, parts = _pack(tmp_path, "parts", seeds=(3, 4))
+    assert train_packed(cfgs, parts, data_path, progress=False, until_step=20) == [
+        {"finished": False, "step": 20}] * 2
+    train_packed(cfgs, parts, data_path, progress=False)
+    for a, b in zip(whole, parts):
+        for name in ("metrics", "evals", "diagnostics"):
+            assert strip_timing(read_jsonl(getattr(RunDir(a), name))) == strip_timing(read_jsonl(getattr(RunDir(b), name)))
+        wa, wb = (torch.load(RunDir(d).final_model, weights_only=True) for d in (a, b))
+        assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_a_member_ahead_of_the_pack_waits_for_it(tmp_path, data_path):
+    """An interruption between two members' checkpoints leaves them at different steps: the job goes on."""
+    cfgs, dirs = _pack(tmp_path, "p", seeds=(0, 1), max_iters=30)
+    train_packed(cfgs, dirs, data_path, progress=False, until_step=10)
+    train_packed(cfgs[:1], dirs[:1], data_path, progress=False, until_step=20)  # seed 0 alone gets ahead
+    summaries = train_packed(cfgs, dirs, data_path, progress=False)
+    for d, s in zip(dirs, summaries):
+        assert s["steps"] == 30
+        assert [r["step"] for r in read_jsonl(RunDir(d).metrics)] == list(range(1, 31))
+
+
+def test_the_execution_mode_is_recorded_resumed_in_kind_and_part_of_the_reuse_key(tmp_path, data_path):
+    """Like the thread count, the mode is how a run was computed: same run, but rounding differs between modes."""
+    cfgs, dirs = _pack(tmp_path, "p", seeds=(0,), max_iters=10)
+    single = cfgs[0].replace(execution="single")
+    train_packed(cfgs, dirs, data_path, progress=False, until_step=5)
+    with pytest.raises(ResumeError, match="written by a packed job, this is a single one"):
+        train(single, dirs[0], data_path, progress=False)
+    assert _identity_key(cfgs[0]) != _identity_key(single)
+    train_packed(cfgs, dirs, data_path, progress=False)
+    assert finished_runs_by_identity(tmp_path).keys() == {_identity_key(cfgs[0])}
+
+
+def test_a_bad_pack_is_refused_before_anything_is_written(tmp_path, data_path):
+    base = tiny(variant="ln")
+    bad = [
+        ([base.replace(execution="packed"), base.replace(seed=1, lr=1e-2, execution="packed")], "differ in lr"),
+        (pack_configs(base, [0, 0]), "distinct seeds"),
+        ([base, base.replace(seed=1)], "execution='single'"),
+        (pack_configs(base.replace(grad_accum=2), [0, 1]), "grad_accum"),
+    ]
+    for cfgs, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            train_packed(cfgs, [tmp_path / "x" / str(i) for i in range(len(cfgs))], data_path, progress=False)
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_pack_of_different_architectures_or_with_dropout_is_refused():

@@ -127,3 +127,37 @@ def test_killed_cell_resumes_to_the_uninterrupted_result(tmp_path, data_path):
     train(cell.config().replace(torch_threads=1), tmp_path / "reference", data_path, progress=False)  # same threads
     for name in ("metrics.jsonl", "evals.jsonl"):
         assert strip_timing(read_jsonl(run_dir / name)) == strip_timing(read_jsonl(tmp_path / "reference" / name))
+
+
+def test_the_sweep_packs_seeds_of_one_config_when_asked(tmp_path, data_path):
+    """--pack on: the seeds of each config train as one packed job (one notebook execution), each still a run of
+    its own; --pack auto packs on CUDA only."""
+    import torch
+
+    out = tmp_path / "runs"
+    result = run_cli(["tpack", "--preset", "tiny", "--variants", "ln", "--seeds", "0-1", "--set", "max_iters=6",
+                      "--set", "eval_interval=3", "--pack", "on", "--workers", "1", "--threads", "1",
+                      "--out-dir", str(out)], data_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "2 of them in 1 packed job(s)" in result.stdout
+    table = pd.read_csv(out / "tpack" / "runs.csv")
+    assert list(table["cfg.execution"]) == ["packed", "packed"] and list(table["seed"]) == [0, 1]
+    notebooks = [(out / "tpack" / "ln" / f"seed{s}" / "02_train.ipynb").read_bytes() for s in (0, 1)]
+    assert notebooks[0] == notebooks[1] and b"(packed)" in notebooks[0]
+    assert sweep.packing_enabled("auto") == torch.cuda.is_available()
+    with pytest.raises(ValueError, match="invalid pack='gpu'; allowed: auto, on, off"):
+        sweep.packing_enabled("gpu")
+
+
+def test_a_partial_run_resumes_in_the_mode_its_checkpoint_was_written_in(tmp_path):
+    cells = studies.grid("t", "tiny", ["ln"], [0, 1, 2])
+    run = cells[0].run_dir(tmp_path)
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(cells[0].config().to_json())
+    (run / "ckpt.pt").write_bytes(b"")  # a single run's checkpoint
+    assigned = sweep.assign_execution(cells, tmp_path, packing=True)
+    assert [c.config().execution for c in assigned] == ["single", "packed", "packed"]
+    assert [len(j) for j in sweep.plan_jobs(assigned)] == [1, 2]
+    assert sweep.assign_execution(cells, tmp_path, packing=False) == cells
+    lone = sweep.assign_execution(cells[:2], tmp_path, packing=True)  # a pack of one is a single run
+    assert [c.config().execution for c in lone] == ["single", "single"]

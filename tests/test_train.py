@@ -159,3 +159,33 @@ def test_torch_compile_matches_eager(tmp_path, data_path):
     eager = train(tiny(max_iters=8), tmp_path / "eager", data_path, progress=False)
     compiled = train(tiny(max_iters=8, compile=True), tmp_path / "compiled", data_path, progress=False)
     assert compiled["val_loss"] == pytest.approx(eager["val_loss"], abs=1e-4)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_training_step_reads_the_device_once(tmp_path, data_path, monkeypatch, packed):
+    """Per step, one batched transfer of what the log needs (loss, block-1 input norm, gradient norm; for every
+    member of a pack), no .item() syncs: counted as the difference between a 10- and a 20-step run."""
+    import torch
+
+    from embnorm_lib.notebook import train_job
+    from embnorm_lib.packed import pack_configs
+
+    counts = {"item": 0, "tolist": 0}
+    for name in counts:
+        original = getattr(torch.Tensor, name)
+
+        def counting(self, *a, _name=name, _original=original, **k):
+            counts[_name] += 1
+            return _original(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, counting)
+    seen = {}
+    for steps in (10, 20):
+        counts.update(item=0, tolist=0)
+        cfg = tiny(max_iters=steps, eval_at_init=False, eval_interval=0, diag_interval=0, checkpoint_interval=0,
+                   eval_windows=8, torch_threads=1)
+        cfgs = pack_configs(cfg, [0, 1]) if packed else [cfg]
+        train_job(cfgs, [tmp_path / f"{steps}-{c.seed}" for c in cfgs], data_path, progress=False)
+        seen[steps] = dict(counts)
+    per_step = {k: (seen[20][k] - seen[10][k]) / 10 for k in counts}
+    # the stages after the loop (calibration's temperature search) vary by a read or two between the runs
+    assert abs(per_step["item"]) < 0.5 and abs(per_step["tolist"] - 1) < 0.5, per_step

@@ -1,0 +1,230 @@
+"""Stability v2, the learning-rate boundary (issue 16): where does each arm stop training, and what grows first?
+
+    python -m embnorm_lib.boundary          # runs/stability-lr-v2/BOUNDARY.md and figures/stability-v2/
+
+Exploratory (docs/PROTOCOL.md amendment 1: the search for a regime in which the baseline is unstable). A run
+**failed** if its loss became non-finite or its final validation loss is above its loss at initialisation
+(`failed` in runs.csv). Per seed, the **max stable LR** is the largest grid LR at which that seed's run did not
+fail; an arm's is summarised on the log10 scale (mean, 95% t interval) and compared with `none` paired by seed.
+Every table with tests is one Holm family; a direction is stated only where its test is significant. The
+analysis returns data frames; `write_report` renders them."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from . import plots, stats
+from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+from .render import compact_markdown
+from .results import has_index, load_runs, load_series
+from .rundir import study_dir_for
+from .stability import _order, best_lr_paired, capped_loss, lr_sensitivity, paired_sensitivity, with_holm
+from .studies import STUDIES
+
+STUDY = "stability-lr-v2"
+WORTSMAN_RANGE = (3e-4, 3e-1)  # the LR range over which Wortsman et al. 2023 measure sensitivity
+
+
+def _failed(runs: pd.DataFrame) -> pd.Series:
+    return runs["failed"].astype(bool)
+
+
+def phase_table(runs: pd.DataFrame, out_logits: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per arm and LR: runs, failures, divergences, the final loss of the runs that did not fail, the largest
+    attention logit (diagnostic probes) and the last probe's largest output logit, the share of clipped steps."""
+    frame = runs.assign(failed=_failed(runs), diverged=runs["diverged"].astype(bool))
+    frame["loss_ok"] = frame["val_loss"].where(~frame["failed"])
+    if out_logits is not None and len(out_logits):
+        frame = frame.merge(out_logits, on=["run_dir"], how="left")
+    aggregations = dict(runs=("seed", "size"), failed=("failed", "sum"), diverged=("diverged", "sum"),
+                        val_loss_not_failed=("loss_ok", "mean"), max_attn_logit=("max_attn_logit", "mean"),
+                        clipped_frac=("clipped_frac", "mean"))
+    if "final_out_logit_max" in frame:
+        aggregations["final_out_logit_max"] = ("final_out_logit_max", "mean")
+    return _order(frame.groupby(["variant", "cfg.lr"]).agg(**aggregations).reset_index())
+
+
+def final_out_logits(study: str, out: Path) -> pd.DataFrame:
+    """Each run's largest output logit at its last diagnostics probe (output-logit growth, Wortsman et al.)."""
+    diags = load_series(study, "diagnostics", out)
+    if "out_logit.max" not in diags:
+        return pd.DataFrame(columns=["run_dir", "final_out_logit_max"])
+    last = diags.sort_values("step").groupby(["arm", "seed"]).tail(1)
+    return pd.DataFrame({"run_dir": [f"{a}/seed{s}" for a, s in zip(last["arm"], last["seed"], strict=True)],
+                         "final_out_logit_max": last["out_logit.max"].to_numpy()})
+
+
+def max_stable_lr_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per arm and seed: the largest grid LR whose run did not fail (NaN if every LR failed), and the smallest
+    LR that failed (NaN if none did)."""
+    rows = []
+    for (variant, seed), sub in runs.assign(failed=_failed(runs)).groupby(["variant", "seed"]):
+        ok, bad = sub.loc[~sub["failed"], "cfg.lr"], sub.loc[sub["failed"], "cfg.lr"]
+        rows.append({"variant": variant, "seed": seed, "lr_points": len(sub),
+                     "max_stable_lr": ok.max() if len(ok) else np.nan,
+                     "first_failed_lr": bad.min() if len(bad) else np.nan})
+    frame = pd.DataFrame(rows)
+    return frame.assign(log10_max_stable_lr=np.log10(frame["max_stable_lr"]))
+
+
+def boundary_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per arm: the max stable LR over seeds (geometric mean with a 95% t interval on log10), the seeds whose
+    run failed somewhere on the grid, and the paired difference in log10(max stable LR) from none."""
+    per_seed = max_stable_lr_per_seed(runs)
+    rows = []
+    for variant, sub in per_seed.groupby("variant"):
+        logs = sub["log10_max_stable_lr"].dropna().to_numpy()
+        low, high = stats.t_interval(logs) if len(logs) > 1 else (np.nan, np.nan)
+        row = {"variant": variant, "seeds": len(sub), "seeds_with_a_failure": int(sub["first_failed_lr"].notna().sum()),
+               "max_stable_lr_by_seed": " ".join(f"{v:g}" for v in sub["max_stable_lr"]),
+               "max_stable_lr_geo_mean": 10 ** logs.mean() if len(logs) else np.nan,
+               "ci_low": 10 ** low, "ci_high": 10 ** high}
+        if variant != "none" and "none" in set(per_seed["variant"]):
+            c = stats.compare(per_seed.rename(columns={"log10_max_stable_lr": "metric"}), "metric", variant)
+            row.update({"delta_log10_vs_none": c.mean_diff, "d_ci_low": c.ci_low, "d_ci_high": c.ci_high,
+                        "p_t": c.p_t})
+        rows.append(row)
+    table = _order(pd.DataFrame(rows))
+    return with_holm(table) if "p_t" in table else table
+
+
+def sensitivity_in_range(runs: pd.DataFrame, lo: float = WORTSMAN_RANGE[0], hi: float = WORTSMAN_RANGE[1]
+                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """LR sensitivity (stability.lr_sensitivity) over [lo, hi] only, and each arm's paired difference from none."""
+    inside = runs[(runs["cfg.lr"] >= lo * (1 - 1e-9)) & (runs["cfg.lr"] <= hi * (1 + 1e-9))]
+    return lr_sensitivity(inside), paired_sensitivity(inside)
+
+
+def unstable_baseline_lrs(phase: pd.DataFrame) -> list[float]:
+    """The LRs at which `none` is unstable by the amendment's definition (any failure among its runs)."""
+    base = phase[phase["variant"] == "none"]
+    return [float(lr) for lr in base.loc[base["failed"] > 0, "cfg.lr"]]
+
+
+def h1b_candidates(runs: pd.DataFrame, phase: pd.DataFrame) -> pd.DataFrame:
+    """At each LR where none fails: every arm's failures with Fisher's exact test against none's (one Holm
+    family). These locate the regime for a confirmatory H1b study; they are not that study."""
+    from scipy.stats import fisher_exact
+
+    rows = []
+    for lr in unstable_baseline_lrs(phase):
+        at = phase[np.isclose(phase["cfg.lr"], lr)].set_index("variant")
+        for variant in [v for v in at.index if v != "none"]:
+            table = [[at.loc[variant, "failed"], at.loc[variant, "runs"] - at.loc[variant, "failed"]],
+                     [at.loc["none", "failed"], at.loc["none", "runs"] - at.loc["none", "failed"]]]
+            rows.append({"cfg.lr": lr, "variant": variant, "failed": int(at.loc[variant, "failed"]),
+                         "none_failed": int(at.loc["none", "failed"]), "runs": int(at.loc[variant, "runs"]),
+                         "p_fisher": fisher_exact(table).pvalue})
+    if not rows:
+        return pd.DataFrame(columns=["cfg.lr", "variant", "failed", "none_failed", "runs", "p_fisher"])
+    frame = pd.DataFrame(rows)
+    reject, adjusted = stats.holm(frame["p_fisher"].to_numpy(float))
+    return frame.assign(p_holm=adjusted, significant=reject)
+
+
+def analyse(out: Path, study: str = STUDY) -> dict:
+    runs = load_runs(study, out)
+    phase = phase_table(runs, final_out_logits(study, out))
+    sensitivity, sensitivity_paired = sensitivity_in_range(runs)
+    return {"runs": runs, "phase": phase, "boundary": boundary_table(runs),
+            "per_seed": max_stable_lr_per_seed(runs), "sensitivity": sensitivity,
+            "sensitivity_paired": sensitivity_paired, "best_lr": best_lr_paired(runs),
+            "h1b": h1b_candidates(runs, phase)}
+
+
+def expected_cells(study: str = STUDY) -> int:
+    return len(STUDIES[study].cells())
+
+
+def _words(table: pd.DataFrame, value: str, low: str, high: str, fmt: str = "+.3f") -> str:
+    parts = []
+    for _, row in table.iterrows():
+        if "p_holm" not in row or pd.isna(row.get("p_holm")):
+            continue
+        span = f"{row[value]:{fmt}} [{row[low]:{fmt}}, {row[high]:{fmt}}]"
+        verdict = ("higher" if row[value] > 0 else "lower") if row["significant"] else "not resolved"
+        parts.append(f"`{row['variant']}` {span} ({verdict}; Holm p = {row['p_holm']:.3f})")
+    return "; ".join(parts) if parts else "no paired comparison yet"
+
+
+def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
+    out = runs_root(out_dir)
+    fig_dir = Path(figures_dir or repo_root() / "figures" / "stability-v2")
+    d = analyse(out, study)
+    runs = d["runs"]
+    footer = f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}"
+    curves = runs.assign(capped=capped_loss(runs), arm=runs["variant"])
+    for name, fig in (("lr_boundary_loss", plots.plot_lr_curves(curves)),
+                      ("lr_boundary_growth", plots.plot_lr_growth(d["phase"]))):
+        plots.save(fig, fig_dir / name, footer)
+        plt.close(fig)
+    done, expected = len(runs), expected_cells(study)
+    grid = sorted(runs["cfg.lr"].unique())
+    unstable = unstable_baseline_lrs(d["phase"])
+    lines = [f"# Stability v2: the learning-rate boundary (`{study}`)", "",
+             f"Written by `python -m embnorm_lib.boundary` at commit {git_commit()[:12]} from "
+             f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"
+             + ("" if done == expected else "; **partial**: the sweep is still running, numbers will change") + "). "
+             "Figures: `figures/stability-v2/`.", "",
+             "**Exploratory** (docs/PROTOCOL.md amendment 1): the search for a regime in which the baseline is "
+             "unstable. " + STUDIES[study].description + " " + STUDIES[study].note, "",
+             "A run **failed** if its loss became non-finite or its final validation loss is above its loss at "
+             "initialisation. Intervals are 95% t intervals over seeds; each table with tests is one Holm family, "
+             "and a direction is stated only where its test is significant.", "",
+             "## Phase diagram (arm x learning rate)", "",
+             "Failures out of runs, the final validation loss of the runs that did not fail, the largest attention "
+             "logit of the diagnostic probes, the largest output logit at the last probe, the share of steps whose "
+             "gradient was clipped. Figures: `lr_boundary_loss.png` (final loss, a failed run counted at its loss "
+             "at init), `lr_boundary_growth.png` (failures and logit growth).", "",
+             compact_markdown(d["phase"]), "",
+             "## Max stable learning rate", "",
+             f"Per seed, the largest of the grid's LRs ({', '.join(f'{v:g}' for v in grid)}) whose run did not "
+             "fail (a seed that failed nowhere has the top of its grid: a lower bound); per arm the geometric mean "
+             "over seeds with its 95% t interval, and the paired difference of log10(max stable LR) from none (a "
+             "difference of 0.5 is one grid step).", "",
+             compact_markdown(d["boundary"]), "",
+             "Paired difference in log10(max stable LR) from none: "
+             + _words(d["boundary"], "delta_log10_vs_none", "d_ci_low", "d_ci_high") + ".", "",
+             f"## LR sensitivity over Wortsman et al.'s range [{WORTSMAN_RANGE[0]:g}, {WORTSMAN_RANGE[1]:g}]", "",
+             "Mean over the range's grid LRs of min(loss, loss at init) minus the best loss (a failed run counts at "
+             "its loss at init); per arm, then each arm's paired difference from none.", "",
+             compact_markdown(d["sensitivity"]), "", compact_markdown(d["sensitivity_paired"]), "",
+             "Sensitivity, paired difference from none: "
+             + _words(d["sensitivity_paired"], "delta_vs_none", "ci_low", "ci_high") + ".", "",
+             "## Each arm at its own best learning rate", "",
+             "Final loss at each arm's best grid LR (by seed-mean loss) against none at none's best, paired by "
+             "seed.", "", compact_markdown(d["best_lr"]), "",
+             "Loss at the arm's best LR minus none's at its best: "
+             + _words(d["best_lr"], "delta_vs_none", "ci_low", "ci_high") + ".", "",
+             "## Where the baseline fails (H1b's regime)", ""]
+    if unstable:
+        lines += [f"`none` failed at LR {', '.join(f'{v:g}' for v in unstable)}. Every arm's failures there, "
+                  "with Fisher's exact test against none's (one Holm family). This locates the regime for the "
+                  "registered H1b test (amendment 1, item 6); with 3 seeds per cell it cannot resolve a difference "
+                  "in failure rate (the smallest Fisher p at 3 vs 3 runs is 0.1).", "",
+                  compact_markdown(d["h1b"]), ""]
+    else:
+        lines += ["`none` did not fail at any LR of the grid" + (" so far" if done < expected else "") +
+                  ": no regime for H1b in this study.", ""]
+    return write_text_stable(study_dir_for(study, out).root / "BOUNDARY.md", "\n".join(lines))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-dir", default=None)
+    p.add_argument("--figures-dir", default=None)
+    args = p.parse_args(argv)
+    if not has_index(STUDY, runs_root(args.out_dir)):
+        print(f"error: no runs.csv for {STUDY}; run `python -m embnorm_lib.sweep {STUDY}` first", file=sys.stderr)
+        return 2
+    print(write_report(args.out_dir, args.figures_dir).read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

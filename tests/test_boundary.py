@@ -1,0 +1,56 @@
+"""Stability v2's LR-boundary analysis on a synthetic grid whose answers are known."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from embnorm_lib import boundary
+
+LRS = [1e-3, 1e-2, 1e-1, 1.0]
+
+
+def synthetic_runs(none_breaks_at=1e-1, ln_breaks_at=1.0, seeds=(0, 1, 2)):
+    """none fails from `none_breaks_at` up (seed 2 one step later), ln from `ln_breaks_at`; ln costs 0.1 nats."""
+    rows = []
+    for variant, breaks in (("none", none_breaks_at), ("ln", ln_breaks_at)):
+        for seed in seeds:
+            for lr in LRS:
+                limit = breaks * (10 if variant == "none" and seed == 2 else 1)
+                failed = lr >= limit
+                loss = 2.0 + 0.1 * (variant == "ln") - 0.1 * np.log10(lr) * 0.1 + 0.01 * seed
+                rows.append({"variant": variant, "seed": seed, "cfg.lr": lr, "failed": failed,
+                             "diverged": failed and lr == 1.0, "val_loss": np.nan if failed and lr == 1.0 else
+                             (5.0 if failed else loss), "init_val_loss": 4.2, "max_attn_logit": 10 * lr,
+                             "clipped_frac": 0.5, "spike_count": 0, "run_dir": f"{variant}_lr={lr}/seed{seed}"})
+    return pd.DataFrame(rows)
+
+
+def test_the_max_stable_lr_is_the_largest_lr_that_did_not_fail_per_seed():
+    per_seed = boundary.max_stable_lr_per_seed(synthetic_runs()).set_index(["variant", "seed"])
+    assert per_seed.loc[("none", 0), "max_stable_lr"] == pytest.approx(1e-2)
+    assert per_seed.loc[("none", 2), "max_stable_lr"] == pytest.approx(1e-1)
+    assert per_seed.loc[("ln", 1), "max_stable_lr"] == pytest.approx(1e-1)
+    assert per_seed.loc[("none", 0), "first_failed_lr"] == pytest.approx(1e-1)
+    table = boundary.boundary_table(synthetic_runs()).set_index("variant")
+    assert table.loc["none", "max_stable_lr_geo_mean"] == pytest.approx(10 ** np.mean([-2, -2, -1]))
+    assert table.loc["ln", "delta_log10_vs_none"] == pytest.approx(1 - 1 / 3)
+    assert table.loc["ln", "seeds_with_a_failure"] == 3
+
+
+def test_the_phase_diagram_counts_failures_and_keeps_losses_of_runs_that_did_not_fail():
+    phase = boundary.phase_table(synthetic_runs()).set_index(["variant", "cfg.lr"])
+    assert phase.loc[("none", 1e-1), "failed"] == 2 and phase.loc[("none", 1e-1), "runs"] == 3
+    assert phase.loc[("none", 1.0), "diverged"] == 3
+    assert np.isnan(phase.loc[("none", 1.0), "val_loss_not_failed"])
+    assert phase.loc[("ln", 1e-3), "val_loss_not_failed"] < 3
+
+
+def test_h1b_candidates_are_the_lrs_where_none_fails_with_fisher_and_holm():
+    runs = synthetic_runs()
+    phase = boundary.phase_table(runs)
+    assert boundary.unstable_baseline_lrs(phase) == [0.1, 1.0]
+    h1b = boundary.h1b_candidates(runs, phase).set_index("cfg.lr")
+    assert h1b.loc[0.1, "failed"] == 0 and h1b.loc[0.1, "none_failed"] == 2
+    assert h1b.loc[0.1, "p_fisher"] == pytest.approx(0.4)  # 0/3 vs 2/3: not resolvable at 3 seeds
+    assert not h1b["significant"].any()
+    stable = synthetic_runs(none_breaks_at=10.0)
+    assert boundary.h1b_candidates(stable, boundary.phase_table(stable)).empty
