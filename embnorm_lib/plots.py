@@ -244,7 +244,9 @@ def plot_lr_growth(phase: pd.DataFrame) -> plt.Figure:
         for variant, sub in frame.groupby("variant", sort=False):
             ax.plot(sub["cfg.lr"], sub[column], marker="o", label=variant, color=_arm_color(variant))
         ax.set(xscale="log", xlabel="peak learning rate", ylabel=labels[column])
-        if column != "failed_share":
+        if column == "failed_share":
+            ax.set_ylim(-0.05, 1.05)
+        else:
             ax.set_yscale("log")
     np.atleast_1d(axes)[0].legend(fontsize=8)
     fig.tight_layout()
