@@ -146,10 +146,11 @@ def notebook_run(preset: str, iters: int, data_path, threads: int) -> dict:
         run = cell.run_dir(Path(tmp))
         summary = read_json(run / "summary.json")
         nb = nbformat.read(run / "02_train.ipynb", as_version=4)
-    cells = [(c.source.strip().splitlines()[-1][:60], float(c.metadata.papermill.get("duration") or 0))
-             for c in nb.cells if c.cell_type == "code"]
-    lm_s = sum(d for src, d in cells if "lm_scores" in src)
-    train_cell_s = sum(d for src, d in cells if "train(cfg" in src)
+    cells = [(c.source, float(c.metadata.papermill.get("duration") or 0)) for c in nb.cells if c.cell_type == "code"]
+    lm_s = sum(d for src, d in cells if "score_if_asked(" in src)
+    train_cell_s = sum(d for src, d in cells if "train_job(" in src)
+    if not (lm_s and train_cell_s):
+        raise RuntimeError("bench: the training notebook's train or lm-eval cell was not found (renamed call?)")
     total = record["seconds"]
     return {"iters": iters, "threads": threads, "notebook_s": total, "loop_and_eval_s": summary["wall_s"],
             "lm_eval_s_per_run": lm_s, "run_overhead_s": total - summary["wall_s"] - lm_s,
