@@ -148,6 +148,12 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
                       f"{b['lm_eval_s_per_run']:.1f} s"
                       + (f"; the whole `{study['study']}` study end to end {study['study_wall_s'] / 60:.1f} min "
                          f"(commit {study['git_commit'][:12]})." if study else "."), ""]
+        if isinstance(b.get("packed"), dict):
+            by = b["packed"]["machine_it_per_s_by_members"]
+            parts += [f"Packed jobs (seeds of one config in one process, {b['packed']['threads']} threads): "
+                      + ", ".join(f"{k} seeds {v:.2f} iterations/s" for k, v in by.items())
+                      + f"; the best is {b['packed_speedup']:.2f}x the sweep's default layout on this "
+                      f"{b['packed']['device'].upper()}, so the sweep packs by itself on CUDA only.", ""]
     return "\n".join(parts)
 
 
