@@ -33,6 +33,7 @@ class RunConfig:
     bias: bool = True
     init_std: float = 0.02
     emb_init_std: float = 0.02  # token and position embeddings; PyTorch's nn.Embedding default is 1.0
+    tie_embeddings: bool = True  # False: an output head of its own, N(0, init_std), not the token embedding
     # optimisation (AdamW, linear warmup then cosine decay to min_lr)
     batch_size: int = 16  # global batch: per-rank micro-batch x world size x grad_accum
     grad_accum: int = 1
@@ -99,6 +100,8 @@ class RunConfig:
         _check(self.execution in EXECUTIONS, "execution", self.execution, ", ".join(EXECUTIONS))
         _check(self.device in DEVICES, "device", self.device, ", ".join(DEVICES))
         _check(self.compile in (True, False, "auto"), "compile", self.compile, "true, false, auto")
+        for name in ("bias", "tie_embeddings", "eval_at_init", "lm_eval"):
+            _check(isinstance(getattr(self, name), bool), name, getattr(self, name), "true or false")
 
     # -- derived quantities ------------------------------------------------------------
     @property

@@ -39,6 +39,8 @@ def parameter_groups(model) -> OrderedDict[str, list[torch.nn.Parameter]]:
         groups[f"block{i}.attn"] = [*block.ln_1.parameters(), *block.attn.parameters()]
         groups[f"block{i}.mlp"] = [*block.ln_2.parameters(), *block.mlp.parameters()]
     groups["final_norm"] = list(model.ln_f.parameters())
+    if model.lm_head.weight is not model.wte.weight:
+        groups["out_head"] = [model.lm_head.weight]
     return groups
 
 

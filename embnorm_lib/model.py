@@ -72,7 +72,8 @@ class GPT(nn.Module):
         super().__init__()
         self.cfg = cfg
         variant = get_variant(cfg.variant)
-        self.token_scale = variant.token_scale(cfg.n_embd)
+        self.token_scale = variant.token_scale(cfg.n_embd, cfg.emb_init_std)
+        self.emb_gain_init = variant.gain_init(cfg.emb_init_std) if variant.gain_init else 1.0
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
@@ -80,7 +81,8 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd, eps=1e-5, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight  # tied input/output embedding
+        if cfg.tie_embeddings:  # GPT-2: the output head is the token embedding
+            self.lm_head.weight = self.wte.weight
         self.reset_parameters(torch.Generator().manual_seed(cfg.seed))
 
     @torch.no_grad()
@@ -88,7 +90,8 @@ class GPT(nn.Module):
         """GPT-2 init from a generator of its own, drawn in a fixed order by parameter name.
 
         Norm weights/biases are constants, so a variant's extra norm consumes no random draws
-        and every shared parameter gets the same values in every variant with the same seed."""
+        and every shared parameter gets the same values in every variant with the same seed. An untied output
+        head is drawn last (N(0, init_std)), so it leaves every other parameter's values as they are tied."""
         residual_std = self.cfg.init_std / math.sqrt(2 * self.cfg.n_layer)
         norm_params = {id(p) for m in self.modules() if isinstance(m, (nn.LayerNorm, RMSNorm))
                        for p in m.parameters()}
@@ -96,7 +99,7 @@ class GPT(nn.Module):
             if name in ("wte.weight", "wpe.weight"):
                 p.normal_(0.0, self.cfg.emb_init_std, generator=generator)
             elif id(p) in norm_params:
-                p.fill_(1.0 if name.endswith("weight") else 0.0)
+                p.fill_((self.emb_gain_init if name == "emb_norm.weight" else 1.0) if name.endswith("weight") else 0.0)
             elif name.endswith(".bias"):
                 p.zero_()
             else:

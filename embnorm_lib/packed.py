@@ -98,7 +98,7 @@ def packed_forward(models: Sequence[GPT], idx: torch.Tensor, targets: torch.Tens
         raise ValueError(f"got batches for {K} members, the pack has {len(models)}")
     if T > cfg.block_size:
         raise ValueError(f"sequence length {T} exceeds block_size {cfg.block_size}")
-    wte = _stack(models, "wte.weight")  # (K, V, C); also the tied output head
+    wte = _stack(models, "wte.weight")  # (K, V, C)
     tok = torch.gather(wte, 1, idx.reshape(K, B * T, 1).expand(K, B * T, C))
     pos = _stack(models, "wpe.weight")[:, :T, :].repeat(1, B, 1)
     x = _norm(tok * models[0].token_scale + pos, models, "emb_norm")  # (K, B*T, C)
@@ -111,7 +111,8 @@ def packed_forward(models: Sequence[GPT], idx: torch.Tensor, targets: torch.Tens
         x = x + _linear(y, models, f"{p}.attn.c_proj")
         h = F.gelu(_linear(_norm(x, models, f"{p}.ln_2"), models, f"{p}.mlp.c_fc"))
         x = x + _linear(h, models, f"{p}.mlp.c_proj")
-    logits = torch.bmm(_norm(x, models, "ln_f"), wte.transpose(1, 2)).view(K, B, T, -1)
+    head = wte if cfg.tie_embeddings else _stack(models, "lm_head.weight")
+    logits = torch.bmm(_norm(x, models, "ln_f"), head.transpose(1, 2)).view(K, B, T, -1)
     loss = None
     if targets is not None:
         flat = logits.float().reshape(K, B * T, -1)

@@ -86,6 +86,7 @@ class Study:
 
 ABC = variant_names()[:3]  # none, ln, rms: the study's arms A, B, C
 ABCD = variant_names()[:4]  # ... and D, the scaled embedding (stability studies)
+SCALE_VS_NORM = ("ln_matched", "scaled_unit")  # normalize without rescaling, rescale without normalizing
 WITH_LM_EVAL = {"lm_eval": True}  # studies whose registered family includes lm_macro_acc score every run
 # The evaluation plan of studies registered from now on: the learning curve on 64 evenly spaced validation windows
 # (8,192 characters; for the seeds-final model the subset's mean loss has a standard error of ~0.015 nats/char
@@ -134,6 +135,14 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                                     fixed={"max_iters": 1000, **INTERIM_EVAL}, axes={"lr": LR_GRID_V2})],
           note="Failure (amendment 1): non-finite loss, or final validation loss above the loss at initialisation "
                "(the latter scored on the 64-window subset of the learning curve)."),
+    Study("stability-scale-v2", "Scale vs normalization: the 8 x 128 model at 150 iterations, none/ln/rms/scaled "
+                                "plus ln_matched (LayerNorm whose gain starts at block 1's input norm of none) and "
+                                "scaled_unit (token embedding at unit RMS) x seeds 0-2 x emb_init_std in {0.02, 1.0} x "
+                                "output head tied / untied.", "stability-v2",
+          lambda: grid("stability-scale-v2", "seeds-prelim", ABCD + SCALE_VS_NORM, range(3),
+                       axes={"emb_init_std": [0.02, 1.0], "tie_embeddings": [True, False]}),
+          note="stability-init's evaluation plan (every window at every evaluation), so its tied none/ln/rms/scaled "
+               "runs are copied, not retrained."),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
           lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
 )}

@@ -2,7 +2,9 @@
 
 Each variant is one registry entry. ``build`` returns the module applied to the summed
 embedding; ``token_scale`` multiplies the token embedding before the sum (Gemma-style
-scaling). Adding a variant means adding one ``EmbeddingVariant`` to ``VARIANTS``.
+scaling); ``gain_init`` sets the norm's initial gain (default 1). Adding a variant means adding one
+``EmbeddingVariant`` to ``VARIANTS``; new variants go last (the first three are the study's arms A, B, C and the
+fourth is D, in every grid).
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ class EmbeddingVariant:
     name: str
     description: str
     build: Callable[[int, bool], nn.Module]  # (n_embd, bias) -> module applied to tok+pos
-    token_scale: Callable[[int], float] = lambda n_embd: 1.0
+    token_scale: Callable[[int, float], float] = lambda n_embd, emb_init_std: 1.0
+    gain_init: Callable[[float], float] | None = None  # emb_init_std -> the norm's initial gain (None: 1)
     aliases: tuple[str, ...] = ()
     color: str = "0.3"  # the arm's colour in every figure
 
@@ -49,8 +52,16 @@ VARIANTS: dict[str, EmbeddingVariant] = {
         EmbeddingVariant("rms", "C: RMSNorm(tok + pos), eps 1e-6, learned scale, no bias",
                          lambda d, bias: RMSNorm(d, eps=1e-6), aliases=("rmsnorm",), color="tab:green"),
         EmbeddingVariant("scaled", "D: tok * sqrt(d) + pos, no norm (Gemma-style scaling)",
-                         lambda d, bias: nn.Identity(), token_scale=lambda d: math.sqrt(d),
+                         lambda d, bias: nn.Identity(), token_scale=lambda d, std: math.sqrt(d),
                          color="tab:red"),
+        # scale vs normalization (stability v2): normalize without rescaling, rescale without normalizing
+        EmbeddingVariant("ln_matched", "B': LayerNorm(tok + pos) with its gain starting at sqrt(2) * emb_init_std, "
+                                       "so block 1's input norm at init equals none's (normalizes, does not rescale)",
+                         lambda d, bias: nn.LayerNorm(d, eps=1e-5, bias=bias),
+                         gain_init=lambda std: math.sqrt(2) * std, color="tab:purple"),
+        EmbeddingVariant("scaled_unit", "D': tok / emb_init_std + pos, no norm: the token embedding at unit RMS "
+                                        "at init (rescales, does not normalize)",
+                         lambda d, bias: nn.Identity(), token_scale=lambda d, std: 1.0 / std, color="tab:brown"),
     )
 }
 

@@ -78,3 +78,32 @@ def test_sequence_longer_than_block_is_refused():
     model = GPT(preset_config("tiny"))
     with pytest.raises(ValueError, match="exceeds block_size"):
         model(torch.zeros(1, 33, dtype=torch.long))
+
+
+def test_an_untied_head_is_drawn_last_and_leaves_every_other_parameter_as_tied():
+    tied = GPT(preset_config("seeds-final", variant="ln", seed=3)).state_dict()
+    untied_model = GPT(preset_config("seeds-final", variant="ln", seed=3, tie_embeddings=False))
+    untied = untied_model.state_dict()
+    assert untied_model.lm_head.weight is not untied_model.wte.weight
+    assert all(torch.equal(tied[k], untied[k]) for k in tied if k != "lm_head.weight")
+    assert not torch.equal(untied["lm_head.weight"], untied["wte.weight"])
+    assert abs(untied["lm_head.weight"].std().item() - 0.02) < 1e-3
+    # with std-1 embeddings the untied head keeps the GPT-2 scale: loss at init near uniform, not ~87 nats
+    idx = torch.randint(0, 65, (4, 128), generator=torch.Generator().manual_seed(0))
+    for tie, bound in ((False, 4.5), (True, None)):
+        _, loss, _ = GPT(preset_config("seeds-final", emb_init_std=1.0, tie_embeddings=tie))(idx, idx.roll(1, 1))
+        assert (loss.item() < bound) if bound else (loss.item() > 10)
+
+
+@pytest.mark.parametrize("emb_init_std", [0.02, 1.0])
+def test_scale_versus_normalization_arms_at_init(emb_init_std):
+    """ln_matched normalizes without rescaling (block 1 sees none's input norm); scaled_unit rescales without
+    normalizing (the token embedding enters at unit RMS)."""
+    idx = torch.randint(0, 65, (4, 128), generator=torch.Generator().manual_seed(0))
+    norms = {v: GPT(preset_config("seeds-final", variant=v, emb_init_std=emb_init_std))(idx)[2].item()
+             for v in ("none", "ln", "ln_matched")}
+    assert norms["ln_matched"] == pytest.approx(norms["none"], rel=0.02)
+    assert norms["ln"] == pytest.approx(128 ** 0.5, rel=0.01)
+    model = GPT(preset_config("seeds-final", variant="scaled_unit", emb_init_std=emb_init_std))
+    token_part = model.embed(idx) - model.wpe.weight[:128]
+    assert token_part.pow(2).mean().sqrt().item() == pytest.approx(1.0, rel=0.05)

@@ -12,11 +12,12 @@ from embnorm_lib.packed import check_packable, pack_configs, packed_forward, tra
 from embnorm_lib.reuse import _identity_key, finished_runs_by_identity
 from embnorm_lib.rundir import RunDir
 from embnorm_lib.train import train
+from embnorm_lib.variants import VARIANTS
 
 
-@pytest.mark.parametrize("variant", ["none", "ln", "rms", "scaled"])
-def test_packed_forward_equals_each_members_own_forward(variant):
-    models = [GPT(tiny(variant=variant, seed=s)) for s in (0, 1, 2)]
+@pytest.mark.parametrize("variant,tie", [(v, True) for v in VARIANTS] + [("ln", False)])
+def test_packed_forward_equals_each_members_own_forward(variant, tie):
+    models = [GPT(tiny(variant=variant, seed=s, tie_embeddings=tie)) for s in (0, 1, 2)]
     idx = torch.randint(0, 65, (3, 4, 32), generator=torch.Generator().manual_seed(0))
     logits, loss, b1 = packed_forward(models, idx, idx)
     for j, m in enumerate(models):

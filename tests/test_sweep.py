@@ -13,7 +13,6 @@ from conftest import REPO, strip_timing
 from embnorm_lib import reuse, studies, sweep
 from embnorm_lib.io import read_jsonl
 from embnorm_lib.notebook import FIGURE_NOT_DRAWN
-from embnorm_lib.train import train
 
 GRID = ["--preset", "tiny", "--variants", "none,ln", "--seeds", "0-1", "--set", "max_iters=6",
         "--set", "eval_interval=3"]
@@ -104,46 +103,43 @@ def test_invalid_grid_is_refused_before_anything_runs(tmp_path, data_path):
     assert not (tmp_path / "tbad").exists()
 
 
-def test_killed_cell_resumes_to_the_uninterrupted_result(tmp_path, data_path):
-    args = ["tkill", "--preset", "tiny", "--variants", "rms", "--seeds", "0", "--set", "max_iters=60",
-            "--set", "checkpoint_interval=5", "--set", "eval_interval=200", "--workers", "1", "--threads", "1",
-            "--out-dir", str(tmp_path / "runs"), "--data-path", data_path]
-    run_dir = tmp_path / "runs" / "tkill" / "rms" / "seed0"
+def test_a_killed_packed_sweep_resumes_to_the_uninterrupted_result(tmp_path, data_path):
+    """--pack on (what --pack auto does on CUDA): the seeds of one config train as one packed job, one notebook
+    execution kept by every member; killed mid-run (sweep, worker and kernel), the sweep resumes it to the numbers
+    of an uninterrupted packed job."""
+    import torch
+
+    from embnorm_lib.packed import pack_configs, train_packed
+
+    fixed = {"max_iters": 60, "checkpoint_interval": 5, "eval_interval": 200}
+    args = ["tkill", "--preset", "tiny", "--variants", "rms", "--seeds", "0-1", "--pack", "on", "--workers", "1",
+            "--threads", "1", "--out-dir", str(tmp_path / "runs"), "--data-path", data_path,
+            *[x for k, v in fixed.items() for x in ("--set", f"{k}={v}")]]
+    run_dirs = [tmp_path / "runs" / "tkill" / "rms" / f"seed{s}" for s in (0, 1)]
     proc = subprocess.Popen([sys.executable, "-m", "embnorm_lib.sweep", *args], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 240
-    while not (run_dir / "ckpt.pt").exists() and time.time() < deadline:
+    while not all((d / "ckpt.pt").exists() for d in run_dirs) and time.time() < deadline:
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)  # the sweep, its worker and the kernel: a hard stop mid-run
     proc.wait()
-    assert (run_dir / "ckpt.pt").exists() and not (run_dir / "summary.json").exists()
-    assert sweep.cell_status(studies.grid("tkill", "tiny", ["rms"], [0], fixed={
-        "max_iters": 60, "checkpoint_interval": 5, "eval_interval": 200})[0], tmp_path / "runs") == "partial"
+    assert all((d / "ckpt.pt").exists() and not (d / "summary.json").exists() for d in run_dirs)
+    cells = studies.grid("tkill", "tiny", ["rms"], [0, 1], fixed=fixed)
+    assert [sweep.cell_status(c, tmp_path / "runs") for c in cells] == ["partial", "partial"]
     resumed = subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", *args], cwd=REPO, capture_output=True,
                              text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    cell = studies.grid("tkill", "tiny", ["rms"], [0], fixed={"max_iters": 60, "checkpoint_interval": 5,
-                                                             "eval_interval": 200})[0]
-    train(cell.config().replace(torch_threads=1), tmp_path / "reference", data_path, progress=False)  # same threads
-    for name in ("metrics.jsonl", "evals.jsonl"):
-        assert strip_timing(read_jsonl(run_dir / name)) == strip_timing(read_jsonl(tmp_path / "reference" / name))
-
-
-def test_the_sweep_packs_seeds_of_one_config_when_asked(tmp_path, data_path):
-    """--pack on: the seeds of each config train as one packed job (one notebook execution), each still a run of
-    its own; --pack auto packs on CUDA only."""
-    import torch
-
-    out = tmp_path / "runs"
-    result = run_cli(["tpack", "--preset", "tiny", "--variants", "ln", "--seeds", "0-1", "--set", "max_iters=6",
-                      "--set", "eval_interval=3", "--pack", "on", "--workers", "1", "--threads", "1",
-                      "--out-dir", str(out)], data_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "2 of them in 1 packed job(s)" in result.stdout
-    table = pd.read_csv(out / "tpack" / "runs.csv")
+    assert "2 of them in 1 packed job(s)" in resumed.stdout
+    table = pd.read_csv(tmp_path / "runs" / "tkill" / "runs.csv")
     assert list(table["cfg.execution"]) == ["packed", "packed"] and list(table["seed"]) == [0, 1]
-    notebooks = [(out / "tpack" / "ln" / f"seed{s}" / "02_train.ipynb").read_bytes() for s in (0, 1)]
+    notebooks = [(d / "02_train.ipynb").read_bytes() for d in run_dirs]
     assert notebooks[0] == notebooks[1] and b"(packed)" in notebooks[0]
+    reference = [tmp_path / "reference" / f"seed{s}" for s in (0, 1)]
+    train_packed(pack_configs(cells[0].config().replace(torch_threads=1), [0, 1]), reference, data_path,
+                 progress=False)
+    for run_dir, ref in zip(run_dirs, reference):
+        for name in ("metrics.jsonl", "evals.jsonl"):
+            assert strip_timing(read_jsonl(run_dir / name)) == strip_timing(read_jsonl(ref / name))
     assert sweep.packing_enabled("auto") == torch.cuda.is_available()
     with pytest.raises(ValueError, match="invalid pack='gpu'; allowed: auto, on, off"):
         sweep.packing_enabled("gpu")
