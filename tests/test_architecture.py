@@ -96,6 +96,7 @@ OWNERS = {
     "REPORT.md": "embnorm_lib.analysis",
     "STABILITY.md": "embnorm_lib.stability",
     "BOUNDARY.md": "embnorm_lib.boundary",
+    "SCALE.md": "embnorm_lib.scale_vs_norm",
 }
 
 

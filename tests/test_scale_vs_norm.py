@@ -1,0 +1,42 @@
+"""Scale vs normalization: per-regime paired tables and the attribution words on a synthetic study."""
+import numpy as np
+import pandas as pd
+
+from embnorm_lib import scale_vs_norm
+
+
+def synthetic_runs():
+    """At std 1 with a tied head, ln and scaled_unit gain 0.5 (rescaling carries it) and ln_matched nothing;
+    at std 0.02, ln costs 0.1 and the rest nothing. Tied none/ln runs are copies of runs written before
+    tie_embeddings existed (NaN in the index)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for std in (0.02, 1.0):
+        for tie in (True, False):
+            if tie is False and std == 0.02:
+                continue
+            for variant in ("none", "ln", "ln_matched", "scaled_unit"):
+                for seed in range(5):
+                    effect = {(1.0, "ln"): -0.5, (1.0, "scaled_unit"): -0.5, (0.02, "ln"): 0.1}.get((std, variant), 0)
+                    if tie is False:
+                        effect = 0.0
+                    old = tie and variant in ("none", "ln")
+                    rows.append({"variant": variant, "arm": f"{variant}_{std}_{tie}", "seed": seed,
+                                 "cfg.emb_init_std": std, "cfg.tie_embeddings": np.nan if old else tie,
+                                 "val_loss": 2.0 + effect + 0.01 * seed + rng.normal(0, 0.002),
+                                 "init_val_loss": 4.2, "failed": False})
+    return pd.DataFrame(rows)
+
+
+def test_regimes_are_separate_holm_families_and_old_runs_count_as_tied():
+    table = scale_vs_norm.regime_table(synthetic_runs())
+    assert set(zip(table["emb_init_std"], table["head"])) == {(0.02, "tied"), (1.0, "tied"), (1.0, "untied")}
+    tied = table[(table["emb_init_std"] == 1.0) & (table["head"] == "tied")].set_index("variant")
+    assert tied.loc["none", "seeds"] == 5 and tied.loc["ln_matched", "seeds"] == 5  # old runs count as tied
+    words = scale_vs_norm.attribution(table).set_index(["emb_init_std", "head"])
+    assert words.loc[(1.0, "tied"), "ln vs none"].startswith("lowers it by 0.5")
+    assert words.loc[(1.0, "tied"), "scaled_unit vs none"].startswith("lowers")
+    assert words.loc[(1.0, "tied"), "ln_matched vs none"].startswith("not resolved")
+    assert words.loc[(0.02, "tied"), "ln vs none"].startswith("raises it by 0.1")
+    assert words.loc[(1.0, "untied"), "ln vs none"].startswith("not resolved")
+    assert words.loc[(1.0, "untied"), "scaled vs none"] == "not run"
