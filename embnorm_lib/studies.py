@@ -143,6 +143,11 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                        axes={"emb_init_std": [0.02, 1.0], "tie_embeddings": [True, False]}),
           note="stability-init's evaluation plan (every window at every evaluation), so its tied none/ln/rms/scaled "
                "runs are copied, not retrained."),
+    Study("stability-budget-v2", "Budget trend: the nanoGPT CPU model at 4000 and 8000 iterations (stability-budget "
+                                 "has 150, 300 and 2000), none/ln/rms x seeds 0-2.", "stability-v2",
+          lambda: grid("stability-budget-v2", "nanogpt-cpu", ABC, range(3), axes={"max_iters": [4000, 8000]}),
+          note="Every evaluation scores the whole validation split (not studies.INTERIM_EVAL): the trend reports the "
+               "best validation loss as well as the final one, on the same windows as stability-budget."),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
           lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
 )}

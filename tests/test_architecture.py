@@ -97,6 +97,7 @@ OWNERS = {
     "STABILITY.md": "embnorm_lib.stability",
     "BOUNDARY.md": "embnorm_lib.boundary",
     "SCALE.md": "embnorm_lib.scale_vs_norm",
+    "BUDGET.md": "embnorm_lib.budget_trend",
 }
 
 

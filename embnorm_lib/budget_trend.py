@@ -1,0 +1,94 @@
+"""Stability v2, the budget trend (issue 16, item 5): does the cost of an embedding norm vanish with training?
+
+    python -m embnorm_lib.budget_trend      # runs/stability-budget-v2/BUDGET.md
+
+Exploratory (docs/PROTOCOL.md amendment 1). The nanoGPT CPU model at 150, 300, 2000 (`stability-budget`), 4000 and
+8000 (`stability-budget-v2`) iterations: per budget, each arm's paired difference from `none` in final and in best
+validation loss (95% t interval over seeds; one Holm family per loss over the whole table), with the epochs of
+the training split seen (tiny Shakespeare repeats after about one epoch)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from . import stats
+from .data import load_corpus
+from .io import git_commit, runs_root, write_text_stable
+from .render import compact_markdown
+from .results import has_index, load_runs
+from .rundir import study_dir_for
+from .stability import VARIANT_ORDER
+
+STUDIES = ("stability-budget", "stability-budget-v2")
+REPORT_STUDY = "stability-budget-v2"
+
+
+def budget_table(runs: pd.DataFrame, train_chars: int) -> pd.DataFrame:
+    """Per budget (max_iters) and arm: epochs seen, mean final and best val loss, and the paired difference of
+    each from none's; Holm across the table, separately for the final and the best loss."""
+    rows = []
+    for budget, sub in runs.groupby("cfg.max_iters"):
+        for variant in [v for v in VARIANT_ORDER if v in set(sub["variant"]) and v != "none"]:
+            row = {"max_iters": int(budget), "epochs": sub["tokens"].mean() / train_chars, "variant": variant,
+                   "seeds": int((sub["variant"] == variant).sum())}
+            for metric, label in (("val_loss", "final"), ("best_val_loss", "best")):
+                c = stats.compare(sub, metric, variant)
+                row.update({f"none_{label}": c.baseline_mean, f"delta_{label}": c.mean_diff,
+                            f"ci_low_{label}": c.ci_low, f"ci_high_{label}": c.ci_high, f"p_t_{label}": c.p_t})
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    for label in ("final", "best"):
+        if len(table):
+            reject, adjusted = stats.holm(table[f"p_t_{label}"].to_numpy(float))
+            table[f"p_holm_{label}"], table[f"significant_{label}"] = adjusted, reject
+    return table
+
+
+def trend_words(table: pd.DataFrame, variant: str = "ln") -> str:
+    """The final-loss difference of `variant` at each budget, with a direction only where Holm resolves it."""
+    parts = []
+    for _, r in table[table["variant"] == variant].iterrows():
+        verdict = ("costs" if r["delta_final"] > 0 else "gains") if r["significant_final"] else "not resolved"
+        parts.append(f"{r['max_iters']} iterations ({r['epochs']:.2f} epochs): {r['delta_final']:+.3f} "
+                     f"[{r['ci_low_final']:+.3f}, {r['ci_high_final']:+.3f}] ({verdict})")
+    return "; ".join(parts)
+
+
+def load_budget_runs(out: Path) -> pd.DataFrame:
+    frames = [load_runs(s, out).assign(study=s) for s in STUDIES if has_index(s, out)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def write_report(out_dir=None, data_path=None) -> Path:
+    out = runs_root(out_dir)
+    runs = load_budget_runs(out)
+    table = budget_table(runs, len(load_corpus(data_path).train))
+    lines = ["# Stability v2: the budget trend", "",
+             f"Written by `python -m embnorm_lib.budget_trend` at commit {git_commit()[:12]} from the `runs.csv` of "
+             f"{', '.join(f'`{s}`' for s in STUDIES if has_index(s, out))}.", "",
+             "**Exploratory** (docs/PROTOCOL.md amendment 1). Paired differences from none in nats/char (95% t "
+             "interval over seeds); Holm across the table, separately for the final and the best validation loss; "
+             "a direction is stated only where Holm resolves it.", "",
+             compact_markdown(table), "",
+             "LayerNorm's final-loss difference by budget: " + trend_words(table) + ".", ""]
+    return write_text_stable(study_dir_for(REPORT_STUDY, out).root / "BUDGET.md", "\n".join(lines))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-dir", default=None)
+    p.add_argument("--data-path", default=None)
+    args = p.parse_args(argv)
+    if not has_index(REPORT_STUDY, runs_root(args.out_dir)):
+        print(f"error: no runs.csv for {REPORT_STUDY}; run `python -m embnorm_lib.sweep {REPORT_STUDY}` first",
+              file=sys.stderr)
+        return 2
+    print(write_report(args.out_dir, args.data_path).read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
