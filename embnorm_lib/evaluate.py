@@ -49,3 +49,13 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, precision
         "val_tokens": count,
     }
     return (metrics, torch.cat(kept)) if keep_logits else metrics
+
+
+@torch.no_grad()
+def by_position(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, list[float]]:
+    """Validation loss and next-token accuracy at each position 1..T of the windows (logits (N, T, V), targets
+    (N, T)): how well a model predicts with 0..T-1 tokens of context (issue 17's length brittleness)."""
+    nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (N, T)
+    correct = (logits.argmax(-1) == targets).double()
+    return {"val_loss": nll.double().mean(0).tolist(), "val_acc": correct.mean(0).tolist(),
+            "windows": int(targets.shape[0])}

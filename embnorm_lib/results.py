@@ -153,5 +153,19 @@ def load_calibration(study: str, out_dir: str | Path | None = None, arm_filter=N
     return pd.DataFrame(sorted(rows, key=lambda r: (arm_order(r["arm"]), r["seed"])))
 
 
+def load_positions(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
+    """Per run and position in the window (1-based): the final pass's val loss and accuracy (positions.json; runs
+    trained before it existed have none and are left out)."""
+    frames = []
+    for run in finished_run_dirs(study_dir(study, out_dir)):
+        if run.positions.is_file():
+            data = read_json(run.positions)
+            frames.append(pd.DataFrame({"arm": run.arm, "seed": run.seed,
+                                        "position": range(1, len(data["val_loss"]) + 1),
+                                        "val_loss": data["val_loss"], "val_acc": data["val_acc"]}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["arm", "seed", "position", "val_loss", "val_acc"])
+
+
 def arms(study: str, out_dir: str | Path | None = None) -> list[str]:
     return sorted({run.arm for run in finished_run_dirs(study_dir(study, out_dir))}, key=arm_order)

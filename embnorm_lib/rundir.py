@@ -1,8 +1,8 @@
 """The run directory: where a run lives and the name of every file in it. The one place these names are spelled.
 
     runs/<study>/<variant>[<tag>]/seed<k>/
-        config.json  metrics.jsonl  evals.jsonl  diagnostics.jsonl  calibration.json  summary.json
-        lm_eval.json  reused_from.json  02_train.ipynb  (ckpt.pt, model.pt: not committed)
+        config.json  metrics.jsonl  evals.jsonl  diagnostics.jsonl  calibration.json  positions.json
+        summary.json  lm_eval.json  reused_from.json  02_train.ipynb  (ckpt.pt, model.pt: not committed)
 
 `summary.json` marks a run finished; `.lock` is held while a process trains or writes the run, `.cell.lock`
 while a sweep owns the cell (its executed notebook and status)."""
@@ -28,6 +28,7 @@ class RunDir:
     evals = property(lambda self: self.root / "evals.jsonl")
     diagnostics = property(lambda self: self.root / "diagnostics.jsonl")
     calibration = property(lambda self: self.root / "calibration.json")
+    positions = property(lambda self: self.root / "positions.json")  # final pass's loss by position in the window
     summary = property(lambda self: self.root / "summary.json")
     lm_eval = property(lambda self: self.root / "lm_eval.json")
     reused_from = property(lambda self: self.root / "reused_from.json")

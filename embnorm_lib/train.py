@@ -22,7 +22,7 @@ from .config import RunConfig
 from .data import BatchSampler, evenly_spaced, load_corpus, validation_windows
 from .device import Precision, resolve_precision, select_device
 from .errors import ConfigError
-from .evaluate import evaluate
+from .evaluate import by_position, evaluate
 from .io import environment_info, git_commit, read_json, save_torch, write_json
 from .model import GPT
 from .rundir import RunDir
@@ -296,6 +296,7 @@ def _finish(cfg, run: RunDir, state: TrainingState, evaluator: Evaluator, corpus
     if evaluator.final_logits is not None:
         calib = calibration_from_logits(evaluator.final_logits, evaluator.val_y)
         write_json(run.calibration, calib)
+        write_json(run.positions, by_position(evaluator.final_logits, evaluator.val_y))
         summary.update({k: v for k, v in calib.items() if not isinstance(v, (list, dict))})
     save_torch(state.model.state_dict(), run.final_model)
     write_json(run.summary, summary)

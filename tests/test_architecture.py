@@ -83,6 +83,7 @@ OWNERS = {
     "runs.csv": "embnorm_lib.results",
     "summary.json": "embnorm_lib.train",
     "calibration.json": "embnorm_lib.train",
+    "positions.json": "embnorm_lib.train",
     "config.json": "embnorm_lib.checkpoint",
     "metrics.jsonl": "embnorm_lib.checkpoint",
     "evals.jsonl": "embnorm_lib.checkpoint",

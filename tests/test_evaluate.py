@@ -65,3 +65,21 @@ def test_evaluations_before_the_last_use_an_even_subset_and_the_final_one_every_
         assert cheap[key] == full[key], key  # ... and the same training and final metrics
     assert cheap["init_val_loss"] == rows[0]["val_loss"]
     assert cheap["best_val_loss"] == cheap["val_loss"]  # the only pass over the final pass's windows
+
+
+def test_the_final_pass_records_loss_by_position_and_it_averages_to_the_val_loss(tmp_path, data_path):
+    from embnorm_lib.config import preset_config
+    from embnorm_lib.io import read_json
+    from embnorm_lib.results import load_positions
+    from embnorm_lib.rundir import run_dir_for
+    from embnorm_lib.train import train
+
+    cfg = preset_config("tiny", variant="ln", max_iters=4, eval_interval=0, eval_windows=16, torch_threads=1)
+    run = run_dir_for("pos", "ln", 0, tmp_path)
+    summary = train(cfg, run, data_path, progress=False)
+    positions = read_json(run / "positions.json")
+    assert len(positions["val_loss"]) == cfg.block_size and positions["windows"] == 16
+    assert sum(positions["val_loss"]) / cfg.block_size == pytest.approx(summary["val_loss"], rel=1e-6)
+    assert sum(positions["val_acc"]) / cfg.block_size == pytest.approx(summary["val_acc"], rel=1e-9)
+    frame = load_positions("pos", tmp_path)
+    assert list(frame["position"]) == list(range(1, cfg.block_size + 1)) and set(frame["arm"]) == {"ln"}
