@@ -1,6 +1,7 @@
 """Stability v2, the learning-rate boundary (issue 16): where does each arm stop training, and what grows first?
 
-    python -m embnorm_lib.boundary          # runs/stability-lr-v2/BOUNDARY.md and figures/stability-v2/
+    python -m embnorm_lib.boundary                      # runs/stability-lr-v2/BOUNDARY.md, figures/stability-v2/
+    python -m embnorm_lib.boundary stability-noclip-v2  # any LR-boundary study: -noclip, -bf16, -deep
 
 Exploratory (docs/PROTOCOL.md amendment 1: the search for a regime in which the baseline is unstable). A run
 **failed** if its loss became non-finite or its final validation loss is above its loss at initialisation
@@ -27,6 +28,7 @@ from .stability import _order, best_lr_paired, capped_loss, lr_sensitivity, pair
 from .studies import STUDIES
 
 STUDY = "stability-lr-v2"
+BOUNDARY_STUDIES = (STUDY, "stability-noclip-v2", "stability-bf16-v2", "stability-deep-v2")
 WORTSMAN_RANGE = (3e-4, 3e-1)  # the LR range over which Wortsman et al. 2023 measure sensitivity
 
 
@@ -155,13 +157,14 @@ def _words(table: pd.DataFrame, value: str, low: str, high: str, fmt: str = "+.3
 def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
     out = runs_root(out_dir)
     fig_dir = Path(figures_dir or repo_root() / "figures" / "stability-v2")
+    prefix = "" if study == STUDY else f"{study.removeprefix('stability-').removesuffix('-v2')}_"
     d = analyse(out, study)
     runs = d["runs"]
     footer = f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}"
     curves = runs.assign(capped=capped_loss(runs), arm=runs["variant"])
     for name, fig in (("lr_boundary_loss", plots.plot_lr_curves(curves)),
                       ("lr_boundary_growth", plots.plot_lr_growth(d["phase"]))):
-        plots.save(fig, fig_dir / name, footer)
+        plots.save(fig, fig_dir / f"{prefix}{name}", footer)
         plt.close(fig)
     done, expected = len(runs), expected_cells(study)
     grid = sorted(runs["cfg.lr"].unique())
@@ -216,13 +219,15 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study", nargs="?", default=STUDY, choices=BOUNDARY_STUDIES)
     p.add_argument("--out-dir", default=None)
     p.add_argument("--figures-dir", default=None)
     args = p.parse_args(argv)
-    if not has_index(STUDY, runs_root(args.out_dir)):
-        print(f"error: no runs.csv for {STUDY}; run `python -m embnorm_lib.sweep {STUDY}` first", file=sys.stderr)
+    if not has_index(args.study, runs_root(args.out_dir)):
+        print(f"error: no runs.csv for {args.study}; run `python -m embnorm_lib.sweep {args.study}` first",
+              file=sys.stderr)
         return 2
-    print(write_report(args.out_dir, args.figures_dir).read_text())
+    print(write_report(args.out_dir, args.figures_dir, args.study).read_text())
     return 0
 
 

@@ -74,6 +74,11 @@ def grid(study: str, preset: str, variants: Iterable[str], seeds: Iterable[int],
     return cells
 
 
+def _seed_major(study: str, preset: str, variants, seeds, fixed: dict, axes: dict) -> list[Cell]:
+    """`grid` one seed after another: a sweep stopped part-way has covered the whole grid for the first seeds."""
+    return [cell for seed in seeds for cell in grid(study, preset, variants, [seed], fixed=fixed, axes=axes)]
+
+
 @dataclass(frozen=True)
 class Study:
     name: str
@@ -95,6 +100,8 @@ WITH_LM_EVAL = {"lm_eval": True}  # studies whose registered family includes lm_
 INTERIM_EVAL = {"interim_eval_windows": 64}
 # Stability v2's learning-rate grid: half-decade steps over [1e-4, 1], covering Wortsman et al.'s [3e-4, 3e-1]
 LR_GRID_V2 = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0]
+LR_V2_NOTE = ("Failure (amendment 1): non-finite loss, or final validation loss above the loss at initialisation "
+              "(the latter scored on the 64-window subset of the learning curve).")
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("seeds-prelim", "The seed study's Table 1 protocol: variants none/ln/rms x seeds 0-2 x 150 iterations "
@@ -130,11 +137,29 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                              "(50 of warm-up, then cosine), none/ln/rms/scaled x seeds 0-2 x peak LR in half-decade "
                              "steps {1e-4, 3e-4, ..., 3e-1, 1} (9 points); learning curve on 64 validation windows, "
                              "final metrics on the whole split.", "stability-v2",
-          lambda: [cell for seed in range(3)  # seed-major: a sweep stopped part-way has covered the whole grid
-                   for cell in grid("stability-lr-v2", "nanogpt-cpu", ABCD, [seed],
-                                    fixed={"max_iters": 1000, **INTERIM_EVAL}, axes={"lr": LR_GRID_V2})],
-          note="Failure (amendment 1): non-finite loss, or final validation loss above the loss at initialisation "
-               "(the latter scored on the 64-window subset of the learning curve)."),
+          lambda: _seed_major("stability-lr-v2", "nanogpt-cpu", ABCD, range(3), {"max_iters": 1000, **INTERIM_EVAL},
+                              {"lr": LR_GRID_V2}),
+          note=LR_V2_NOTE),
+    # what moves the boundary (issue 16, item 2): the upper half of the LR grid, one change at a time
+    Study("stability-noclip-v2", "LR boundary without gradient clipping: stability-lr-v2's model and budget, "
+                                 "grad_clip 0, none/ln/rms/scaled x seeds 0-2 x peak LR {3e-2, 1e-1, 3e-1, 1}.",
+          "stability-v2", lambda: _seed_major("stability-noclip-v2", "nanogpt-cpu", ABCD, range(3),
+                                              {"max_iters": 1000, "grad_clip": 0.0, **INTERIM_EVAL},
+                                              {"lr": LR_GRID_V2[5:]}),
+          note=LR_V2_NOTE),
+    Study("stability-bf16-v2", "LR boundary in bf16 autocast (BLOOM's authors suspected bf16 removes the need for "
+                               "the embedding norm they needed in fp16): stability-lr-v2's model and budget, "
+                               "precision bf16, none/ln/rms/scaled x seeds 0-2 x peak LR {3e-2, 1e-1, 3e-1, 1}.",
+          "stability-v2", lambda: _seed_major("stability-bf16-v2", "nanogpt-cpu", ABCD, range(3),
+                                              {"max_iters": 1000, "precision": "bf16", **INTERIM_EVAL},
+                                              {"lr": LR_GRID_V2[5:]}),
+          note=LR_V2_NOTE + " This CPU's torch has no fp16 loss-scaling path worth timing; fp16 is left to a GPU."),
+    Study("stability-deep-v2", "LR boundary of a deeper model: stability-lr-v2's setup with 16 layers, "
+                               "none/ln/rms/scaled x seeds 0-2 x peak LR {1e-2, 3e-2, 1e-1, 3e-1}.",
+          "stability-v2", lambda: _seed_major("stability-deep-v2", "nanogpt-cpu", ABCD, range(3),
+                                              {"max_iters": 1000, "n_layer": 16, **INTERIM_EVAL},
+                                              {"lr": LR_GRID_V2[4:8]}),
+          note=LR_V2_NOTE + " 32 layers would cost twice as much again; run it if 16 layers do not fail."),
     Study("stability-scale-v2", "Scale vs normalization: the 8 x 128 model at 150 iterations, none/ln/rms/scaled "
                                 "plus ln_matched (LayerNorm whose gain starts at block 1's input norm of none) and "
                                 "scaled_unit (token embedding at unit RMS) x seeds 0-2 x emb_init_std in {0.02, 1.0} x "
