@@ -26,6 +26,9 @@ from .results import has_index, load_runs, load_series
 from .rundir import study_dir_for
 from .stability import _order, best_lr_paired, capped_loss, lr_sensitivity, paired_sensitivity, with_holm
 from .studies import STUDIES
+from .variants import variant_names
+
+VARIANT_ORDER = variant_names()
 
 STUDY = "stability-lr-v2"
 BOUNDARY_STUDIES = (STUDY, "stability-noclip-v2", "stability-bf16-v2", "stability-deep-v2")
@@ -127,6 +130,59 @@ def h1b_candidates(runs: pd.DataFrame, phase: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     reject, adjusted = stats.holm(frame["p_fisher"].to_numpy(float))
     return frame.assign(p_holm=adjusted, significant=reject)
+
+
+H1B_ENDPOINTS = ("failures", "spike_count_post_warmup", "val_loss_not_failed")
+
+
+def h1b_family(runs: pd.DataFrame, mei: float = stats.MEI) -> tuple[pd.DataFrame, dict]:
+    """The registered H1b test (amendment 1, item 6) on the runs of one regime (one LR of one study; run it on a
+    confirmatory study registered for that regime, not on the search that found it). Per variant vs none: failures
+    (Fisher's exact test), loss spikes after the warm-up (paired t) and the final validation loss of seed pairs in
+    which neither run failed (paired t); one Holm family over variant x endpoint; then decision rule 3: a variant
+    is adopted if the baseline is unstable, the variant fixes it (no failure, fewer spikes after the warm-up than
+    the baseline) and the upper end of its loss difference's 95% interval is within the MEI."""
+    from scipy.stats import fisher_exact
+
+    frame = runs.assign(failed=_failed(runs))
+    base = frame[frame["variant"] == "none"]
+    rows = []
+    for variant in [v for v in VARIANT_ORDER if v in set(frame["variant"]) and v != "none"]:
+        arm = frame[frame["variant"] == variant]
+        table = [[int(arm["failed"].sum()), int((~arm["failed"]).sum())],
+                 [int(base["failed"].sum()), int((~base["failed"]).sum())]]
+        rows.append({"variant": variant, "endpoint": "failures", "variant_value": table[0][0],
+                     "none_value": table[1][0], "mean_diff": table[0][0] - table[1][0], "ci_low": np.nan,
+                     "ci_high": np.nan, "p": fisher_exact(table).pvalue, "n": len(arm)})
+        c = stats.compare(frame, "spike_count_post_warmup", variant)
+        rows.append({"variant": variant, "endpoint": "spike_count_post_warmup", "variant_value": c.variant_mean,
+                     "none_value": c.baseline_mean, "mean_diff": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
+                     "p": c.p_t, "n": c.n})
+        both_ok = set(arm.loc[~arm["failed"], "seed"]) & set(base.loc[~base["failed"], "seed"])
+        pairs = frame[frame["seed"].isin(both_ok) & frame["variant"].isin(["none", variant])]
+        c = stats.compare(pairs, "val_loss", variant) if len(both_ok) >= 2 else None
+        rows.append({"variant": variant, "endpoint": "val_loss_not_failed",
+                     "variant_value": c.variant_mean if c else np.nan, "none_value": c.baseline_mean if c else np.nan,
+                     "mean_diff": c.mean_diff if c else np.nan, "ci_low": c.ci_low if c else np.nan,
+                     "ci_high": c.ci_high if c else np.nan, "p": c.p_t if c else np.nan, "n": len(both_ok)})
+    family = pd.DataFrame(rows)
+    tested = family["p"].notna()
+    reject, adjusted = stats.holm(family.loc[tested, "p"].to_numpy(float))
+    family.loc[tested, "p_holm"] = adjusted
+    family["significant"] = False
+    family.loc[tested, "significant"] = reject
+    base_spikes = base["spike_count_post_warmup"].mean()
+    unstable = bool(base["failed"].any() or base_spikes >= 1)
+    verdicts = {}
+    for variant, sub in family.groupby("variant", sort=False):
+        arm = frame[frame["variant"] == variant]
+        fixes = bool(not arm["failed"].any() and arm["spike_count_post_warmup"].mean() < base_spikes)
+        cost_high = sub.loc[sub["endpoint"] == "val_loss_not_failed", "ci_high"].iloc[0]
+        adopt = unstable and fixes and bool(np.isfinite(cost_high) and cost_high <= mei)
+        verdicts[variant] = {"verdict": f"adopt {variant}" if adopt else "keep baseline", "fixes": fixes,
+                             "cost_ci_high": float(cost_high)}
+    return family, {"baseline_unstable": unstable, "baseline_failures": int(base["failed"].sum()),
+                    "baseline_spikes_post_warmup": float(base_spikes), "mei": mei, "variants": verdicts}
 
 
 def analyse(out: Path, study: str = STUDY) -> dict:

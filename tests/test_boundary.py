@@ -54,3 +54,32 @@ def test_h1b_candidates_are_the_lrs_where_none_fails_with_fisher_and_holm():
     assert not h1b["significant"].any()
     stable = synthetic_runs(none_breaks_at=10.0)
     assert boundary.h1b_candidates(stable, boundary.phase_table(stable)).empty
+
+
+def h1b_runs(none_fails=(0, 1, 2), ln_cost=0.005, seeds=range(8)):
+    rows = []
+    for variant in ("none", "ln"):
+        for seed in seeds:
+            failed = variant == "none" and seed in none_fails
+            rows.append({"variant": variant, "seed": seed, "cfg.lr": 0.3, "failed": failed, "diverged": failed,
+                         "val_loss": np.nan if failed else 2.0 + 0.01 * seed + (ln_cost if variant == "ln" else 0)
+                         + 0.0005 * (seed % 3),
+                         "spike_count_post_warmup": (3 + seed % 2) if variant == "none" else seed % 2})
+    return pd.DataFrame(rows)
+
+
+def test_h1b_is_one_holm_family_of_three_endpoints_and_decision_rule_3():
+    family, decision = boundary.h1b_family(h1b_runs())
+    assert list(family["endpoint"]) == ["failures", "spike_count_post_warmup", "val_loss_not_failed"]
+    rows = family.set_index("endpoint")
+    assert (rows.loc["failures", "variant_value"], rows.loc["failures", "none_value"]) == (0, 3)
+    assert rows.loc["spike_count_post_warmup", "mean_diff"] == pytest.approx(-3.0)
+    assert rows.loc["val_loss_not_failed", "n"] == 5  # seeds where neither run failed
+    assert rows.loc["val_loss_not_failed", "mean_diff"] == pytest.approx(0.005)
+    assert decision["baseline_unstable"] and decision["variants"]["ln"]["fixes"]
+    assert decision["variants"]["ln"]["verdict"] == "adopt ln"  # cost CI upper end within the MEI of 0.01
+    _, costly = boundary.h1b_family(h1b_runs(ln_cost=0.05))
+    assert costly["variants"]["ln"]["verdict"] == "keep baseline"
+    _, stable = boundary.h1b_family(h1b_runs(none_fails=()).assign(
+        spike_count_post_warmup=lambda f: f["seed"] % 2))
+    assert not stable["baseline_unstable"] and stable["variants"]["ln"]["verdict"] == "keep baseline"
