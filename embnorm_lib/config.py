@@ -10,6 +10,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .io import read_json
+from .tokenizer import check_tokenizer
 from .variants import canonical_variant
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -29,6 +30,7 @@ class RunConfig:
     n_embd: int = 128
     block_size: int = 128
     vocab_size: int = 65
+    tokenizer: str = "char"  # tokenizer.py's registry: char | bpe-512 | bpe-4096 (vocab_size must match)
     dropout: float = 0.0
     bias: bool = True
     init_std: float = 0.02
@@ -98,6 +100,9 @@ class RunConfig:
         _check(_num(self.spike_factor) and self.spike_factor > 1, "spike_factor", self.spike_factor, "a number > 1")
         _check(self.precision in PRECISIONS, "precision", self.precision, ", ".join(PRECISIONS))
         _check(self.execution in EXECUTIONS, "execution", self.execution, ", ".join(EXECUTIONS))
+        check_tokenizer(self.tokenizer)
+        _check(not (self.lm_eval and self.tokenizer != "char"), "lm_eval", self.lm_eval,
+               f"false with tokenizer={self.tokenizer!r} (the zero/few-shot adapter scores characters only so far)")
         _check(self.device in DEVICES, "device", self.device, ", ".join(DEVICES))
         _check(self.compile in (True, False, "auto"), "compile", self.compile, "true, false, auto")
         for name in ("bias", "tie_embeddings", "eval_at_init", "lm_eval"):

@@ -93,38 +93,55 @@ def encode_chars(chars: list[str], text: str) -> list[int]:
 
 @dataclass
 class Corpus:
-    """The encoded corpus with its character vocabulary and the 90/10 split."""
+    """The encoded corpus with its vocabulary and the 90/10 split (made on characters, then each side encoded)."""
 
     text: str
-    chars: list[str]
+    chars: list[str]  # the vocabulary's strings: characters, or a subword tokenizer's tokens ("▁" for a space)
     train: torch.Tensor  # int64 token ids
     val: torch.Tensor
     path: Path
     sha256: str = CORPUS_SHA256
+    tokenizer: str = "char"
+    tokenizer_sha256: str = ""  # of the tokenizer's file (subword tokenizers)
+    n_train_chars: int = 0  # characters in the training split (0: one per token)
 
     @property
     def vocab_size(self) -> int:
         return len(self.chars)
 
     def encode(self, text: str) -> list[int]:
+        if self.tokenizer != "char":
+            raise ValueError(f"Corpus.encode is for characters; encode {self.tokenizer} text with its tokenizer")
         return encode_chars(self.chars, text)
 
     def decode(self, ids) -> str:
-        return "".join(self.chars[int(i)] for i in ids)
+        text = "".join(self.chars[int(i)] for i in ids)
+        return text if self.tokenizer == "char" else text.replace("▁", " ")
 
     @property
     def train_text(self) -> str:
-        return self.text[: len(self.train)]
+        return self.text[: self.n_train_chars or len(self.train)]
 
     @property
     def val_text(self) -> str:
-        return self.text[len(self.train):]
+        return self.text[self.n_train_chars or len(self.train):]
+
+    @property
+    def char_lengths(self) -> torch.Tensor | None:
+        """Characters per token id, for losses per character; None for characters (one each)."""
+        if self.tokenizer == "char":
+            return None
+        return torch.tensor([len(t) for t in self.chars], dtype=torch.int64)
 
 
 _CACHE: dict[Path, Corpus] = {}
+_TOKENIZED: dict[tuple[Path, str], Corpus] = {}
 
 
-def load_corpus(data_path: str | os.PathLike | None = None) -> Corpus:
+def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "char") -> Corpus:
+    """The verified corpus, encoded by a registered tokenizer (tokenizer.py); characters unless asked."""
+    if tokenizer != "char":
+        return _tokenized(load_corpus(data_path), tokenizer)
     path = resolve_data_path(data_path).resolve()
     if path not in _CACHE:
         text = path.read_text(encoding="utf-8")
@@ -138,6 +155,21 @@ def load_corpus(data_path: str | os.PathLike | None = None) -> Corpus:
         _CACHE[path] = Corpus(text=text, chars=chars, train=ids[:n_train].clone(),
                               val=ids[n_train:].clone(), path=path)
     return _CACHE[path]
+
+
+def _tokenized(chars: Corpus, name: str) -> Corpus:
+    """The character corpus's split, each side encoded by the subword tokenizer trained on its training side."""
+    from .tokenizer import bpe_tokenizer
+
+    key = (chars.path, name)
+    if key not in _TOKENIZED:
+        tok, tok_sha = bpe_tokenizer(name, chars.train_text, chars.sha256)
+        encode = lambda text: torch.tensor(tok.encode(text).ids, dtype=torch.int64)  # noqa: E731
+        vocab = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+        _TOKENIZED[key] = Corpus(text=chars.text, chars=vocab, train=encode(chars.train_text),
+                                 val=encode(chars.val_text), path=chars.path, sha256=chars.sha256, tokenizer=name,
+                                 tokenizer_sha256=tok_sha, n_train_chars=len(chars.train_text))
+    return _TOKENIZED[key]
 
 
 class BatchSampler:

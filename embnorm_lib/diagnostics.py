@@ -112,7 +112,9 @@ def norm_distribution(x: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
 
 
 def class_ids(chars: list[str]) -> dict[str, torch.Tensor]:
-    ids = {name: torch.tensor([i for i, c in enumerate(chars) if token_class(c) == name], dtype=torch.long)
+    # a subword token is classed by its first character ("▁" marks a space)
+    ids = {name: torch.tensor([i for i, c in enumerate(chars) if token_class(c.replace("▁", " ")[:1]) == name],
+                              dtype=torch.long)
            for name in [*TOKEN_CLASSES, "other"]}
     return {k: v for k, v in ids.items() if len(v)}
 

@@ -19,8 +19,11 @@ SUM_WINDOWS = 128
 
 @torch.inference_mode()
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, precision: Precision,
-             keep_logits: bool = False, forward_windows: int = FORWARD_WINDOWS) -> dict | tuple[dict, torch.Tensor]:
-    """val loss (nats/char), perplexity, bits/char and next-char accuracy over the given windows.
+             keep_logits: bool = False, forward_windows: int = FORWARD_WINDOWS,
+             char_lengths: torch.Tensor | None = None) -> dict | tuple[dict, torch.Tensor]:
+    """val loss (nats/token: nats/char for characters), perplexity, bits and next-token accuracy over the windows;
+    with `char_lengths` (characters per token id, subword tokenizers) also the loss per character of the text the
+    targets spell (`val_loss_per_char`, `val_bpc` per character, `val_chars`).
 
     Streams over the windows; with keep_logits it also returns all logits (float32, CPU) so the
     final evaluation and the calibration analysis share one forward pass."""
@@ -48,6 +51,10 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, precision
         "val_acc": correct / count,
         "val_tokens": count,
     }
+    if char_lengths is not None:
+        chars = int(char_lengths[y].sum())
+        metrics.update({"val_loss_per_char": total_nll / chars, "val_bpc": total_nll / chars / math.log(2),
+                        "val_chars": chars})
     return (metrics, torch.cat(kept)) if keep_logits else metrics
 
 

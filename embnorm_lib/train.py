@@ -50,7 +50,7 @@ def check_fits_data(cfg: RunConfig, corpus) -> None:
     """Everything about the data that can fail, checked before the run directory is touched."""
     if corpus.vocab_size != cfg.vocab_size:
         raise ConfigError(f"invalid vocab_size={cfg.vocab_size}; allowed: {corpus.vocab_size} "
-                          f"(the corpus's character count)")
+                          f"(the size of tokenizer {corpus.tokenizer}'s vocabulary for this corpus)")
     if len(corpus.train) <= cfg.block_size + 1:
         raise ConfigError(f"invalid block_size={cfg.block_size}; allowed: < {len(corpus.train) - 1} "
                           f"(the training split has {len(corpus.train)} characters)")
@@ -79,7 +79,7 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
 
 def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval) -> dict:
     run = RunDir(Path(run_dir))
-    corpus = load_corpus(data_path)  # verified before anything is written
+    corpus = load_corpus(data_path, cfg.tokenizer)  # verified (and tokenized) before anything is written
     check_fits_data(cfg, corpus)
     device = select_device(cfg.device)
     ddp = D.setup(device.type)
@@ -96,8 +96,10 @@ class Evaluator:
     """Validation passes: the final one scores every window and keeps its logits for calibration; the ones before
     it (init included) score an evenly spaced subset when the config asks for one (`interim_eval_windows`)."""
 
-    def __init__(self, cfg: RunConfig, model: GPT, val_x, val_y, precision: Precision, on_eval):
+    def __init__(self, cfg: RunConfig, model: GPT, val_x, val_y, precision: Precision, on_eval,
+                 char_lengths: torch.Tensor | None = None):
         self.cfg, self.model, self.val_x, self.val_y, self.precision = cfg, model, val_x, val_y, precision
+        self.char_lengths = char_lengths
         self.on_eval = on_eval
         self.final_logits = None
         keep = evenly_spaced(len(val_x), cfg.interim_eval_windows)
@@ -107,7 +109,7 @@ class Evaluator:
         t = time.perf_counter()
         is_final = step == self.cfg.max_iters
         x, y = (self.val_x, self.val_y) if is_final else (self.interim_x, self.interim_y)
-        result = evaluate(self.model, x, y, self.precision, keep_logits=is_final)
+        result = evaluate(self.model, x, y, self.precision, keep_logits=is_final, char_lengths=self.char_lengths)
         if is_final:
             result, self.final_logits = result
         row = {"step": step, "tokens": step * self.cfg.tokens_per_iter, **result, "eval_s": time.perf_counter() - t}
@@ -212,7 +214,8 @@ def start_run(cfg: RunConfig, run: RunDir, corpus, device: torch.device, precisi
     resume(run, cfg, state, device)
     if is_main:  # every check has passed: only now does the directory say which run it holds
         write_config(run, cfg)
-    active = ActiveRun(cfg, run, state, Evaluator(cfg, model, val_x, val_y, precision, on_eval), precision,
+    active = ActiveRun(cfg, run, state, Evaluator(cfg, model, val_x, val_y, precision, on_eval, corpus.char_lengths),
+                       precision,
                        diag.parameter_groups(model), val_x[:8], corpus.chars, elapsed_clock(state), is_main)
     if state.step == 0 and cfg.eval_at_init and not state.logs.evals and is_main:
         state.logs.evals.append(active.evaluator(0))
@@ -292,6 +295,10 @@ def _finish(cfg, run: RunDir, state: TrainingState, evaluator: Evaluator, corpus
     logs.write(run)
     summary = _summarize(cfg, logs.metrics, logs.evals, logs.diagnostics, diverged_step, state.model, corpus,
                          device, precision, wall_s, world_size)
+    if corpus.tokenizer != "char":  # char runs keep the summary they always had
+        final = logs.evals[-1] if logs.evals and diverged_step is None else {}
+        summary.update({"tokenizer": corpus.tokenizer, "tokenizer_sha256": corpus.tokenizer_sha256,
+                        "val_loss_per_char": final.get("val_loss_per_char", float("nan"))})
     summary.update(extra or {})
     if evaluator.final_logits is not None:
         calib = calibration_from_logits(evaluator.final_logits, evaluator.val_y)

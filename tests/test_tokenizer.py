@@ -1,0 +1,47 @@
+"""Subword tokens (issue 18): a BPE tokenizer trained on the training split only, its runs and losses per char."""
+import pytest
+import torch
+
+from embnorm_lib import data as data_module
+from embnorm_lib import tokenizer as tokenizer_module
+from embnorm_lib.config import preset_config
+from embnorm_lib.errors import ConfigError
+from embnorm_lib.io import read_json, read_jsonl
+from embnorm_lib.tokenizer import bpe_tokenizer
+from embnorm_lib.train import train
+
+
+def test_bpe_is_trained_on_the_training_split_deterministically_and_round_trips(tmp_path, corpus):
+    tok, sha = bpe_tokenizer("bpe-512", corpus.train_text, corpus.sha256, out_dir=tmp_path / "a")
+    again, sha_again = bpe_tokenizer("bpe-512", corpus.train_text, corpus.sha256, out_dir=tmp_path / "b")
+    assert sha == sha_again and tok.get_vocab_size() == 512
+    ids = tok.encode(corpus.val_text).ids
+    assert tok.decode(ids) == corpus.val_text and len(ids) < 0.6 * len(corpus.val_text)
+    assert sum(len(tok.id_to_token(i)) for i in ids) == len(corpus.val_text)  # characters per token add up
+    # trained from the training split alone: a tokenizer trained on other text is another file
+    other, other_sha = bpe_tokenizer("bpe-512", corpus.val_text, corpus.sha256, out_dir=tmp_path / "c")
+    assert other_sha != sha
+
+
+def test_a_bpe_run_records_its_tokenizer_and_its_loss_per_character(tmp_path, data_path, monkeypatch):
+    monkeypatch.setattr(data_module, "_TOKENIZED", {})
+    monkeypatch.setattr(tokenizer_module, "runs_root", lambda out_dir=None: tmp_path / "runs")  # not the repo's
+    cfg = preset_config("tiny", tokenizer="bpe-512", vocab_size=512, max_iters=4, eval_windows=16, torch_threads=1)
+    summary = train(cfg, tmp_path / "run", data_path, progress=False)
+    corpus = data_module.load_corpus(data_path, "bpe-512")
+    assert summary["tokenizer"] == "bpe-512" and summary["tokenizer_sha256"] == corpus.tokenizer_sha256
+    assert (tmp_path / "runs" / "tokenizers").is_dir()
+    last = read_jsonl(tmp_path / "run" / "evals.jsonl")[-1]
+    assert last["val_loss_per_char"] == pytest.approx(last["val_loss"] * last["val_tokens"] / last["val_chars"])
+    assert last["val_chars"] > last["val_tokens"]  # a subword spells more than one character on average
+    assert summary["val_loss_per_char"] == last["val_loss_per_char"]
+    with pytest.raises(ConfigError, match="invalid vocab_size=65; allowed: 512"):
+        train(cfg.replace(vocab_size=65), tmp_path / "bad", data_path, progress=False)
+    assert not (tmp_path / "bad").exists()
+    assert read_json(tmp_path / "run" / "config.json")["tokenizer"] == "bpe-512"
+
+
+def test_the_character_corpus_is_untouched_by_the_registry(data_path):
+    chars = data_module.load_corpus(data_path)
+    assert chars.tokenizer == "char" and chars.char_lengths is None and chars.vocab_size == 65
+    assert torch.equal(chars.train[:5], torch.tensor(chars.encode(chars.text[:5])))
