@@ -31,6 +31,7 @@ class RunConfig:
     block_size: int = 128
     vocab_size: int = 65
     tokenizer: str = "char"  # tokenizer.py's registry: char | bpe-512 | bpe-4096 (vocab_size must match)
+    corpus_sha256: str = ""  # "": tiny Shakespeare; else the sha256 of a UTF-8 text file of your own (give data_path)
     dropout: float = 0.0
     bias: bool = True
     init_std: float = 0.02
@@ -101,6 +102,11 @@ class RunConfig:
         _check(self.precision in PRECISIONS, "precision", self.precision, ", ".join(PRECISIONS))
         _check(self.execution in EXECUTIONS, "execution", self.execution, ", ".join(EXECUTIONS))
         check_tokenizer(self.tokenizer)
+        _check(self.corpus_sha256 == "" or (isinstance(self.corpus_sha256, str) and len(self.corpus_sha256) == 64
+                                            and all(c in "0123456789abcdef" for c in self.corpus_sha256)),
+               "corpus_sha256", self.corpus_sha256, '"" (tiny Shakespeare) or a 64-character lowercase hex sha256')
+        _check(not (self.lm_eval and self.corpus_sha256), "lm_eval", self.lm_eval,
+               "false with a corpus of your own (the zero/few-shot tasks are built from Shakespeare's plays)")
         _check(not (self.lm_eval and self.tokenizer != "char"), "lm_eval", self.lm_eval,
                f"false with tokenizer={self.tokenizer!r} (the zero/few-shot adapter scores characters only so far)")
         _check(self.device in DEVICES, "device", self.device, ", ".join(DEVICES))

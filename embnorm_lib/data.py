@@ -25,14 +25,14 @@ def sha256_of(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def verify(path: Path) -> Path:
+def verify(path: Path, sha256: str = CORPUS_SHA256) -> Path:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"data file not found: {path}")
     digest = sha256_of(path)
-    if digest != CORPUS_SHA256:
-        raise DataError(f"checksum mismatch for {path}: sha256 {digest}, expected {CORPUS_SHA256} "
-                        f"(tiny Shakespeare, {CORPUS_BYTES:,} bytes)")
+    if digest != sha256:
+        what = f"tiny Shakespeare, {CORPUS_BYTES:,} bytes" if sha256 == CORPUS_SHA256 else "the config's corpus_sha256"
+        raise DataError(f"checksum mismatch for {path}: sha256 {digest}, expected {sha256} ({what})")
     return path
 
 
@@ -69,9 +69,17 @@ def data_candidates(data_path: str | os.PathLike | None = None) -> list[tuple[st
     return [("cache", cache_path()), ("shared copy", shared_copy())]
 
 
-def resolve_data_path(data_path: str | os.PathLike | None = None) -> Path:
+def resolve_data_path(data_path: str | os.PathLike | None = None, corpus_sha256: str = "") -> Path:
     """An explicit path, else $EMBNORM_DATA, else the local cache, else ../shared/data beside the
-    checkout, else a download into the cache. Whatever the source, the checksum is verified."""
+    checkout, else a download into the cache. Whatever the source, the checksum is verified.
+
+    Another corpus (any UTF-8 text file, issue 18) is named by its sha256 (`corpus_sha256`) and must be given
+    explicitly (data_path or $EMBNORM_DATA): it is never looked for in tiny Shakespeare's places or downloaded."""
+    if corpus_sha256 and corpus_sha256 != CORPUS_SHA256:
+        if not (data_path or os.environ.get(ENV_DATA)):
+            raise DataError(f"corpus_sha256={corpus_sha256[:12]}... names a corpus of your own; give its file as "
+                            f"data_path (or ${ENV_DATA})")
+        return verify(Path(data_path or os.environ[ENV_DATA]).expanduser(), corpus_sha256)
     candidates = data_candidates(data_path)
     if data_path or os.environ.get(ENV_DATA):
         return verify(candidates[0][1])
@@ -134,17 +142,26 @@ class Corpus:
         return torch.tensor([len(t) for t in self.chars], dtype=torch.int64)
 
 
-_CACHE: dict[Path, Corpus] = {}
-_TOKENIZED: dict[tuple[Path, str], Corpus] = {}
+_CACHE: dict[tuple[Path, str], Corpus] = {}
+_TOKENIZED: dict[tuple[Path, str, str], Corpus] = {}
 
 
-def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "char") -> Corpus:
-    """The verified corpus, encoded by a registered tokenizer (tokenizer.py); characters unless asked."""
+def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "char",
+                corpus_sha256: str = "") -> Corpus:
+    """The verified corpus (tiny Shakespeare, or the file whose sha256 is `corpus_sha256`), encoded by a registered
+    tokenizer (tokenizer.py); characters unless asked. The split is the first 90% of the characters for training."""
     if tokenizer != "char":
-        return _tokenized(load_corpus(data_path), tokenizer)
-    path = resolve_data_path(data_path).resolve()
-    if path not in _CACHE:
-        text = path.read_text(encoding="utf-8")
+        return _tokenized(load_corpus(data_path, corpus_sha256=corpus_sha256), tokenizer)
+    path = resolve_data_path(data_path, corpus_sha256).resolve()
+    key = (path, corpus_sha256 or CORPUS_SHA256)  # verified just now: the file at `path` has this sha256
+    if key not in _CACHE:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(f"invalid corpus file {path}: not UTF-8 text ({e.reason} at byte {e.start}); "
+                            f"allowed: a UTF-8 text file") from None
+        if len(text) < 1000:
+            raise DataError(f"invalid corpus file {path}: {len(text)} characters; allowed: at least 1,000")
         chars = sorted(set(text))
         # code points -> ids through a lookup table: no per-character Python objects
         codes = torch.from_numpy(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64))
@@ -152,16 +169,16 @@ def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "ch
         lookup[torch.tensor([ord(c) for c in chars])] = torch.arange(len(chars))
         ids = lookup[codes]
         n_train = int(TRAIN_FRACTION * len(ids))
-        _CACHE[path] = Corpus(text=text, chars=chars, train=ids[:n_train].clone(),
-                              val=ids[n_train:].clone(), path=path)
-    return _CACHE[path]
+        _CACHE[key] = Corpus(text=text, chars=chars, train=ids[:n_train].clone(),
+                             val=ids[n_train:].clone(), path=path, sha256=corpus_sha256 or CORPUS_SHA256)
+    return _CACHE[key]
 
 
 def _tokenized(chars: Corpus, name: str) -> Corpus:
     """The character corpus's split, each side encoded by the subword tokenizer trained on its training side."""
     from .tokenizer import bpe_tokenizer
 
-    key = (chars.path, name)
+    key = (chars.path, chars.sha256, name)
     if key not in _TOKENIZED:
         tok, tok_sha = bpe_tokenizer(name, chars.train_text, chars.sha256)
         encode = lambda text: torch.tensor(tok.encode(text).ids, dtype=torch.int64)  # noqa: E731

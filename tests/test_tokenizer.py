@@ -45,3 +45,40 @@ def test_the_character_corpus_is_untouched_by_the_registry(data_path):
     chars = data_module.load_corpus(data_path)
     assert chars.tokenizer == "char" and chars.char_lengths is None and chars.vocab_size == 65
     assert torch.equal(chars.train[:5], torch.tensor(chars.encode(chars.text[:5])))
+
+
+def _own_corpus(tmp_path):
+    import hashlib
+
+    rng = __import__("random").Random(0)
+    words = ["alpha", "beta", "gamma", "delta", "eta", "theta", "iota", "kappa"]
+    text = "\n".join(" ".join(rng.choice(words) for _ in range(12)) for _ in range(600)) + "\n"
+    path = tmp_path / "own.txt"
+    path.write_text(text, encoding="utf-8")
+    return path, hashlib.sha256(path.read_bytes()).hexdigest(), text
+
+
+def test_a_corpus_of_your_own_is_named_by_its_sha256_split_deterministically_and_trained_on(tmp_path):
+    path, sha, text = _own_corpus(tmp_path)
+    vocab = len(set(text))
+    cfg = preset_config("tiny", corpus_sha256=sha, vocab_size=vocab, max_iters=3, eval_windows=8, torch_threads=1)
+    summary = train(cfg, tmp_path / "run", path, progress=False)
+    assert summary["data_sha256"] == sha and summary["steps"] == 3
+    corpus = data_module.load_corpus(path, corpus_sha256=sha)
+    assert len(corpus.train) == int(0.9 * len(text)) and corpus.train_text + corpus.val_text == text
+    # named by its checksum: another file, or none at all, is refused in one line before anything is written
+    other = tmp_path / "other.txt"
+    other.write_text(text + "more\n", encoding="utf-8")
+    for data_path, message in ((other, "checksum mismatch"), (None, "names a corpus of your own")):
+        with pytest.raises(data_module.DataError, match=message):
+            train(cfg, tmp_path / "bad", data_path, progress=False)
+    assert not (tmp_path / "bad").exists()
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\xff\xfe" * 1000)
+    with pytest.raises(data_module.DataError, match="not UTF-8 text"):
+        data_module.load_corpus(binary, corpus_sha256=__import__("hashlib").sha256(binary.read_bytes()).hexdigest())
+    for bad, message in (("abc", "corpus_sha256='abc'"), (sha.upper(), "lowercase hex")):
+        with pytest.raises(ConfigError, match=message):
+            cfg.replace(corpus_sha256=bad)
+    with pytest.raises(ConfigError, match="built from Shakespeare"):
+        cfg.replace(lm_eval=True)
