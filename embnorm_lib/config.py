@@ -107,8 +107,6 @@ class RunConfig:
                "corpus_sha256", self.corpus_sha256, '"" (tiny Shakespeare) or a 64-character lowercase hex sha256')
         _check(not (self.lm_eval and self.corpus_sha256), "lm_eval", self.lm_eval,
                "false with a corpus of your own (the zero/few-shot tasks are built from Shakespeare's plays)")
-        _check(not (self.lm_eval and self.tokenizer != "char"), "lm_eval", self.lm_eval,
-               f"false with tokenizer={self.tokenizer!r} (the zero/few-shot adapter scores characters only so far)")
         _check(self.device in DEVICES, "device", self.device, ", ".join(DEVICES))
         _check(self.compile in (True, False, "auto"), "compile", self.compile, "true, false, auto")
         for name in ("bias", "tie_embeddings", "eval_at_init", "lm_eval"):

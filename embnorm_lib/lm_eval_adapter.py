@@ -58,13 +58,27 @@ class CharLM(_LMBase):
 
     @classmethod
     def from_run_dir(cls, run_dir: str | Path, data_path=None, **kwargs) -> CharLM:
+        """The run's final weights behind the interface its tokenizer needs (SubwordLM for BPE runs)."""
         run = RunDir(Path(run_dir))
-        model = GPT(RunConfig.load(run.config))
+        cfg = RunConfig.load(run.config)
+        model = GPT(cfg)
         model.load_state_dict(torch.load(run.final_model, map_location="cpu", weights_only=True))
-        return cls(model, load_corpus(data_path).chars, **kwargs)
+        corpus = load_corpus(data_path, corpus_sha256=cfg.corpus_sha256)
+        if cfg.tokenizer == "char":
+            return CharLM(model, corpus.chars, **kwargs)
+        from .tokenizer import bpe_tokenizer
+
+        return SubwordLM(model, bpe_tokenizer(cfg.tokenizer, corpus.train_text, corpus.sha256)[0], **kwargs)
 
     def encode(self, text: str) -> list[int]:
         return encode_chars(self.chars, text)
+
+    def split(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Token ids of the context and of the continuation (for characters, each encoded alone)."""
+        return self.encode(context), self.encode(continuation)
+
+    def token_text(self, token_id: int) -> str:
+        return self.chars[token_id]
 
     # -- scoring ---------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -102,7 +116,7 @@ class CharLM(_LMBase):
         return results
 
     def loglikelihood(self, requests) -> list[tuple[float, bool]]:
-        return self._score([(self.encode(r.args[0]), self.encode(r.args[1])) for r in requests])
+        return self._score([self.split(r.args[0], r.args[1]) for r in requests])
 
     def loglikelihood_rolling(self, requests) -> list[float]:
         """Log-likelihood of whole strings: each window of block_size characters conditions on the one before."""
@@ -132,13 +146,37 @@ class CharLM(_LMBase):
                 logits, _, _ = self.model(torch.tensor([ids[-self.block_size:]], device=self.device_name))
                 nxt = int(logits[0, -1].argmax())
                 ids.append(nxt)
-                text += self.chars[nxt]
+                text += self.token_text(nxt)
                 hit = [s for s in until if s and s in text]
                 if hit:
                     text = text[: min(text.index(s) for s in hit)]
                     break
             outputs.append(text)
         return outputs
+
+
+class SubwordLM(CharLM):
+    """A subword (BPE) GPT behind the same interface. A request is encoded whole (context + continuation) and split
+    at the context's last character: a token that spans the boundary belongs to the continuation, so the score is
+    the log-probability of the tokens the whole string is written with, each conditioned on the tokens before it
+    (never a token cut in half, never a tokenization the model did not see in training)."""
+
+    def __init__(self, model: GPT, tokenizer, batch_size: int = 64, device: str = "cpu"):
+        super().__init__(model, [tokenizer.id_to_token(i) for i in range(tokenizer.get_vocab_size())],
+                         batch_size, device)
+        self.tokenizer = tokenizer
+        self.stoi = {"\n": tokenizer.token_to_id("\n")}  # an empty context is conditioned on a newline
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text).ids
+
+    def split(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        encoding = self.tokenizer.encode(context + continuation)
+        first = next(i for i, (_, end) in enumerate(encoding.offsets) if end > len(context))
+        return encoding.ids[:first], encoding.ids[first:]
+
+    def token_text(self, token_id: int) -> str:
+        return self.chars[token_id].replace("▁", " ")
 
 
 def fits(block_size: int, shots: int, max_item_chars: int = 31) -> bool:

@@ -82,3 +82,32 @@ def test_a_corpus_of_your_own_is_named_by_its_sha256_split_deterministically_and
             cfg.replace(corpus_sha256=bad)
     with pytest.raises(ConfigError, match="built from Shakespeare"):
         cfg.replace(lm_eval=True)
+
+
+def test_subword_scoring_splits_at_the_context_boundary_and_obeys_the_chain_rule(tmp_path, corpus):
+    from types import SimpleNamespace
+
+    from embnorm_lib.lm_eval_adapter import SubwordLM
+    from embnorm_lib.model import GPT
+
+    tok, _ = bpe_tokenizer("bpe-512", corpus.train_text, corpus.sha256, out_dir=tmp_path)
+    lm = SubwordLM(GPT(preset_config("tiny", tokenizer="bpe-512", vocab_size=512, seed=3)), tok)
+    req = lambda *args: SimpleNamespace(args=args)  # noqa: E731 (lm-eval's Instance carries .args)
+    # at a word boundary the continuation is its own tokens
+    context, continuation = "ROMEO:\nBut soft, what", " light"
+    ctx, cont = lm.split(context, continuation)
+    assert tok.decode(cont) == continuation and ctx == lm.encode(context)
+    # mid-word, the token spanning the boundary is scored with the continuation, never cut
+    ctx, cont = lm.split("the wor", "ld is")
+    assert tok.decode(ctx + cont) == "the world is" and "the wor".startswith(tok.decode(ctx))
+    assert len(tok.decode(cont)) >= len("ld is")
+    # the score is log P(continuation's tokens | the tokens before them) under the whole string's tokenization
+    for context, continuation in (("ROMEO:\nBut soft, what", " light"), ("the wor", "ld is")):
+        ctx, cont = lm.split(context, continuation)
+        assert ctx + cont == lm.encode(context + continuation)  # the tokens the whole string is written with
+        logits, _, _ = lm.model(torch.tensor([ctx + cont]))
+        logprobs = torch.log_softmax(logits[0, len(ctx) - 1:-1].float(), dim=-1)
+        expected = logprobs.gather(-1, torch.tensor(cont)[:, None]).sum().item()
+        (score, _), = lm.loglikelihood([req(context, continuation)])
+        assert score == pytest.approx(expected, rel=1e-5)
+    assert lm.token_text(tok.token_to_id("▁what")) == " what"
