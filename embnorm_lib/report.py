@@ -71,6 +71,9 @@ def replication_sentence(rep: pd.DataFrame) -> str:
             f"under our defaults (GPT-2 init, N(0, 0.02) embeddings).")
 
 
+V2_REPORTS = ("BOUNDARY.md", "SCALE.md", "BUDGET.md")  # written by boundary.py, scale_vs_norm.py, budget_trend.py
+
+
 def _planned(study: str) -> int:
     return len(study_cells(study))
 
@@ -85,7 +88,8 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
              "",
              "Each study directory holds one run directory per cell (`<variant>[_<axis>=<value>]/seed<k>/`) "
              "with `config.json`, `metrics.jsonl` (every step), `evals.jsonl` (full-validation passes), "
-             "`diagnostics.jsonl`, `calibration.json`, `summary.json` and the executed `02_train.ipynb`; "
+             "`diagnostics.jsonl`, `calibration.json`, `positions.json` (runs trained since it exists), `summary.json` and "
+             "the executed `02_train.ipynb`; "
              "`runs.csv` indexes them and is the single source for every table. Checkpoints and weights are "
              "not committed. This file is written by `python -m embnorm_lib.report runs-readme`.", ""]
     for study in studies_of("paired"):
@@ -129,6 +133,18 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
                   f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {_planned(study)} runs finished "
                   f"({reused} copied from identical runs), {prov['sweep_wall_s'] / 60:.1f} min of sweep wall time; "
                   f"{int(runs['diverged'].astype(bool).sum())} diverged.", ""]
+    parts += ["## Stability v2 studies (issue 16; exploratory searches, docs/PROTOCOL.md amendment 1)", ""]
+    for study in studies_of("stability-v2"):
+        text = STUDIES[study].description
+        if not has_index(study, out):
+            parts += [f"- `{study}`: {text} Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
+            continue
+        runs = load_runs(study, out)
+        reports = [f"[`{study}/{name}`]({study}/{name})" for name in V2_REPORTS if (out / study / name).is_file()]
+        parts += [f"- `{study}`: {text} {len(runs)} of {_planned(study)} runs finished "
+                  f"(commit(s) {', '.join(sorted({str(c)[:12] for c in runs['git_commit']}))}), "
+                  f"{int(runs['failed'].astype(bool).sum()) if 'failed' in runs else 0} failed"
+                  + (f"; report: {', '.join(reports)}" if reports else "") + ".", ""]
     bench = out / "bench.json"
     if bench.is_file():
         b = json.loads(bench.read_text())
