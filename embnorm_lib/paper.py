@@ -1,0 +1,181 @@
+"""The paper (issue 19): paper/paper.pdf built from the committed studies, every number read from generated data.
+
+    python -m embnorm_lib.paper            # paper/data.json, paper/figures/*.svg, then paper/paper.pdf (typst)
+
+Data flows one way: runs.csv and the analysis outputs (family.csv, decision.json) -> `paper_data` -> data.json and
+figures -> paper.typ (prose written once, numbers only through `data.json`) -> paper.pdf via the `typst` package,
+which bundles its compiler (no system TeX). tests/test_paper.py checks data.json against the committed analysis and
+that paper.typ types no decimal number of its own."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from .io import read_json, repo_root, runs_root, write_bytes_if_changed
+from .results import has_index, load_runs
+from .rundir import study_dir_for
+from .studies import STUDIES
+
+PAPER_DIR = "paper"
+# Facts quoted from other papers (kept here, not typed into the source, so the source types no number at all)
+EXTERNAL_FACTS = {"lescao_scale": "1.3B"}
+FAMILY_METRICS = ("val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc")
+METRIC_LABELS = {"val_loss": "validation loss (nats/char)", "val_acc": "next-char accuracy",
+                 "ece_equal_width": "ECE (15 bins)", "brier": "Brier score", "lm_macro_acc": "zero-shot macro acc."}
+
+
+def _clean(value):
+    """JSON-safe: numpy scalars to Python, NaN to None."""
+    if isinstance(value, (np.floating, float)):
+        return None if not np.isfinite(value) else float(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    return value
+
+
+def family_rows(study: str, scope: str, out: Path) -> list[dict]:
+    """The registered family of one study/regime, as the analysis wrote it (analysis/<scope>/family.csv)."""
+    family = pd.read_csv(study_dir_for(study, out).analysis / scope / "family.csv")
+    keep = ["variant", "metric", "n", "baseline_mean", "variant_mean", "mean_diff", "ci_low", "ci_high", "p_holm",
+            "significant"]
+    family = family[family["metric"].isin(FAMILY_METRICS)][keep]
+    return [{k: _clean(v) for k, v in row.items()} for row in family.to_dict("records")]
+
+
+def paper_data(out: Path) -> dict:
+    """Everything the paper quotes, computed from the committed studies."""
+    from .budget_trend import budget_table, load_budget_runs
+    from .data import load_corpus
+    from .report import SEED_STUDY_TABLE1, replication_table
+
+    main_runs = load_runs("main", out)
+    data: dict = {"runs_commits": sorted({str(c)[:12] for c in main_runs["git_commit"]}), "regimes": {}}
+    for scope in ("seeds-final", "nanogpt-cpu"):
+        decision = read_json(study_dir_for("main", out).analysis / scope / "decision.json")
+        runs = load_runs("main", out)
+        runs = runs[runs["cfg.preset"] == scope]
+        data["regimes"][scope.replace("-", "_")] = {
+            "family": family_rows("main", scope, out), "overall": decision["overall"],
+            "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
+            "n_layer": int(runs["cfg.n_layer"].iloc[0]), "n_embd": int(runs["cfg.n_embd"].iloc[0]),
+            "params_none": int(runs.loc[runs["variant"] == "none", "n_params"].iloc[0])}
+    from . import calibration, stats
+    from .data import TRAIN_FRACTION
+
+    data["protocol"] = {"mei": stats.MEI, "alpha": stats.ALPHA, "ece_bins": calibration.N_BINS,
+                        "train_percent": round(100 * TRAIN_FRACTION), "ci_percent": 95,
+                        "p_floor": 0.001}  # smaller p-values are written "p < 0.001"
+    data["external"] = EXTERNAL_FACTS
+    rep = replication_table(load_runs("seeds-prelim", out))
+    data["replication"] = {v: {k: _clean(x) for k, x in row.items()} for v, row in rep.iterrows()}
+    data["seed_study_table1"] = SEED_STUDY_TABLE1
+    budget = budget_table(load_budget_runs(out), len(load_corpus().train))
+    data["budget"] = [{k: _clean(v) for k, v in row.items()} for row in budget.to_dict("records")]
+    if has_index("stability-lr-v2", out):
+        from .boundary import max_stable_lr_per_seed, phase_table
+
+        lr_runs = load_runs("stability-lr-v2", out)
+        phase = phase_table(lr_runs)
+        grid = STUDIES["stability-lr-v2"].cells()
+        lrs = sorted({c.config().lr for c in grid})
+        data["lr_boundary"] = {
+            "runs": len(lr_runs), "planned": len(grid), "lr_points": len(lrs), "lr_min": lrs[0], "lr_max": lrs[-1],
+            "failures": [{k: _clean(v) for k, v in r.items()} for r in
+                         phase.loc[phase["failed"] > 0, ["variant", "cfg.lr", "failed", "runs"]].to_dict("records")],
+            "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})
+                              for v, sub in max_stable_lr_per_seed(lr_runs).groupby("variant")}}
+    return data
+
+
+def forest_figure(data: dict) -> plt.Figure:
+    """Paired difference from none per metric and arm, both regimes: mean and 95% t interval; filled = significant
+    after Holm."""
+    metrics = [m for m in FAMILY_METRICS if m != "brier"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(10, 2.6))
+    for ax, metric in zip(axes, metrics, strict=True):
+        y = 0
+        labels = []
+        for regime, entry in data["regimes"].items():
+            for row in [r for r in entry["family"] if r["metric"] == metric]:
+                color = {"ln": "tab:orange", "rms": "tab:green"}.get(row["variant"], "0.3")
+                ax.errorbar(row["mean_diff"], y, xerr=[[row["mean_diff"] - row["ci_low"]],
+                                                        [row["ci_high"] - row["mean_diff"]]],
+                            fmt="o", color=color, mfc=color if row["significant"] else "white", capsize=2)
+                labels.append(f"{row['variant']} ({regime.replace('_', '-')})")
+                y += 1
+        ax.axvline(0, color="0.6", lw=0.8)
+        ax.set_yticks(range(len(labels)), labels if ax is axes[0] else [""] * len(labels), fontsize=7)
+        ax.set_title(METRIC_LABELS[metric], fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.invert_yaxis()
+    fig.supxlabel("paired difference from none (95% t interval; filled: significant after Holm)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def budget_figure(data: dict) -> plt.Figure:
+    frame = pd.DataFrame(data["budget"])
+    fig, ax = plt.subplots(figsize=(4.2, 2.8))
+    for variant, sub in frame.groupby("variant"):
+        color = {"ln": "tab:orange", "rms": "tab:green"}.get(variant, "0.3")
+        offset = 1.03 if variant == "rms" else 1.0  # rms beside ln, not hidden under it
+        ax.errorbar(sub["max_iters"] * offset, sub["delta_final"],
+                    yerr=[sub["delta_final"] - sub["ci_low_final"], sub["ci_high_final"] - sub["delta_final"]],
+                    fmt="o-", color=color, capsize=2, label=variant)
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set(xscale="log", xlabel="training iterations (nanoGPT CPU model)", ylabel="Δ final val. loss (nats/char)")
+    budgets = sorted(frame["max_iters"].unique())
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def write_inputs(out: Path, paper_dir: Path) -> dict:
+    import io
+
+    data = paper_data(out)
+    write_bytes_if_changed(paper_dir / "data.json", (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    for name, make in (("forest", forest_figure), ("budget", budget_figure)):
+        fig = make(data)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+        plt.close(fig)
+        write_bytes_if_changed(paper_dir / "figures" / f"{name}.svg", buffer.getvalue())
+    return data
+
+
+def build(out_dir=None, paper_dir=None, pages_png: str | None = None) -> Path:
+    """data.json and figures from the runs, then paper.pdf (and, for looking at, one PNG per page)."""
+    import typst
+
+    out = runs_root(out_dir)
+    paper_dir = Path(paper_dir or repo_root() / PAPER_DIR)
+    write_inputs(out, paper_dir)
+    pdf = typst.compile(str(paper_dir / "paper.typ"), root=str(paper_dir))
+    write_bytes_if_changed(paper_dir / "paper.pdf", pdf)
+    if pages_png:
+        typst.compile(str(paper_dir / "paper.typ"), output=pages_png, format="png", ppi=80, root=str(paper_dir))
+    return paper_dir / "paper.pdf"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-dir", default=None)
+    p.add_argument("--pages", default=None, help="also write page images, e.g. /tmp/page{p}.png")
+    args = p.parse_args(argv)
+    print(f"wrote {build(args.out_dir, pages_png=args.pages)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The paper types no number of its own; its data file is what the committed studies give today."""
+import json
+import re
+
+import pytest
+from conftest import REPO
+
+from embnorm_lib import paper
+
+
+def test_the_paper_source_types_no_number():
+    source = (REPO / "paper" / "paper.typ").read_text()
+    prose = "\n".join(line.split("//")[0] for line in source.splitlines())  # comments may explain
+    layout = re.sub(r"\d+(\.\d+)?\s?(cm|em|pt|mm)\b|width: \d+%", "", prose)  # sizes, not results
+    typed = re.findall(r"(?<![\w.#])\d+\.\d+|\d+\s?%", layout)
+    assert not typed, f"numbers typed into paper.typ instead of read from data.json: {typed}"
+
+
+def test_the_papers_data_is_what_the_committed_studies_give():
+    """Fails when runs or analyses change without `python -m embnorm_lib.paper` (the paper would be stale)."""
+    committed = json.loads((REPO / "paper" / "data.json").read_text())
+    fresh = json.loads(json.dumps(paper.paper_data(REPO / "runs")))
+    assert committed == fresh
+    ln = next(r for r in fresh["regimes"]["seeds_final"]["family"] if r["variant"] == "ln" and r["metric"] == "val_loss")
+    import pandas as pd
+
+    family = pd.read_csv(REPO / "runs" / "main" / "analysis" / "seeds-final" / "family.csv")
+    row = family[(family["variant"] == "ln") & (family["metric"] == "val_loss")].iloc[0]
+    assert ln["mean_diff"] == pytest.approx(row["mean_diff"]) and ln["significant"] == bool(row["significant"])
+
+
+def test_the_paper_builds(tmp_path):
+    import shutil
+
+    pytest.importorskip("typst")
+    shutil.copytree(REPO / "paper", tmp_path / "paper")
+    pdf = paper.build(REPO / "runs", tmp_path / "paper")
+    assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.read_bytes() == (REPO / "paper" / "paper.pdf").read_bytes()
