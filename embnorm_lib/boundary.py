@@ -74,13 +74,16 @@ def max_stable_lr_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
                      "max_stable_lr": ok.max() if len(ok) else np.nan,
                      "first_failed_lr": bad.min() if len(bad) else np.nan})
     frame = pd.DataFrame(rows)
-    return frame.assign(log10_max_stable_lr=np.log10(frame["max_stable_lr"]))
+    # a seed whose sweep has not reached every LR yet would report the top of its partial grid: left out
+    return frame.assign(log10_max_stable_lr=np.log10(frame["max_stable_lr"]),
+                        complete=frame["lr_points"] == runs["cfg.lr"].nunique())
 
 
 def boundary_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per arm: the max stable LR over seeds (geometric mean with a 95% t interval on log10), the seeds whose
     run failed somewhere on the grid, and the paired difference in log10(max stable LR) from none."""
     per_seed = max_stable_lr_per_seed(runs)
+    per_seed = per_seed[per_seed["complete"]]
     rows = []
     for variant, sub in per_seed.groupby("variant"):
         logs = sub["log10_max_stable_lr"].dropna().to_numpy()
@@ -243,7 +246,8 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
              compact_markdown(d["phase"]), "",
              "## Max stable learning rate", "",
              f"Per seed, the largest of the grid's LRs ({', '.join(f'{v:g}' for v in grid)}) whose run did not "
-             "fail (a seed that failed nowhere has the top of its grid: a lower bound); per arm the geometric mean "
+             "fail (a seed that failed nowhere has the top of the grid: a lower bound; a seed whose runs do not cover the "
+             "whole grid yet is left out); per arm the geometric mean "
              "over seeds with its 95% t interval, and the paired difference of log10(max stable LR) from none (a "
              "difference of 0.5 is one grid step).", "",
              compact_markdown(d["boundary"]), "",

@@ -91,7 +91,7 @@ def paper_data(out: Path) -> dict:
             "failures": [{k: _clean(v) for k, v in r.items()} for r in
                          phase.loc[phase["failed"] > 0, ["variant", "cfg.lr", "failed", "runs"]].to_dict("records")],
             "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})
-                              for v, sub in max_stable_lr_per_seed(lr_runs).groupby("variant")}}
+                              for v, sub in max_stable_lr_per_seed(lr_runs).query("complete").groupby("variant")}}
     return data
 
 

@@ -83,3 +83,10 @@ def test_h1b_is_one_holm_family_of_three_endpoints_and_decision_rule_3():
     _, stable = boundary.h1b_family(h1b_runs(none_fails=()).assign(
         spike_count_post_warmup=lambda f: f["seed"] % 2))
     assert not stable["baseline_unstable"] and stable["variants"]["ln"]["verdict"] == "keep baseline"
+
+
+def test_a_seed_whose_grid_is_not_complete_yet_is_left_out_of_the_max_stable_lr():
+    runs = synthetic_runs()
+    partial = runs[~((runs["seed"] == 2) & (runs["cfg.lr"] > 1e-2))]  # seed 2 has reached 1e-2 only
+    table = boundary.boundary_table(partial).set_index("variant")
+    assert table.loc["none", "seeds"] == 2 and table.loc["none", "max_stable_lr_geo_mean"] == pytest.approx(1e-2)
