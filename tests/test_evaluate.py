@@ -83,3 +83,17 @@ def test_the_final_pass_records_loss_by_position_and_it_averages_to_the_val_loss
     assert sum(positions["val_acc"]) / cfg.block_size == pytest.approx(summary["val_acc"], rel=1e-9)
     frame = load_positions("pos", tmp_path)
     assert list(frame["position"]) == list(range(1, cfg.block_size + 1)) and set(frame["arm"]) == {"ln"}
+
+
+def test_position_deltas_pair_each_arm_with_none_at_the_same_seed_and_position():
+    import numpy as np
+    import pandas as pd
+
+    from embnorm_lib.length import position_deltas
+
+    rows = [{"arm": arm, "seed": s, "position": p, "val_loss": 3.0 - 0.1 * np.log(p) + s * 0.01
+             + (0.05 * (p == 1) if arm == "ln" else 0.0)} for arm in ("none", "ln") for s in range(4) for p in (1, 2, 3)]
+    table = position_deltas(pd.DataFrame(rows)).set_index(["variant", "position"])
+    assert table.loc[("ln", 1), "delta_vs_none"] == pytest.approx(0.05)
+    assert table.loc[("ln", 3), "delta_vs_none"] == pytest.approx(0.0, abs=1e-12)
+    assert table.loc[("ln", 1), "ci_low"] == pytest.approx(0.05) and table.loc[("none", 2), "seeds"] == 4
