@@ -82,6 +82,7 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
     assert not other.run_dir(out).exists()
 
 
+@pytest.mark.slow  # 15 s; test_sweep_safety's malformed-file test covers a failing cell beside finishing ones
 def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, data_path):
     out = tmp_path / "runs"
     conflicting = out / "tfail" / "ln" / "seed1"
