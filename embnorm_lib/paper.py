@@ -148,7 +148,8 @@ def write_inputs(out: Path, paper_dir: Path) -> dict:
     for name, make in (("forest", forest_figure), ("budget", budget_figure)):
         fig = make(data)
         buffer = io.BytesIO()
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
+        with plt.rc_context({"svg.hashsalt": "embnorm"}):  # fixed element ids: rebuilds are byte-identical
+            fig.savefig(buffer, format="svg", metadata={"Date": None})
         plt.close(fig)
         write_bytes_if_changed(paper_dir / "figures" / f"{name}.svg", buffer.getvalue())
     return data

@@ -36,3 +36,10 @@ def test_the_paper_builds(tmp_path):
     shutil.copytree(REPO / "paper", tmp_path / "paper")
     pdf = paper.build(REPO / "runs", tmp_path / "paper")
     assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.read_bytes() == (REPO / "paper" / "paper.pdf").read_bytes()
+
+
+def test_rebuilding_the_figures_leaves_them_byte_identical(tmp_path):
+    paper.write_inputs(REPO / "runs", tmp_path)
+    first = {p.name: p.read_bytes() for p in (tmp_path / "figures").iterdir()}
+    paper.write_inputs(REPO / "runs", tmp_path)
+    assert first == {p.name: p.read_bytes() for p in (tmp_path / "figures").iterdir()}
