@@ -24,11 +24,8 @@ from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
 from .render import compact_markdown
 from .results import has_index, load_runs, load_series
 from .rundir import study_dir_for
-from .stability import _order, best_lr_paired, capped_loss, lr_sensitivity, paired_sensitivity, with_holm
+from .stability import VARIANT_ORDER, _order, best_lr_paired, capped_loss, lr_sensitivity, paired_sensitivity, with_holm
 from .studies import STUDIES
-from .variants import variant_names
-
-VARIANT_ORDER = variant_names()
 
 STUDY = "stability-lr-v2"
 BOUNDARY_STUDIES = (STUDY, "stability-noclip-v2", "stability-bf16-v2", "stability-deep-v2")
@@ -108,6 +105,13 @@ def sensitivity_in_range(runs: pd.DataFrame, lo: float = WORTSMAN_RANGE[0], hi: 
     return lr_sensitivity(inside), paired_sensitivity(inside)
 
 
+def fisher_vs_none(failed: int, runs: int, none_failed: int, none_runs: int) -> float:
+    """Fisher's exact test of an arm's failure count against none's."""
+    from scipy.stats import fisher_exact
+
+    return fisher_exact([[failed, runs - failed], [none_failed, none_runs - none_failed]]).pvalue
+
+
 def unstable_baseline_lrs(phase: pd.DataFrame) -> list[float]:
     """The LRs at which `none` is unstable by the amendment's definition (any failure among its runs)."""
     base = phase[phase["variant"] == "none"]
@@ -117,17 +121,14 @@ def unstable_baseline_lrs(phase: pd.DataFrame) -> list[float]:
 def h1b_candidates(runs: pd.DataFrame, phase: pd.DataFrame) -> pd.DataFrame:
     """At each LR where none fails: every arm's failures with Fisher's exact test against none's (one Holm
     family). These locate the regime for a confirmatory H1b study; they are not that study."""
-    from scipy.stats import fisher_exact
-
     rows = []
     for lr in unstable_baseline_lrs(phase):
         at = phase[np.isclose(phase["cfg.lr"], lr)].set_index("variant")
         for variant in [v for v in at.index if v != "none"]:
-            table = [[at.loc[variant, "failed"], at.loc[variant, "runs"] - at.loc[variant, "failed"]],
-                     [at.loc["none", "failed"], at.loc["none", "runs"] - at.loc["none", "failed"]]]
             rows.append({"cfg.lr": lr, "variant": variant, "failed": int(at.loc[variant, "failed"]),
                          "none_failed": int(at.loc["none", "failed"]), "runs": int(at.loc[variant, "runs"]),
-                         "p_fisher": fisher_exact(table).pvalue})
+                         "p_fisher": fisher_vs_none(int(at.loc[variant, "failed"]), int(at.loc[variant, "runs"]),
+                                                    int(at.loc["none", "failed"]), int(at.loc["none", "runs"]))})
     if not rows:
         return pd.DataFrame(columns=["cfg.lr", "variant", "failed", "none_failed", "runs", "p_fisher"])
     frame = pd.DataFrame(rows)
@@ -145,18 +146,15 @@ def h1b_family(runs: pd.DataFrame, mei: float = stats.MEI) -> tuple[pd.DataFrame
     which neither run failed (paired t); one Holm family over variant x endpoint; then decision rule 3: a variant
     is adopted if the baseline is unstable, the variant fixes it (no failure, fewer spikes after the warm-up than
     the baseline) and the upper end of its loss difference's 95% interval is within the MEI."""
-    from scipy.stats import fisher_exact
-
     frame = runs.assign(failed=_failed(runs))
     base = frame[frame["variant"] == "none"]
     rows = []
     for variant in [v for v in VARIANT_ORDER if v in set(frame["variant"]) and v != "none"]:
         arm = frame[frame["variant"] == variant]
-        table = [[int(arm["failed"].sum()), int((~arm["failed"]).sum())],
-                 [int(base["failed"].sum()), int((~base["failed"]).sum())]]
-        rows.append({"variant": variant, "endpoint": "failures", "variant_value": table[0][0],
-                     "none_value": table[1][0], "mean_diff": table[0][0] - table[1][0], "ci_low": np.nan,
-                     "ci_high": np.nan, "p": fisher_exact(table).pvalue, "n": len(arm)})
+        failed, none_failed = int(arm["failed"].sum()), int(base["failed"].sum())
+        rows.append({"variant": variant, "endpoint": "failures", "variant_value": failed, "none_value": none_failed,
+                     "mean_diff": failed - none_failed, "ci_low": np.nan, "ci_high": np.nan,
+                     "p": fisher_vs_none(failed, len(arm), none_failed, len(base)), "n": len(arm)})
         c = stats.compare(frame, "spike_count_post_warmup", variant)
         rows.append({"variant": variant, "endpoint": "spike_count_post_warmup", "variant_value": c.variant_mean,
                      "none_value": c.baseline_mean, "mean_diff": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
