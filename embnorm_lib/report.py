@@ -71,7 +71,7 @@ def replication_sentence(rep: pd.DataFrame) -> str:
             f"under our defaults (GPT-2 init, N(0, 0.02) embeddings).")
 
 
-V2_REPORTS = ("BOUNDARY.md", "SCALE.md", "BUDGET.md")  # written by boundary.py, scale_vs_norm.py, budget_trend.py
+V2_REPORTS = ("BOUNDARY.md", "SCALE.md", "BUDGET.md", "H1B.md")  # boundary, scale_vs_norm, budget_trend, h1b .py
 
 
 def _planned(study: str) -> int:
@@ -133,8 +133,9 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
                   f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {_planned(study)} runs finished "
                   f"({reused} copied from identical runs), {prov['sweep_wall_s'] / 60:.1f} min of sweep wall time; "
                   f"{int(runs['diverged'].astype(bool).sum())} diverged.", ""]
-    parts += ["## Stability v2 studies (issue 16; exploratory searches, docs/PROTOCOL.md amendment 1)", ""]
-    for study in studies_of("stability-v2"):
+    parts += ["## Stability v2 studies (issue 16; exploratory searches, docs/PROTOCOL.md amendment 1; "
+              "the confirmatory H1b study, amendment 2)", ""]
+    for study in studies_of("stability-v2") + studies_of("h1b"):
         text = STUDIES[study].description
         if not has_index(study, out):
             parts += [f"- `{study}`: {text} Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]

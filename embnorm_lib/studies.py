@@ -83,7 +83,7 @@ def _seed_major(study: str, preset: str, variants, seeds, fixed: dict, axes: dic
 class Study:
     name: str
     description: str  # one paragraph for runs/README.md
-    analysis: str  # "paired", "stability", "stability-v2" (issue 16; its report is not written yet) or "smoke"
+    analysis: str  # "paired", "stability", "stability-v2", "h1b" (stability v2's confirmatory test) or "smoke"
     cells: Callable[[], list[Cell]]
     note: str = ""  # what a reader of its report must know about the design (REPORT.md prints it)
     shared_seeds: dict[str, str] = field(default_factory=dict)  # scope -> which runs it shares with another study
@@ -102,6 +102,25 @@ INTERIM_EVAL = {"interim_eval_windows": 64}
 LR_GRID_V2 = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0]
 LR_V2_NOTE = ("Failure (amendment 1): non-finite loss, or final validation loss above the loss at initialisation "
               "(the latter scored on the 64-window subset of the learning curve).")
+
+# H1b's confirmatory regimes and each arm's best LR, both from the exploratory search (stability-lr-v2 and
+# -noclip-v2, seeds 0-2; docs/PROTOCOL.md amendment 2)
+H1B_LRS = [1.0, 0.3]  # where none failed, and the grid point below it
+H1B_CLIPS = [1.0, 0.0]  # the recipe's clipping, and none
+H1B_BEST_LR = {"none": 1e-2, "ln": 3e-3, "rms": 3e-3, "scaled": 3e-3}
+
+
+def _h1b_cells(study: str, seeds) -> list[Cell]:
+    """Seed-major: the regimes' cells, then every arm at its own best LR (clipping on), for one seed at a time."""
+    fixed = {"max_iters": 1000, **INTERIM_EVAL}
+    cells = []
+    for seed in seeds:
+        cells += grid(study, "nanogpt-cpu", ABCD, [seed], fixed=fixed, axes={"grad_clip": H1B_CLIPS, "lr": H1B_LRS})
+        for variant, lr in H1B_BEST_LR.items():
+            cells += grid(study, "nanogpt-cpu", [variant], [seed], fixed=fixed,
+                          axes={"grad_clip": [1.0], "lr": [lr]})
+    return cells
+
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("seeds-prelim", "The seed study's Table 1 protocol: variants none/ln/rms x seeds 0-2 x 150 iterations "
@@ -160,6 +179,12 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                                               {"max_iters": 1000, "n_layer": 16, **INTERIM_EVAL},
                                               {"lr": LR_GRID_V2[4:8]}),
           note=LR_V2_NOTE + " 32 layers would cost twice as much again; run it if 16 layers do not fail."),
+    # H1b, confirmatory (docs/PROTOCOL.md amendment 2): fresh seeds in the regime the search found
+    Study("stability-h1b-v2", "H1b, confirmatory: stability-lr-v2's model and budget, fresh seeds 3-7, "
+                              "none/ln/rms/scaled x gradient clipping {1.0, off} x peak LR {1, 0.3}, plus every arm "
+                              "at its own best LR of stability-lr-v2 (none 1e-2; ln, rms, scaled 3e-3; clipping on).",
+          "h1b", lambda: _h1b_cells("stability-h1b-v2", range(3, 8)),
+          note=LR_V2_NOTE + " Confirmatory endpoints, family and decision rule: docs/PROTOCOL.md amendment 2."),
     Study("stability-scale-v2", "Scale vs normalization: the 8 x 128 model at 150 iterations, none/ln/rms/scaled "
                                 "plus ln_matched (LayerNorm whose gain starts at block 1's input norm of none) and "
                                 "scaled_unit (token embedding at unit RMS) x seeds 0-2 x emb_init_std in {0.02, 1.0} x "

@@ -104,6 +104,7 @@ def test_invalid_grid_is_refused_before_anything_runs(tmp_path, data_path):
     assert not (tmp_path / "tbad").exists()
 
 
+@pytest.mark.slow  # ~26 s; tests/test_packed.py covers packed kill/resume in the default suite
 def test_a_killed_packed_sweep_resumes_to_the_uninterrupted_result(tmp_path, data_path):
     """--pack on (what --pack auto does on CUDA): the seeds of one config train as one packed job, one notebook
     execution kept by every member; killed mid-run (sweep, worker and kernel), the sweep resumes it to the numbers
