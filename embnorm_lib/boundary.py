@@ -139,13 +139,18 @@ def h1b_candidates(runs: pd.DataFrame, phase: pd.DataFrame) -> pd.DataFrame:
 H1B_ENDPOINTS = ("failures", "spike_count_post_warmup", "val_loss_not_failed")
 
 
-def h1b_family(runs: pd.DataFrame, mei: float = stats.MEI) -> tuple[pd.DataFrame, dict]:
+def h1b_family(runs: pd.DataFrame, mei: float = stats.MEI, tuned: pd.DataFrame | None = None
+               ) -> tuple[pd.DataFrame, dict]:
     """The registered H1b test (amendment 1, item 6) on the runs of one regime (one LR of one study; run it on a
     confirmatory study registered for that regime, not on the search that found it). Per variant vs none: failures
     (Fisher's exact test), loss spikes after the warm-up (paired t) and the final validation loss of seed pairs in
     which neither run failed (paired t); one Holm family over variant x endpoint; then decision rule 3: a variant
     is adopted if the baseline is unstable, the variant fixes it (no failure, fewer spikes after the warm-up than
-    the baseline) and the upper end of its loss difference's 95% interval is within the MEI."""
+    the baseline) and the upper end of its loss difference's 95% interval is within the MEI.
+
+    With `tuned` (every arm's runs at its own best LR, same seeds; amendment 2) a fourth endpoint joins the family,
+    the tuned cost (the variant's final loss at its best LR minus none's at its best, paired t), and rule 3 judges
+    the cost by it: at an LR where the baseline fails, few or no pairs of non-failed runs may be left."""
     frame = runs.assign(failed=_failed(runs))
     base = frame[frame["variant"] == "none"]
     rows = []
@@ -166,6 +171,11 @@ def h1b_family(runs: pd.DataFrame, mei: float = stats.MEI) -> tuple[pd.DataFrame
                      "variant_value": c.variant_mean if c else np.nan, "none_value": c.baseline_mean if c else np.nan,
                      "mean_diff": c.mean_diff if c else np.nan, "ci_low": c.ci_low if c else np.nan,
                      "ci_high": c.ci_high if c else np.nan, "p": c.p_t if c else np.nan, "n": len(both_ok)})
+        if tuned is not None:
+            c = stats.compare(tuned[tuned["variant"].isin(["none", variant])], "val_loss", variant)
+            rows.append({"variant": variant, "endpoint": "tuned_cost", "variant_value": c.variant_mean,
+                         "none_value": c.baseline_mean, "mean_diff": c.mean_diff, "ci_low": c.ci_low,
+                         "ci_high": c.ci_high, "p": c.p_t, "n": c.n})
     family = pd.DataFrame(rows)
     tested = family["p"].notna()
     reject, adjusted = stats.holm(family.loc[tested, "p"].to_numpy(float))
@@ -178,10 +188,11 @@ def h1b_family(runs: pd.DataFrame, mei: float = stats.MEI) -> tuple[pd.DataFrame
     for variant, sub in family.groupby("variant", sort=False):
         arm = frame[frame["variant"] == variant]
         fixes = bool(not arm["failed"].any() and arm["spike_count_post_warmup"].mean() < base_spikes)
-        cost_high = sub.loc[sub["endpoint"] == "val_loss_not_failed", "ci_high"].iloc[0]
+        cost = "tuned_cost" if tuned is not None else "val_loss_not_failed"
+        cost_high = sub.loc[sub["endpoint"] == cost, "ci_high"].iloc[0]
         adopt = unstable and fixes and bool(np.isfinite(cost_high) and cost_high <= mei)
         verdicts[variant] = {"verdict": f"adopt {variant}" if adopt else "keep baseline", "fixes": fixes,
-                             "cost_ci_high": float(cost_high)}
+                             "cost_endpoint": cost, "cost_ci_high": float(cost_high)}
     return family, {"baseline_unstable": unstable, "baseline_failures": int(base["failed"].sum()),
                     "baseline_spikes_post_warmup": float(base_spikes), "mei": mei, "variants": verdicts}
 

@@ -283,3 +283,38 @@ def plot_loss_traces(series: pd.DataFrame, title: str) -> plt.Figure:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def plot_h1b(families: dict[str, pd.DataFrame], bracket: pd.DataFrame) -> plt.Figure:
+    """H1b's trade: per regime, the share of runs that failed at the confirmatory LR (fresh seeds; hollow marks:
+    search and fresh seeds pooled), and each variant's tuned cost vs none with its 95% t interval."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.8))
+    arms = [v for v in variant_names() if v in set(bracket["variant"])]
+    width = 0.8 / max(len(families), 1)
+    for i, regime in enumerate(families):
+        sub = bracket[bracket["regime"] == regime].set_index("variant")
+        x = np.arange(len(arms)) + (i - (len(families) - 1) / 2) * width
+        shares = [failed_share(sub.loc[a, "failed_fresh"]) if a in sub.index else np.nan for a in arms]
+        pooled = [failed_share(sub.loc[a, "failed_pooled"]) if a in sub.index else np.nan for a in arms]
+        left.bar(x, shares, width=width * 0.9, label=f"{regime} (fresh seeds)", alpha=0.8)
+        left.scatter(x, pooled, marker="o", facecolors="none", edgecolors="k", zorder=3,
+                     label="search + fresh seeds" if i == 0 else None)
+    left.set(xticks=np.arange(len(arms)), xticklabels=arms, ylim=(-0.05, 1.05), ylabel="share of runs failed",
+             title="failures at the confirmatory LR")
+    left.legend(fontsize=7)
+    cost = next(iter(families.values()))
+    cost = cost[cost["endpoint"] == "tuned_cost"]
+    y = np.arange(len(cost))
+    right.errorbar(cost["mean_diff"], y, xerr=[cost["mean_diff"] - cost["ci_low"], cost["ci_high"] - cost["mean_diff"]],
+                   fmt="o", color="k", capsize=3)
+    right.axvline(0, color="0.5", lw=0.8)
+    right.set(yticks=y, yticklabels=cost["variant"], xlabel="loss at own best LR minus none's (nats/char)",
+              title="tuned cost (95% t interval)")
+    fig.tight_layout()
+    return fig
+
+
+def failed_share(count: str) -> float:
+    """'k/n' (failures out of runs) as a share; NaN for no runs."""
+    failed, runs = (int(v) for v in count.split("/"))
+    return failed / runs if runs else np.nan

@@ -99,6 +99,7 @@ OWNERS = {
     "BOUNDARY.md": "embnorm_lib.boundary",
     "SCALE.md": "embnorm_lib.scale_vs_norm",
     "BUDGET.md": "embnorm_lib.budget_trend",
+    "H1B.md": "embnorm_lib.h1b",
     "throughput.json": "embnorm_lib.throughput",
 }
 
