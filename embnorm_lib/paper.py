@@ -79,20 +79,54 @@ def paper_data(out: Path) -> dict:
     data["seed_study_table1"] = SEED_STUDY_TABLE1
     budget = budget_table(load_budget_runs(out), len(load_corpus().train))
     data["budget"] = [{k: _clean(v) for k, v in row.items()} for row in budget.to_dict("records")]
-    if has_index("stability-lr-v2", out):
-        from .boundary import max_stable_lr_per_seed, phase_table
-
-        lr_runs = load_runs("stability-lr-v2", out)
-        phase = phase_table(lr_runs)
-        grid = STUDIES["stability-lr-v2"].cells()
-        lrs = sorted({c.config().lr for c in grid})
-        data["lr_boundary"] = {
-            "runs": len(lr_runs), "planned": len(grid), "lr_points": len(lrs), "lr_min": lrs[0], "lr_max": lrs[-1],
-            "failures": [{k: _clean(v) for k, v in r.items()} for r in
-                         phase.loc[phase["failed"] > 0, ["variant", "cfg.lr", "failed", "runs"]].to_dict("records")],
-            "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})
-                              for v, sub in max_stable_lr_per_seed(lr_runs).query("complete").groupby("variant")}}
+    data["lr_boundary"] = {key: lr_boundary_data(study, out) for key, study in BOUNDARY_KEYS.items()
+                           if has_index(study, out)}
+    if has_index("stability-h1b-v2", out):
+        data["h1b"] = h1b_data(out)
     return data
+
+
+BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2"}  # the exploratory LR searches
+
+
+def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
+    return [{k: _clean(v) for k, v in r.items()} for r in frame[columns].to_dict("records")]
+
+
+def lr_boundary_data(study: str, out: Path) -> dict:
+    """One exploratory LR search: its grid, the failures per arm and LR, each arm's max stable LR per seed, and
+    each arm at its own best LR against none at none's (paired, Holm)."""
+    from .boundary import max_stable_lr_per_seed, phase_table
+    from .stability import best_lr_paired
+
+    runs = load_runs(study, out)
+    phase = phase_table(runs)
+    grid = STUDIES[study].cells()
+    lrs = sorted({c.config().lr for c in grid})
+    return {"runs": len(runs), "planned": len(grid), "lr_points": len(lrs), "lr_min": lrs[0], "lr_max": lrs[-1],
+            "seeds": int(runs["seed"].nunique()),
+            "phase": _records(phase, ["variant", "cfg.lr", "failed", "runs"]),
+            "failures": _records(phase[phase["failed"] > 0], ["variant", "cfg.lr", "failed", "runs"]),
+            "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})
+                              for v, sub in max_stable_lr_per_seed(runs).query("complete").groupby("variant")},
+            "best_lr": _records(best_lr_paired(runs), ["variant", "best_lr", "delta_vs_none", "ci_low", "ci_high",
+                                                       "p_holm", "significant"])}
+
+
+def h1b_data(out: Path) -> dict:
+    """The confirmatory H1b study (amendment 2): per regime its family and decision rule 3, on the seeds whose
+    every cell has finished."""
+    from . import h1b
+
+    d = h1b.analyse(out)
+    regimes = {}
+    for clip, (family, decision) in d["confirmatory"].items():
+        regimes["clip" if clip else "noclip"] = {
+            "family": _records(family, ["variant", "endpoint", "variant_value", "none_value", "mean_diff", "ci_low",
+                                        "ci_high", "n", "p_holm", "significant"]),
+            "decision": json.loads(json.dumps(decision, default=_clean))}
+    return {"runs": len(d["every"]), "planned": len(STUDIES[h1b.STUDY].cells()), "seeds": d["seeds"],
+            "lr": h1b.CONFIRMATORY_LR, "best_lr": h1b.H1B_BEST_LR, "regimes": regimes}
 
 
 def forest_figure(data: dict) -> plt.Figure:
@@ -140,12 +174,31 @@ def budget_figure(data: dict) -> plt.Figure:
     return fig
 
 
+def boundary_figure(data: dict) -> plt.Figure:
+    """Share of runs failed against the peak LR per arm, one panel per exploratory search (with / without
+    gradient clipping)."""
+    searches = data.get("lr_boundary", {})
+    fig, axes = plt.subplots(1, max(len(searches), 1), figsize=(7.6, 2.6), sharey=True, squeeze=False)
+    titles = {"clip": "gradient clipping at 1.0", "noclip": "no gradient clipping"}
+    for ax, (key, search) in zip(axes[0], searches.items(), strict=False):
+        frame = pd.DataFrame(search["phase"])
+        for variant, sub in frame.groupby("variant", sort=False):
+            color = {"ln": "tab:orange", "rms": "tab:green", "scaled": "tab:purple"}.get(variant, "0.3")
+            ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"], "o-", color=color, label=variant, ms=3)
+        ax.set(xscale="log", xlabel="peak learning rate", title=titles.get(key, key), ylim=(-0.05, 1.05))
+        ax.title.set_fontsize(8)
+    axes[0][0].set_ylabel("share of runs failed")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def write_inputs(out: Path, paper_dir: Path) -> dict:
     import io
 
     data = paper_data(out)
     write_bytes_if_changed(paper_dir / "data.json", (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
-    for name, make in (("forest", forest_figure), ("budget", budget_figure)):
+    for name, make in (("forest", forest_figure), ("budget", budget_figure), ("boundary", boundary_figure)):
         fig = make(data)
         buffer = io.BytesIO()
         with plt.rc_context({"svg.hashsalt": "embnorm"}):  # fixed element ids: rebuilds are byte-identical
