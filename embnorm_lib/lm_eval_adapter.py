@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 # Some harness code paths touch the Hub unless told not to (lm-eval #2394): set before importing it.
@@ -36,6 +37,38 @@ TASK_DIR = Path(__file__).resolve().parent / "lmtasks"
 TASKS = ["shakespeare_word_cloze", "shakespeare_shuffled", "shakespeare_next_line", "shakespeare_next_speaker"]
 SHOTS = (0, 1, 3)
 FEWSHOT_SEED = 1234
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One version of the task suite: its lm-eval tasks, shot counts, the longest item (context + choice) and the
+    run-directory file its results go to (rundir.RunDir spells the names). v2 keeps each item's correctness for
+    the item-level analysis."""
+
+    name: str
+    tasks: tuple[str, ...]
+    shots: tuple[int, ...]
+    max_item_chars: int
+    run_file: str  # the RunDir attribute naming its results file
+    item_level: bool
+    fewshot_limit: int | None = None  # few-shot on the first N items of each task only (exploratory; cost)
+
+
+def suites() -> dict[str, Suite]:
+    """v1: the committed studies' suite (100 items per task); v2 (issue 17): thousands of items per task, the
+    tasks a pilot kept (lmtasks/manifest_v2.json)."""
+    from .lmtasks import build_v2
+
+    return {"v1": Suite("v1", tuple(TASKS), SHOTS, 31, "lm_eval", False),
+            "v2": Suite("v2", tuple(f"shakespeare2_{t}" for t in build_v2.frozen_tasks()), (0, 1),
+                        build_v2.MAX_ITEM_CHARS, "lm_eval_v2", True, fewshot_limit=500)}
+
+
+def get_suite(name: str) -> Suite:
+    known = suites()
+    if name not in known:
+        raise ValueError(f"unknown suite {name!r}; allowed: {', '.join(known)}")
+    return known[name]
 
 try:
     from lm_eval.api.model import LM as _LMBase
@@ -184,20 +217,33 @@ def fits(block_size: int, shots: int, max_item_chars: int = 31) -> bool:
     return (shots + 1) * (max_item_chars + 1) <= block_size + 1
 
 
-def evaluate_lm(lm: CharLM, shots=SHOTS, data_path=None, tasks=TASKS) -> dict:
-    """Per task and k: acc, acc_norm and their harness stderr; macro accuracy over tasks per k."""
+def evaluate_lm(lm: CharLM, shots=None, data_path=None, tasks=None, suite: str = "v1", limit: int | None = None
+                ) -> dict:
+    """Per task and k: acc, acc_norm and their harness stderr; macro accuracy over tasks per k. For a suite with
+    item-level results, also each item's zero/one `acc` in document order (a string of 0 and 1 per task and k).
+    `limit` scores only the first items of each task (tests); the suite's own few-shot limit applies otherwise."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
+    spec = get_suite(suite)
+    shots = spec.shots if shots is None else shots
+    tasks = spec.tasks if tasks is None else tasks
+    if not tasks:
+        raise ValueError(f"suite {suite} has no tasks; allowed: a suite frozen by its pilot (lmtasks/pilot.py)")
     manager = TaskManager(include_path=str(TASK_DIR), include_defaults=False)
     result = {"tasks": {}, "macro": {}, "skipped_shots": []}
+    if spec.item_level:  # v1's files keep their committed shape
+        result.update(suite=suite, items={})
     t0 = time.perf_counter()
     for k in shots:
-        if not fits(lm.block_size, k):
+        if not fits(lm.block_size, k, spec.max_item_chars):
             result["skipped_shots"].append(k)
             continue
-        out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), num_fewshot=k, task_manager=manager,
-                                      use_cache=None, cache_requests=False, log_samples=False,
+        k_limit = limit if limit is not None else (spec.fewshot_limit if k > 0 else None)
+        if k_limit is not None:
+            result.setdefault("item_limit", {})[f"{k}shot"] = k_limit
+        out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), num_fewshot=k, task_manager=manager, limit=k_limit,
+                                      use_cache=None, cache_requests=False, log_samples=spec.item_level,
                                       random_seed=0, numpy_random_seed=0, torch_random_seed=0,
                                       fewshot_random_seed=FEWSHOT_SEED, bootstrap_iters=1000,
                                       metadata={"data_path": str(data_path) if data_path else ""},
@@ -208,6 +254,10 @@ def evaluate_lm(lm: CharLM, shots=SHOTS, data_path=None, tasks=TASKS) -> dict:
             entry = {"acc": r["acc,none"], "acc_norm": r["acc_norm,none"],
                      "acc_stderr": r.get("acc_stderr,none"), "acc_norm_stderr": r.get("acc_norm_stderr,none")}
             result["tasks"].setdefault(task, {})[f"{k}shot"] = entry
+            if spec.item_level:
+                samples = sorted(out["samples"][task], key=lambda sample: sample["doc_id"])
+                result["items"].setdefault(task, {})[f"{k}shot"] = "".join(
+                    str(int(sample["acc"])) for sample in samples)
             accs.append(entry["acc"])
             norms.append(entry["acc_norm"])
             ses.append(entry["acc_stderr"])
@@ -222,16 +272,19 @@ def evaluate_lm(lm: CharLM, shots=SHOTS, data_path=None, tasks=TASKS) -> dict:
     return result
 
 
-def evaluate_run(run_dir: str | Path, data_path=None, shots=SHOTS, force: bool = False) -> dict | None:
-    """Score one finished run's weights; writes lm_eval.json, the only file this stage owns (runs.csv picks
-    its scalars up when the study is indexed). None for a run that is not finished or diverged."""
+def evaluate_run(run_dir: str | Path, data_path=None, shots=None, force: bool = False, suite: str = "v1"
+                 ) -> dict | None:
+    """Score one finished run's weights; writes the suite's result file (lm_eval.json for v1, lm_eval_v2.json for
+    v2), the only files this stage owns (runs.csv picks their scalars up when the study is indexed). None for a
+    run that is not finished or diverged."""
     run = RunDir(Path(run_dir))
+    target = getattr(run, get_suite(suite).run_file)
     if not run.summary.is_file() or not run.final_model.is_file() or read_json(run.summary).get("diverged"):
         return None
-    if run.lm_eval.is_file() and not force:
-        return read_json(run.lm_eval)
-    result = evaluate_lm(CharLM.from_run_dir(run.root, data_path), shots, data_path)
-    write_json(run.lm_eval, result)
+    if target.is_file() and not force:
+        return read_json(target)
+    result = evaluate_lm(CharLM.from_run_dir(run.root, data_path), shots, data_path, suite=suite)
+    write_json(target, result)
     return result
 
 
@@ -263,9 +316,10 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=None)
     p.add_argument("--data-path", default=None)
     p.add_argument("--force", action="store_true")
+    p.add_argument("--suite", default="v1", choices=("v1", "v2"), help="v1: lm_eval.json; v2: lm_eval_v2.json")
     args = p.parse_args(argv)
     if args.run_dir:
-        result = evaluate_run(args.run_dir, args.data_path, force=args.force)
+        result = evaluate_run(args.run_dir, args.data_path, force=args.force, suite=args.suite)
         print(json.dumps(result["macro"] if result else None, indent=2))
         return 0
     if not args.study:
@@ -274,7 +328,7 @@ def main(argv=None) -> int:
 
     runs = finished_run_dirs(runs_root(args.out_dir) / args.study)
     for run in tqdm(runs, desc=f"lm-eval {args.study}", unit="run"):
-        evaluate_run(run.root, args.data_path, force=args.force)
+        evaluate_run(run.root, args.data_path, force=args.force, suite=args.suite)
     print(f"scored {len(runs)} run(s); `python -m embnorm_lib.sweep {args.study} --index-only` adds them to runs.csv")
     return 0
 

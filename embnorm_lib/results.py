@@ -27,17 +27,18 @@ def study_dir(study: str, out_dir: str | Path | None = None) -> Path:
     return path
 
 
-def lm_summary_fields(result: dict) -> dict:
-    """Scalars of one lm_eval.json for runs.csv; lm_macro_acc (zero-shot) is the protocol's secondary metric."""
+def lm_summary_fields(result: dict, prefix: str = "lm") -> dict:
+    """Scalars of one suite's results for runs.csv: lm_macro_acc (suite v1, zero-shot) is the protocol's secondary
+    metric; suite v2's columns start with lm2 (lm2_macro_acc: amendment 1's zero-shot v2 endpoint)."""
     fields = {}
     for k, macro in result["macro"].items():
         suffix = "" if k == "0shot" else f"_{k}"
-        fields[f"lm_macro_acc{suffix}"] = macro["acc"]
-        fields[f"lm_macro_acc_norm{suffix}"] = macro["acc_norm"]
+        fields[f"{prefix}_macro_acc{suffix}"] = macro["acc"]
+        fields[f"{prefix}_macro_acc_norm{suffix}"] = macro["acc_norm"]
     for task, by_k in result["tasks"].items():
         for k, entry in by_k.items():
-            fields[f"lm.{task.removeprefix('shakespeare_')}.{k}.acc"] = entry["acc"]
-    fields["lm_eval_s"] = result["seconds"]
+            fields[f"{prefix}.{task.removeprefix('shakespeare_').removeprefix('shakespeare2_')}.{k}.acc"] = entry["acc"]
+    fields[f"{prefix}_eval_s"] = result["seconds"]
     return fields
 
 
@@ -50,6 +51,8 @@ def index_row(run: RunDir, study_root: Path) -> dict:
     row.update({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
     if run.lm_eval.is_file():
         row.update(lm_summary_fields(read_json(run.lm_eval)))
+    if run.lm_eval_v2.is_file():
+        row.update(lm_summary_fields(read_json(run.lm_eval_v2), prefix="lm2"))
     row.update(derived_fields(RunConfig.from_dict(cfg), read_jsonl(run.metrics), summary))
     return row
 

@@ -2,7 +2,7 @@
 
     runs/<study>/<variant>[<tag>]/seed<k>/
         config.json  metrics.jsonl  evals.jsonl  diagnostics.jsonl  calibration.json  positions.json
-        summary.json  lm_eval.json  reused_from.json  02_train.ipynb  (ckpt.pt, model.pt: not committed)
+        summary.json  lm_eval.json  lm_eval_v2.json  reused_from.json  02_train.ipynb  (ckpt.pt, model.pt: not committed)
 
 `summary.json` marks a run finished; `.lock` is held while a process trains or writes the run, `.cell.lock`
 while a sweep owns the cell (its executed notebook and status)."""
@@ -31,6 +31,7 @@ class RunDir:
     positions = property(lambda self: self.root / "positions.json")  # final pass's loss by position in the window
     summary = property(lambda self: self.root / "summary.json")
     lm_eval = property(lambda self: self.root / "lm_eval.json")
+    lm_eval_v2 = property(lambda self: self.root / "lm_eval_v2.json")  # suite v2 (issue 17)
     reused_from = property(lambda self: self.root / "reused_from.json")
     notebook = property(lambda self: self.root / "02_train.ipynb")
     checkpoint = property(lambda self: self.root / "ckpt.pt")

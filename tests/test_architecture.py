@@ -91,6 +91,7 @@ OWNERS = {
     "ckpt.pt": "embnorm_lib.checkpoint",
     "model.pt": "embnorm_lib.train",
     "lm_eval.json": "embnorm_lib.lm_eval_adapter",
+    "lm_eval_v2.json": "embnorm_lib.lm_eval_adapter",
     "reused_from.json": "embnorm_lib.reuse",
     "sweeps.jsonl": "embnorm_lib.sweep",
     "README.md": "embnorm_lib.report",

@@ -1,3 +1,4 @@
+import json
 import math
 from types import SimpleNamespace
 
@@ -114,3 +115,40 @@ def test_trained_model_beats_chance_where_an_untrained_one_does_not(tmp_path, da
     assert (tmp_path / "run" / "lm_eval.json").is_file()
     fields = lm_summary_fields(untrained)
     assert "lm_macro_acc" in fields and "lm_macro_acc_3shot" not in fields  # 3-shot does not fit block 32
+
+
+def test_suite_v2_is_its_pinned_items_from_the_validation_split(corpus):
+    from embnorm_lib.lmtasks import build_v2
+    from embnorm_lib.lmtasks.build import POOL_FRACTION
+
+    suite = build_v2.verified_suite()
+    manifest = json.loads(build_v2.MANIFEST.read_text())
+    assert list(suite) == list(manifest["tasks"]) and len(suite) >= 3
+    cut = int(POOL_FRACTION * len(corpus.val_text))
+    for task, splits in suite.items():
+        assert len(splits["test"]) == manifest["counts"][f"{task}/test"] >= 1000, task
+        for split, items in splits.items():
+            spans = []
+            for it in items:
+                true = it["choices"][it["label"]]
+                start = it["val_offset"]
+                assert corpus.val_text[start - len(it["context"]):start + len(true)] == it["context"] + true
+                assert len(set(it["choices"])) == 4 and len(it["context"]) + max(map(len, it["choices"])) <= 56
+                assert (start < cut) == (split == "fewshot")
+                spans.append((start, start + len(true)))
+            spans.sort()
+            assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), f"{task}: overlapping answers"
+
+
+def test_suite_v2_keeps_every_items_answer_through_the_harness(data_path, corpus):
+    from embnorm_lib.lm_eval_adapter import get_suite
+
+    model = GPT(tiny(seed=3, block_size=64))
+    result = evaluate_lm(CharLM(model, corpus.chars), shots=(0,), data_path=data_path, suite="v2", limit=24)
+    assert result["suite"] == "v2" and set(result["items"]) == set(get_suite("v2").tasks)
+    for task, by_k in result["items"].items():
+        bits = by_k["0shot"]
+        assert len(bits) == 24 and set(bits) <= {"0", "1"}
+        assert result["tasks"][task]["0shot"]["acc"] == pytest.approx(bits.count("1") / 24)
+    fields = lm_summary_fields(result, prefix="lm2")
+    assert "lm2_macro_acc" in fields and not any(k.startswith("lm_") for k in fields)

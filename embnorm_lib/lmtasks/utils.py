@@ -1,4 +1,5 @@
-"""Dataset hook for the Shakespeare tasks: lm-eval calls load_items(**dataset_kwargs, **metadata)."""
+"""Dataset hooks for the Shakespeare tasks: lm-eval calls load_items(**dataset_kwargs, **metadata) (suite v1) or
+load_items_v2 (suite v2)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -7,15 +8,24 @@ if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
     import datasets
 
 
-def load_items(task_name: str, data_path: str | None = None, **_) -> datasets.DatasetDict:
+def _dataset(splits: dict) -> datasets.DatasetDict:
     import datasets
 
-    from embnorm_lib.lmtasks.build import verified_suite
-
-    suite = verified_suite(data_path or None)[task_name]
     keep = ("context", "choices", "label")
     return datasets.DatasetDict({split: datasets.Dataset.from_list([{k: it[k] for k in keep} for it in items])
-                                 for split, items in suite.items()})
+                                 for split, items in splits.items()})
+
+
+def load_items(task_name: str, data_path: str | None = None, **_) -> datasets.DatasetDict:
+    from embnorm_lib.lmtasks.build import verified_suite
+
+    return _dataset(verified_suite(data_path or None)[task_name])
+
+
+def load_items_v2(task_name: str, data_path: str | None = None, **_) -> datasets.DatasetDict:
+    from embnorm_lib.lmtasks.build_v2 import verified_suite
+
+    return _dataset(verified_suite(data_path or None)[task_name])
 
 
 def doc_to_text(doc: dict) -> str:

@@ -1,0 +1,44 @@
+"""Suite v2's item-level analysis on synthetic item answers whose truth is known."""
+import numpy as np
+import pytest
+
+from embnorm_lib import zeroshot
+
+
+def synthetic(effect=0.05, seeds=10, items=400, seed=0):
+    """none answers each item correctly with an item-specific probability; ln's is higher by `effect`."""
+    rng = np.random.default_rng(seed)
+    matrix = {}
+    for task in ("a", "b"):
+        p_item = rng.uniform(0.2, 0.8, size=items)
+        matrix[task] = {arm: {s: (rng.random(items) < np.clip(p_item + shift, 0, 1)).astype(np.int8)
+                              for s in range(seeds)} for arm, shift in (("none", 0.0), ("ln", effect))}
+    return matrix
+
+
+def test_paired_differences_are_per_seed_and_item():
+    diffs = zeroshot.paired_item_differences(synthetic(), "ln")
+    assert set(diffs) == {"a", "b"} and diffs["a"].shape == (10, 400)
+    assert set(np.unique(diffs["a"])) <= {-1.0, 0.0, 1.0}
+
+
+def test_the_two_way_bootstrap_finds_a_real_effect_and_covers_no_effect():
+    found = zeroshot.two_way_bootstrap(zeroshot.paired_item_differences(synthetic(effect=0.1), "ln"), n_boot=2000)
+    assert found["mean_diff"] == pytest.approx(0.1, abs=0.03) and found["ci_low"] > 0
+    covered = 0
+    for s in range(20):
+        r = zeroshot.two_way_bootstrap(zeroshot.paired_item_differences(synthetic(effect=0.0, seed=s), "ln"),
+                                       n_boot=500, seed=s)
+        covered += r["ci_low"] <= 0 <= r["ci_high"]
+    assert covered >= 17  # nominal 95%: 16 or fewer of 20 has probability 0.016 at exact coverage
+
+
+def test_tasks_must_share_their_seeds():
+    diffs = {"a": np.zeros((3, 5)), "b": np.zeros((4, 5))}
+    with pytest.raises(ValueError, match="different seed counts"):
+        zeroshot.two_way_bootstrap(diffs)
+
+
+def test_the_item_sampling_mde_shrinks_with_seeds_and_grows_with_tests():
+    assert zeroshot.item_sampling_mde(0.01, 10) < zeroshot.item_sampling_mde(0.01, 5)
+    assert zeroshot.item_sampling_mde(0.01, 10, tests=10) > zeroshot.item_sampling_mde(0.01, 10, tests=1)
