@@ -137,7 +137,8 @@ def _family_words(family: pd.DataFrame) -> str:
 
 def _decision_words(decision: dict, mei: float) -> str:
     base = (f"the baseline is **{'unstable' if decision['baseline_unstable'] else 'stable'}** here "
-            f"({decision['baseline_failures']} failures, {decision['baseline_spikes_post_warmup']:.2f} spikes per run "
+            f"({decision['baseline_failures']} failure{'' if decision['baseline_failures'] == 1 else 's'}, "
+            f"{decision['baseline_spikes_post_warmup']:.2f} spikes per run "
             "after the warm-up)")
     verdicts = "; ".join(f"`{variant}`: {v['verdict']} ({'fixes' if v['fixes'] else 'does not fix'} the "
                          f"instability; tuned cost's upper 95% bound {v['cost_ci_high']:+.3f} vs the MEI {mei:g})"
