@@ -1,6 +1,10 @@
-"""Analyse a finished study end to end: diagnostics and statistics notebooks, report.html, runs/README.md.
+"""Analyse a finished study end to end: diagnostics and statistics notebooks, report.html, runs/README.md, and
+(for the committed runs directory) the README findings and the paper.
 
-    python -m embnorm_lib.publish seeds-final
+    python -m embnorm_lib.publish seeds-final         # a paired study
+    python -m embnorm_lib.publish stability           # the v1 stability studies -> STABILITY.md
+    python -m embnorm_lib.publish stability-h1b-v2    # a stability v2 study -> its BOUNDARY/SCALE/BUDGET/H1B.md
+    python -m embnorm_lib.publish paper               # paper/paper.pdf alone
 
 Executed notebooks land in runs/<study>/ (without timestamps or machine paths); the statistics notebook is
 rendered to runs/<study>/report.html with nbconvert, outputs only. Publishing unchanged runs rewrites nothing."""
@@ -10,10 +14,11 @@ import argparse
 import html
 import multiprocessing
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from . import stability
+from . import paper, stability
 from .analysis import check_complete, study_family
 from .config import check_name
 from .errors import BRIEF_ERRORS
@@ -136,22 +141,58 @@ def publish_stability(out_dir=None, figures_dir=None) -> dict[str, Path]:
 
 
 def _quoting_readmes(out: Path, refresh_findings: bool) -> dict[str, Path]:
+    """runs/README.md; and for the committed runs directory the README findings and the paper, which quote it."""
     written = {"runs/README.md": write_runs_readme(out)}
     if refresh_findings:
         update_readme_findings(repo_root() / "README.md", findings_text(out))
         written["README.md findings"] = repo_root() / "README.md"
+        written["paper.pdf"] = paper.build(out)
+    return written
+
+
+def v2_report_writer(study: str) -> Callable[[Path, Path | None], Path]:
+    """The report a stability v2 study or the H1b study is analysed into (each module owns its file)."""
+    from . import boundary, budget_trend, h1b, scale_vs_norm
+
+    if study in boundary.BOUNDARY_STUDIES:
+        return lambda out, figures: boundary.write_report(out, figures, study)
+    writers = {scale_vs_norm.STUDY: lambda out, figures: scale_vs_norm.write_report(out),
+               budget_trend.REPORT_STUDY: lambda out, figures: budget_trend.write_report(out),
+               h1b.STUDY: lambda out, figures: h1b.write_report(out, figures)}
+    if study not in writers:
+        raise ValueError(f"no v2 report for study {study!r}; allowed: "
+                         f"{', '.join([*boundary.BOUNDARY_STUDIES, *writers])}")
+    return writers[study]
+
+
+def publish_v2(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
+    """A stability v2 (or H1b) study: its index, its report, then what quotes them (runs/README.md, the paper)."""
+    out = runs_root(out_dir).resolve()
+    build_index(study, out)
+    report = v2_report_writer(study)(out, Path(figures_dir) if figures_dir else None)
+    written = {report.name: report}
+    written.update(_quoting_readmes(out, refresh_findings=out == default_runs_dir().resolve()))
     return written
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study", help="a study of the registry, or 'stability' for all stability studies together")
+    p.add_argument("study", help="a study of the registry, 'stability' for all v1 stability studies together, or "
+                                 "'paper' for the paper alone")
     p.add_argument("--out-dir", default=None)
     p.add_argument("--figures-dir", default=None)
     args = p.parse_args(argv)
+    from .studies import STUDIES
+
     try:
-        written = (publish_stability(args.out_dir, args.figures_dir) if args.study == "stability"
-                   else publish(args.study, args.out_dir, args.figures_dir))
+        if args.study == "paper":
+            written = {"paper.pdf": paper.build(args.out_dir)}
+        elif args.study == "stability":
+            written = publish_stability(args.out_dir, args.figures_dir)
+        elif args.study in STUDIES and STUDIES[args.study].analysis in ("stability-v2", "h1b"):
+            written = publish_v2(args.study, args.out_dir, args.figures_dir)
+        else:
+            written = publish(args.study, args.out_dir, args.figures_dir)
     except BRIEF_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -26,7 +26,8 @@ def synthetic(tuned_cost=0.002, none_fails_clipped=(3, 4, 5, 6, 7), seeds=None):
         rows.append({"variant": cell.variant, "seed": cell.seed, "cfg.lr": lr, "cfg.grad_clip": clip,
                      "failed": failed, "diverged": failed, "val_loss": np.nan if failed else loss,
                      "spike_count_post_warmup": 2 if failed else 0, "max_attn_logit": 1e6 * lr,
-                     "clipped_frac": 0.5 if clip else 0.0, "run_dir": f"{cell.variant}{cell.tag}/seed{cell.seed}"})
+                     "clipped_frac": 0.5 if clip else 0.0, "run_dir": f"{cell.variant}{cell.tag}/seed{cell.seed}",
+                     "git_commit": "0" * 40})
     return pd.DataFrame(rows)
 
 
@@ -90,3 +91,23 @@ def test_the_report_renders_from_a_runs_index(tmp_path):
     assert "100 of 100 registered runs finished" in text and "partial" not in text
     assert "Decision rule 3: the baseline is **unstable**" in text and "`ln`: adopt ln" in text
     assert (tmp_path / "figures" / "h1b_stability_vs_cost.png").is_file()
+
+
+def test_publish_knows_the_report_of_every_v2_study():
+    from embnorm_lib.publish import v2_report_writer
+    from embnorm_lib.studies import studies_of
+
+    for study in studies_of("stability-v2") + studies_of("h1b"):
+        assert callable(v2_report_writer(study)), study
+    with pytest.raises(ValueError, match="no v2 report"):
+        v2_report_writer("seeds-final")
+
+
+def test_publishing_the_h1b_study_writes_its_report_and_the_runs_readme(tmp_path):
+    from embnorm_lib.publish import publish_v2
+
+    (tmp_path / h1b.STUDY).mkdir()
+    synthetic().to_csv(tmp_path / h1b.STUDY / "runs.csv", index=False)
+    written = publish_v2(h1b.STUDY, tmp_path, tmp_path / "figures")
+    assert set(written) == {"H1B.md", "runs/README.md"}  # not the committed directory: no paper, no findings
+    assert "H1b, confirmatory" in (tmp_path / "README.md").read_text()
