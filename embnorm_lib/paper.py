@@ -79,6 +79,7 @@ def paper_data(out: Path) -> dict:
     data["seed_study_table1"] = SEED_STUDY_TABLE1
     budget = budget_table(load_budget_runs(out), len(load_corpus().train))
     data["budget"] = [{k: _clean(v) for k, v in row.items()} for row in budget.to_dict("records")]
+    data["compute"] = compute_spent(out)
     data["lr_boundary"] = {key: lr_boundary_data(study, out) for key, study in BOUNDARY_KEYS.items()
                            if has_index(study, out)}
     if has_index("stability-h1b-v2", out):
@@ -91,6 +92,24 @@ BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2"}  # 
 
 def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
     return [{k: _clean(v) for k, v in r.items()} for r in frame[columns].to_dict("records")]
+
+
+def compute_spent(out: Path) -> list[dict]:
+    """Per committed study: its runs, those trained here (not copied from an identical run), the sum of their
+    wall-clock hours (each at its own thread count), the threads per run, and the commits that produced them."""
+    from .results import reused_mask
+
+    rows = []
+    for name in STUDIES:
+        if not has_index(name, out):
+            continue
+        runs = load_runs(name, out)
+        trained = runs[~reused_mask(runs)]
+        threads = sorted({int(t) for t in trained.get("cfg.torch_threads", pd.Series(dtype=float)).dropna()})
+        rows.append({"study": name, "runs": len(runs), "trained": len(trained),
+                     "run_hours": float(trained["wall_s"].sum() / 3600) if "wall_s" in trained else None,
+                     "threads": threads, "commits": sorted({str(c)[:12] for c in runs["git_commit"]})})
+    return rows
 
 
 def lr_boundary_data(study: str, out: Path) -> dict:
