@@ -222,13 +222,41 @@ def write_inputs(out: Path, paper_dir: Path) -> dict:
         buffer = io.BytesIO()
         with plt.rc_context({"svg.hashsalt": "embnorm"}):  # fixed element ids: rebuilds are byte-identical
             fig.savefig(buffer, format="svg", metadata={"Date": None})
-        plt.close(fig)
         write_bytes_if_changed(paper_dir / "figures" / f"{name}.svg", buffer.getvalue())
+        buffer = io.BytesIO()  # the same figure as vector PDF, for the LaTeX export
+        fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Producer": None, "Creator": None})
+        write_bytes_if_changed(paper_dir / "latex" / "figures" / f"{name}.pdf", buffer.getvalue())
+        plt.close(fig)
     return data
 
 
+def latex_export(paper_dir: Path) -> Path:
+    """paper/latex/paper.tex (+ its figures as PDF) for a venue that wants LaTeX: typst renders the paper to HTML,
+    every number already in place, and pandoc (pypandoc_binary bundles it) converts that to LaTeX; each embedded
+    figure becomes \\includegraphics of the same figure saved as PDF. The typst PDF stays the reference layout."""
+    import base64
+    import re
+
+    import pypandoc
+    import typst
+
+    html = typst.compile(str(paper_dir / "paper.typ"), root=str(paper_dir), format="html").decode()
+    svgs = {path.read_bytes(): path.stem for path in sorted((paper_dir / "figures").glob("*.svg"))}
+    latex_dir = paper_dir / "latex"
+
+    def to_pdf_figure(match: re.Match) -> str:
+        name = svgs[base64.b64decode(match.group(1))]
+        width = re.search(r"width: (\d+)%", match.group(0))  # the width the typst source gives, as a share
+        return f'<img src="figures/{name}.pdf" style="width: {width.group(1) if width else 100}%">'
+
+    html = re.sub(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"[^>]*>', to_pdf_figure, html)
+    tex = pypandoc.convert_text(html, "latex", format="html", extra_args=["--standalone"])
+    return write_bytes_if_changed(latex_dir / "paper.tex", tex.encode())
+
+
 def build(out_dir=None, paper_dir=None, pages_png: str | None = None) -> Path:
-    """data.json and figures from the runs, then paper.pdf (and, for looking at, one PNG per page)."""
+    """data.json and figures from the runs, then paper.pdf (and, for looking at, one PNG per page) and the LaTeX
+    export."""
     import typst
 
     out = runs_root(out_dir)
@@ -236,6 +264,7 @@ def build(out_dir=None, paper_dir=None, pages_png: str | None = None) -> Path:
     write_inputs(out, paper_dir)
     pdf = typst.compile(str(paper_dir / "paper.typ"), root=str(paper_dir))
     write_bytes_if_changed(paper_dir / "paper.pdf", pdf)
+    latex_export(paper_dir)
     if pages_png:
         typst.compile(str(paper_dir / "paper.typ"), output=pages_png, format="png", ppi=80, root=str(paper_dir))
     return paper_dir / "paper.pdf"

@@ -36,6 +36,12 @@ def test_the_paper_builds(tmp_path):
     shutil.copytree(REPO / "paper", tmp_path / "paper")
     pdf = paper.build(REPO / "runs", tmp_path / "paper")
     assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.read_bytes() == (REPO / "paper" / "paper.pdf").read_bytes()
+    tex = (tmp_path / "paper" / "latex" / "paper.tex").read_text()
+    assert tex == (REPO / "paper" / "latex" / "paper.tex").read_text()  # the committed LaTeX export is current
+    assert "\\begin{document}" in tex and "\\title{Does a normalization layer after the embedding help" in tex
+    figures = sorted(p.stem for p in (tmp_path / "paper" / "figures").glob("*.svg"))
+    assert figures and all(f"{{figures/{name}.pdf}}" in tex for name in figures)  # every figure, as vector PDF
+    assert all((tmp_path / "paper" / "latex" / "figures" / f"{name}.pdf").is_file() for name in figures)
 
 
 def test_rebuilding_the_figures_leaves_them_byte_identical(tmp_path):
