@@ -64,7 +64,7 @@ def paper_data(out: Path) -> dict:
         runs = runs[runs["cfg.preset"] == scope]
         data["regimes"][scope.replace("-", "_")] = {
             "family": family_rows("main", scope, out), "overall": decision["overall"],
-            "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
+            "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]), "iters": int(runs["cfg.max_iters"].iloc[0]),
             "n_layer": int(runs["cfg.n_layer"].iloc[0]), "n_embd": int(runs["cfg.n_embd"].iloc[0]),
             "params_none": int(runs.loc[runs["variant"] == "none", "n_params"].iloc[0])}
     from . import calibration, stats
@@ -123,13 +123,13 @@ def lr_boundary_data(study: str, out: Path) -> dict:
     grid = STUDIES[study].cells()
     lrs = sorted({c.config().lr for c in grid})
     return {"runs": len(runs), "planned": len(grid), "lr_points": len(lrs), "lr_min": lrs[0], "lr_max": lrs[-1],
-            "seeds": int(runs["seed"].nunique()),
-            "phase": _records(phase, ["variant", "cfg.lr", "failed", "runs"]),
+            "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
+            "phase": _records(phase, ["variant", "cfg.lr", "failed", "runs", "val_loss_not_failed"]),
             "failures": _records(phase[phase["failed"] > 0], ["variant", "cfg.lr", "failed", "runs"]),
             "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})
                               for v, sub in max_stable_lr_per_seed(runs).query("complete").groupby("variant")},
-            "best_lr": _records(best_lr_paired(runs), ["variant", "best_lr", "delta_vs_none", "ci_low", "ci_high",
-                                                       "p_holm", "significant"])}
+            "best_lr": _records(best_lr_paired(runs), ["variant", "best_lr", "loss", "none_loss", "delta_vs_none",
+                                                       "ci_low", "ci_high", "p_holm", "significant"])}
 
 
 def h1b_data(out: Path) -> dict:
