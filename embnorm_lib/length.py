@@ -4,6 +4,8 @@ difference from `none` at every position (exploratory, descriptive: one interval
 Reads positions.json (the final pass's loss at each position 1..T; runs trained since it exists)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
@@ -25,3 +27,85 @@ def position_deltas(positions: pd.DataFrame, variant_of=lambda arm: arm.split("_
                 row.update({"delta_vs_none": diff.mean(), "ci_low": diff.mean() - half, "ci_high": diff.mean() + half})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+# -- the report: each arm at its own tuned LR (the H1b study's tuned runs, 5 fresh seeds) ---------------------------
+SHOWN_POSITIONS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def tuned_positions(out) -> pd.DataFrame:
+    """positions.json of the H1b study's tuned runs (every arm at its own best LR, clipping on), seeds complete."""
+    from .h1b import STUDY, complete_seeds, tuned_runs
+    from .results import load_positions, load_runs
+
+    runs = load_runs(STUDY, out)
+    tuned = tuned_runs(runs[runs["seed"].isin(complete_seeds(runs))])
+    keep = set(tuned["run_dir"].str.rsplit("/", n=1).str[0])
+    positions = load_positions(STUDY, out)
+    return positions[positions["arm"].isin(keep) & positions["seed"].isin(set(tuned["seed"]))]
+
+
+def band_summary(deltas: pd.DataFrame, early=(1, 8), late=(33, 64)) -> pd.DataFrame:
+    """Per variant: the mean paired difference over the early and the late positions of the window (a description:
+    the positions of one window are not independent)."""
+    rows = []
+    for variant, sub in deltas.dropna(subset=["delta_vs_none"]).groupby("variant", sort=False):
+        row = {"variant": variant}
+        for lo, hi in (early, late):
+            row[f"delta_positions_{lo}_{hi}"] = sub.loc[sub["position"].between(lo, hi), "delta_vs_none"].mean()
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def write_report(out_dir=None, figures_dir=None) -> Path:
+    """runs/stability-h1b-v2/LENGTH.md and figures/stability-v2/length_tuned.png (exploratory, descriptive)."""
+    import matplotlib.pyplot as plt
+
+    from . import plots
+    from .h1b import STUDY
+    from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+    from .render import compact_markdown
+    from .rundir import study_dir_for
+
+    out = runs_root(out_dir)
+    positions = tuned_positions(out)
+    from .variants import variant_rank
+
+    deltas = position_deltas(positions)
+    deltas = deltas.sort_values(["variant", "position"], key=lambda c: c.map(variant_rank) if c.name == "variant"
+                                else c, kind="stable").reset_index(drop=True)
+    fig = plots.plot_position_deltas(deltas)
+    plots.save(fig, Path(figures_dir or repo_root() / "figures" / "stability-v2") / "length_tuned",
+               f"embnorm · {STUDY} · runs.csv {fingerprint(study_dir_for(STUDY, out).index)}")
+    plt.close(fig)
+    shown = deltas[deltas["position"].isin(SHOWN_POSITIONS)]
+    lines = ["# Length brittleness: loss by position in the window (exploratory)", "",
+             f"Written by `python -m embnorm_lib.length` at commit {git_commit()[:12]} from the positions.json of "
+             f"`{STUDY}`'s tuned runs (every arm at its own best LR of `stability-lr-v2`, clipping on; seeds "
+             f"{', '.join(map(str, sorted(positions['seed'].unique())))}). Figure: "
+             "`figures/stability-v2/length_tuned.png`.", "",
+             "Each position p is the final validation pass's loss of predicting the p-th character of a window from "
+             "the p − 1 before it, so position p is the loss at context length p − 1 up to the block size. Per "
+             "variant, the mean paired difference from `none` (same seed, same position) with a 95% t interval at "
+             "each position: a description, no test (the positions of one window are not independent).", "",
+             compact_markdown(shown), "",
+             "Mean difference over the early and the late positions of the window:", "",
+             compact_markdown(band_summary(deltas)), ""]
+    return write_text_stable(study_dir_for(STUDY, out).root / "LENGTH.md", "\n".join(lines))
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-dir", default=None)
+    p.add_argument("--figures-dir", default=None)
+    args = p.parse_args(argv)
+    print(write_report(args.out_dir, args.figures_dir).read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -64,7 +64,7 @@ def paper_data(out: Path) -> dict:
         runs = runs[runs["cfg.preset"] == scope]
         data["regimes"][scope.replace("-", "_")] = {
             "family": family_rows("main", scope, out), "overall": decision["overall"],
-            "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]), "iters": int(runs["cfg.max_iters"].iloc[0]),
+            "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
             "n_layer": int(runs["cfg.n_layer"].iloc[0]), "n_embd": int(runs["cfg.n_embd"].iloc[0]),
             "params_none": int(runs.loc[runs["variant"] == "none", "n_params"].iloc[0])}
     from . import calibration, stats

@@ -318,3 +318,19 @@ def failed_share(count: str) -> float:
     """'k/n' (failures out of runs) as a share; NaN for no runs."""
     failed, runs = (int(v) for v in count.split("/"))
     return failed / runs if runs else np.nan
+
+
+def plot_position_deltas(deltas: pd.DataFrame) -> plt.Figure:
+    """Per variant, the paired difference from none in validation loss at each position of the window (mean and
+    95% t band over seeds)."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for variant, sub in deltas.dropna(subset=["delta_vs_none"]).groupby("variant", sort=False):
+        color = _arm_color(variant)
+        ax.plot(sub["position"], sub["delta_vs_none"], label=variant, color=color)
+        ax.fill_between(sub["position"], sub["ci_low"], sub["ci_high"], color=color, alpha=0.2, lw=0)
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set(xscale="log", xlabel="position in the window (context length + 1)",
+           ylabel="Δ val loss vs none (nats/char)", title="each arm at its own tuned LR (exploratory)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from . import paper, stability
+from . import h1b, length, paper, stability
 from .analysis import check_complete, study_family
 from .config import check_name
 from .errors import BRIEF_ERRORS
 from .io import default_runs_dir, repo_root, runs_root, write_bytes_if_changed
 from .report import FINDINGS_STUDIES, findings_text, update_readme_findings, write_runs_readme
-from .results import build_index
+from .results import build_index, load_positions
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
 
@@ -169,8 +169,11 @@ def publish_v2(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     """A stability v2 (or H1b) study: its index, its report, then what quotes them (runs/README.md, the paper)."""
     out = runs_root(out_dir).resolve()
     build_index(study, out)
-    report = v2_report_writer(study)(out, Path(figures_dir) if figures_dir else None)
+    figures = Path(figures_dir) if figures_dir else None
+    report = v2_report_writer(study)(out, figures)
     written = {report.name: report}
+    if study == h1b.STUDY and not load_positions(study, out).empty:  # its tuned runs also carry the length analysis
+        written["LENGTH.md"] = length.write_report(out, figures)
     written.update(_quoting_readmes(out, refresh_findings=out == default_runs_dir().resolve()))
     return written
 

@@ -101,6 +101,7 @@ OWNERS = {
     "SCALE.md": "embnorm_lib.scale_vs_norm",
     "BUDGET.md": "embnorm_lib.budget_trend",
     "H1B.md": "embnorm_lib.h1b",
+    "LENGTH.md": "embnorm_lib.length",
     "throughput.json": "embnorm_lib.throughput",
 }
 

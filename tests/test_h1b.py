@@ -111,3 +111,12 @@ def test_publishing_the_h1b_study_writes_its_report_and_the_runs_readme(tmp_path
     written = publish_v2(h1b.STUDY, tmp_path, tmp_path / "figures")
     assert set(written) == {"H1B.md", "runs/README.md"}  # not the committed directory: no paper, no findings
     assert "H1b, confirmatory" in (tmp_path / "README.md").read_text()
+
+
+def test_the_length_summary_averages_the_early_and_late_positions():
+    from embnorm_lib import length
+
+    deltas = pd.DataFrame({"variant": ["ln"] * 64, "position": range(1, 65),
+                           "delta_vs_none": [0.0] * 8 + [0.05] * 24 + [0.1] * 32})
+    row = length.band_summary(deltas).set_index("variant").loc["ln"]
+    assert row["delta_positions_1_8"] == 0.0 and row["delta_positions_33_64"] == pytest.approx(0.1)
