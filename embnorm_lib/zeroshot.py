@@ -85,3 +85,89 @@ def item_sampling_mde(item_se: float, n_seeds: int = 10, tests: int = 10) -> flo
     (`item_se`: the standard error of its macro difference over items). A lower bound: a true effect that differs
     between seeds adds to it, and the measured MDE replaces it once the suite has scored the seeds."""
     return stats.power_figures(item_se, n_seeds, alpha=stats.ALPHA / tests)[0]
+
+
+# -- the report ---------------------------------------------------------------------------------------------------
+def family_table(runs: pd.DataFrame, variants=("ln", "rms", "scaled")) -> pd.DataFrame:
+    """Per variant and task (and the macro): zero-shot v2 accuracy minus none's, paired by seed (95% t interval),
+    Holm over the variant x task tests; the macro rows are the endpoint, tested alongside."""
+    tasks = sorted(c.removeprefix("lm2.").removesuffix(".0shot.acc") for c in runs.columns
+                   if c.startswith("lm2.") and c.endswith(".0shot.acc"))
+    rows = []
+    for variant in [v for v in variants if v in set(runs["variant"])]:
+        for task, column in [("macro", "lm2_macro_acc"), *((t, f"lm2.{t}.0shot.acc") for t in tasks)]:
+            c = stats.compare(runs, column, variant)
+            rows.append({"variant": variant, "task": task, "n": c.n, "none": c.baseline_mean,
+                         "variant_acc": c.variant_mean, "mean_diff": c.mean_diff, "ci_low": c.ci_low,
+                         "ci_high": c.ci_high, "p_t": c.p_t, "sd_diff": c.sd_diff})
+    table = pd.DataFrame(rows)
+    if len(table):
+        reject, adjusted = stats.holm(table["p_t"].to_numpy(float))
+        table = table.assign(p_holm=adjusted, significant=reject)
+    return table
+
+
+def measured_mde(table: pd.DataFrame, n_seeds: int = 10) -> pd.DataFrame:
+    """Per variant: the macro difference's minimum detectable effect (80% power, paired t) at the seeds used and at
+    n_seeds, at the strictest Holm level of the family, from the observed SD of the per-seed differences."""
+    macro = table[table["task"] == "macro"]
+    tests = len(table)
+    return pd.DataFrame([{"variant": r.variant, "seeds": r.n, "sd_diff": r.sd_diff,
+                          "mde_at_seeds_used": stats.power_figures(r.sd_diff, r.n, alpha=stats.ALPHA / tests)[0],
+                          f"mde_at_{n_seeds}_seeds": stats.power_figures(r.sd_diff, n_seeds,
+                                                                         alpha=stats.ALPHA / tests)[0]}
+                         for r in macro.itertuples()])
+
+
+def write_report(study: str, out_dir=None, select=None, title: str = "") -> Path:
+    """runs/<study>/ZEROSHOT.md: suite v2 on the study's runs that were scored with it (`select` narrows them)."""
+    from .io import git_commit, runs_root, write_text_stable
+    from .render import compact_markdown
+    from .results import load_runs
+    from .rundir import study_dir_for
+
+    out = runs_root(out_dir)
+    runs = load_runs(study, out)
+    runs = runs[runs["lm2_macro_acc"].notna()] if "lm2_macro_acc" in runs else runs.iloc[:0]
+    if select is not None:
+        runs = select(runs)
+    table = family_table(runs) if len(runs) else pd.DataFrame()
+    matrix = item_matrix(study, out)
+    keep = {r.rsplit("/", 1)[0] for r in runs["run_dir"]} if len(runs) else set()
+    matrix = {t: {arm: by for arm, by in arms.items() if arm in keep} for t, arms in matrix.items()}
+    variant_of = {r.rsplit("/", 1)[0]: v for r, v in zip(runs["run_dir"], runs["variant"], strict=True)}
+    matrix = {t: {variant_of[a]: by for a, by in arms.items()} for t, arms in matrix.items()}
+    lines = [f"# Zero-shot suite v2 on `{study}`" + (f": {title}" if title else ""), "",
+             f"Written by `python -m embnorm_lib.zeroshot` at commit {git_commit()[:12]} from "
+             f"`runs/{study}/runs.csv` ({len(runs)} runs scored with suite v2, seeds "
+             f"{', '.join(map(str, sorted(runs['seed'].unique()))) if len(runs) else 'none'}).", "",
+             "**Exploratory** unless the study registered suite v2 as its endpoint (docs/PROTOCOL.md amendments 1 "
+             "and 3): zero-shot accuracy on the four tasks (2,000 items each), paired by seed; one Holm family over "
+             "variant x (macro and each task); a direction only where the test is significant.", ""]
+    if len(table):
+        lines += [compact_markdown(table.drop(columns=["sd_diff"])), "",
+                  "## Two-way bootstrap (seeds and items; labelled secondary)", "",
+                  compact_markdown(item_table(matrix, [v for v in table["variant"].unique()])), "",
+                  "## Power of the suite, measured", "",
+                  "The minimum detectable macro difference (80% power, paired t at the strictest Holm level of the "
+                  "family above) from the observed SD of the per-seed differences.", "",
+                  compact_markdown(measured_mde(table)), ""]
+    return write_text_stable(study_dir_for(study, out).root / "ZEROSHOT.md", "\n".join(lines))
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study", nargs="?", default="stability-h1b-v2")
+    p.add_argument("--out-dir", default=None)
+    args = p.parse_args(argv)
+    title = "every arm at its own best LR (the tuned runs)" if args.study == "stability-h1b-v2" else ""
+    print(write_report(args.study, args.out_dir, title=title).read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -102,6 +102,7 @@ OWNERS = {
     "BUDGET.md": "embnorm_lib.budget_trend",
     "H1B.md": "embnorm_lib.h1b",
     "LENGTH.md": "embnorm_lib.length",
+    "ZEROSHOT.md": "embnorm_lib.zeroshot",
     "throughput.json": "embnorm_lib.throughput",
 }
 

@@ -42,3 +42,40 @@ def test_tasks_must_share_their_seeds():
 def test_the_item_sampling_mde_shrinks_with_seeds_and_grows_with_tests():
     assert zeroshot.item_sampling_mde(0.01, 10) < zeroshot.item_sampling_mde(0.01, 5)
     assert zeroshot.item_sampling_mde(0.01, 10, tests=10) > zeroshot.item_sampling_mde(0.01, 10, tests=1)
+
+
+def write_scored_study(root, effect=0.1, seeds=5, items=300):
+    """A study directory whose none/ln runs carry suite v2 item answers (lm_eval_v2.json) and a runs.csv."""
+    import json
+
+    import pandas as pd
+
+    rows = []
+    for arm, answers in synthetic(effect=effect, seeds=seeds, items=items)["a"].items():
+        for seed, bits in answers.items():
+            run = root / "toy" / arm / f"seed{seed}"
+            run.mkdir(parents=True)
+            (run / "summary.json").write_text("{}")
+            task_b = np.roll(bits, seed + 1)
+            result = {"items": {"shakespeare2_a": {"0shot": "".join(map(str, bits))},
+                                "shakespeare2_b": {"0shot": "".join(map(str, task_b))}}}
+            (run / "lm_eval_v2.json").write_text(json.dumps(result))
+            rows.append({"run_dir": f"{arm}/seed{seed}", "variant": arm, "seed": seed,
+                         "lm2.a.0shot.acc": bits.mean(), "lm2.b.0shot.acc": task_b.mean(),
+                         "lm2_macro_acc": (bits.mean() + task_b.mean()) / 2})
+    pd.DataFrame(rows).to_csv(root / "toy" / "runs.csv", index=False)
+
+
+def test_the_report_tests_macro_and_tasks_in_one_holm_family_and_measures_the_mde(tmp_path):
+    write_scored_study(tmp_path)
+    import pandas as pd
+
+    runs = pd.read_csv(tmp_path / "toy" / "runs.csv")
+    table = zeroshot.family_table(runs)
+    assert list(table["task"]) == ["macro", "a", "b"] and (table["p_holm"] >= table["p_t"]).all()
+    macro = table.set_index("task").loc["macro"]
+    assert macro["mean_diff"] == pytest.approx(runs.groupby("variant")["lm2_macro_acc"].mean().diff().iloc[-1] * -1)
+    mde = zeroshot.measured_mde(table).iloc[0]
+    assert mde["mde_at_10_seeds"] < mde["mde_at_seeds_used"]
+    text = zeroshot.write_report("toy", tmp_path).read_text()
+    assert "10 runs scored with suite v2" in text and "Two-way bootstrap" in text
