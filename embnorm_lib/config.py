@@ -204,6 +204,38 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# The size ladder (issue 18): char-level, block 128, batch 32 (4,096 tokens per iteration), five widths x depths
+# from ~0.1M to ~14M non-embedding parameters (12 * n_layer * n_embd^2). Budget rule: 20 tokens per non-embedding
+# parameter (Hoffmann et al. 2022), capped at LADDER_EPOCH_CAP passes over the training split (what tiny
+# Shakespeare supports before it repeats too often), at least LADDER_MIN_ITERS iterations. The learning rate
+# follows the width (Adam: lr ~ 1/width), anchored at each arm's best LR of stability-lr-v2 at width 128
+# (studies.LADDER_LR_AT_128); the ladder-lr study checks the rule at 1/2 and 2 times it. Rungs 0-1 are CPU work;
+# rungs 2-4 are meant for a GPU (packed seeds).
+LADDER_RUNGS = ((2, 64, 4), (4, 128, 4), (6, 192, 6), (8, 256, 8), (8, 384, 6))  # (n_layer, n_embd, n_head)
+LADDER_TOKENS_PER_ITER = 32 * 128
+LADDER_TOKENS_PER_PARAM = 20
+LADDER_EPOCH_CAP = 10
+LADDER_MIN_ITERS = 500
+TRAIN_CHARS_TINY_SHAKESPEARE = 1_003_854  # the training split's length (data.TRAIN_FRACTION of the corpus; tested)
+
+
+def non_embedding_params(n_layer: int, n_embd: int) -> int:
+    return 12 * n_layer * n_embd ** 2
+
+
+def ladder_iters(n_layer: int, n_embd: int, train_tokens: int = TRAIN_CHARS_TINY_SHAKESPEARE) -> int:
+    tokens = min(LADDER_TOKENS_PER_PARAM * non_embedding_params(n_layer, n_embd), LADDER_EPOCH_CAP * train_tokens)
+    return max(LADDER_MIN_ITERS, -(-tokens // LADDER_TOKENS_PER_ITER))
+
+
+for _rung, (_layers, _width, _heads) in enumerate(LADDER_RUNGS):
+    _iters = ladder_iters(_layers, _width)
+    PRESETS[f"ladder-{_rung}"] = dict(n_layer=_layers, n_head=_heads, n_embd=_width, block_size=128, batch_size=32,
+                                      max_iters=_iters, dropout=0.0, beta2=0.99, warmup_frac=0.05,
+                                      eval_interval=max(_iters // 8, 1), checkpoint_interval=max(_iters // 8, 1),
+                                      diag_interval=max(_iters // 20, 1), lr=1e-3)
+
+
 def preset_config(preset: str, **overrides: Any) -> RunConfig:
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")

@@ -334,3 +334,25 @@ def plot_position_deltas(deltas: pd.DataFrame) -> plt.Figure:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_ladder(table: pd.DataFrame, metric: str = "val_loss") -> plt.Figure:
+    """The size ladder: each variant's paired difference from none in final validation loss against the
+    non-embedding parameter count (95% t intervals; filled where significant after Holm), one line per tokenizer."""
+    frame = table[table["metric"] == metric]
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for (variant, tokenizer), sub in frame.groupby(["variant", "tokenizer"], sort=False):
+        color = _arm_color(variant)
+        offset = 1.04 if variant == "rms" else 1.0  # rms beside ln, not hidden under it
+        style = "-" if tokenizer == "char" else "--"
+        ax.errorbar(sub["params"] * offset, sub["mean_diff"], yerr=[sub["mean_diff"] - sub["ci_low"],
+                                                                    sub["ci_high"] - sub["mean_diff"]],
+                    fmt="o" + style, color=color, capsize=2, label=f"{variant} ({tokenizer})", mfc="white")
+        sig = sub[sub["significant"]]
+        ax.plot(sig["params"] * offset, sig["mean_diff"], "o", color=color)
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set(xscale="log", xlabel="non-embedding parameters", ylabel="Δ final val loss vs none (nats/char)",
+           title="embedding norm cost by model size")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -152,10 +152,13 @@ def _quoting_readmes(out: Path, refresh_findings: bool) -> dict[str, Path]:
 
 def v2_report_writer(study: str) -> Callable[[Path, Path | None], Path]:
     """The report a stability v2 study or the H1b study is analysed into (each module owns its file)."""
-    from . import boundary, budget_trend, h1b, scale_vs_norm
+    from . import boundary, budget_trend, h1b, ladder, scale_vs_norm
+    from .studies import studies_of
 
     if study in boundary.BOUNDARY_STUDIES:
         return lambda out, figures: boundary.write_report(out, figures, study)
+    if study in studies_of("ladder"):
+        return lambda out, figures: ladder.write_report(study, out, figures)
     writers = {scale_vs_norm.STUDY: lambda out, figures: scale_vs_norm.write_report(out),
                budget_trend.REPORT_STUDY: lambda out, figures: budget_trend.write_report(out),
                h1b.STUDY: lambda out, figures: h1b.write_report(out, figures)}
@@ -166,7 +169,8 @@ def v2_report_writer(study: str) -> Callable[[Path, Path | None], Path]:
 
 
 def publish_v2(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
-    """A stability v2 (or H1b) study: its index, its report, then what quotes them (runs/README.md, the paper)."""
+    """A stability v2, H1b or ladder study: its index, its report, then what quotes them (runs/README.md, the
+    paper)."""
     out = runs_root(out_dir).resolve()
     build_index(study, out)
     figures = Path(figures_dir) if figures_dir else None
@@ -192,7 +196,7 @@ def main(argv=None) -> int:
             written = {"paper.pdf": paper.build(args.out_dir)}
         elif args.study == "stability":
             written = publish_stability(args.out_dir, args.figures_dir)
-        elif args.study in STUDIES and STUDIES[args.study].analysis in ("stability-v2", "h1b"):
+        elif args.study in STUDIES and STUDIES[args.study].analysis in ("stability-v2", "h1b", "ladder"):
             written = publish_v2(args.study, args.out_dir, args.figures_dir)
         else:
             written = publish(args.study, args.out_dir, args.figures_dir)

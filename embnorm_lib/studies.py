@@ -6,6 +6,7 @@ study means adding one `Study` to `STUDIES`; the sweep runs it, the index and re
 "stability": stability.py's STABILITY.md; "smoke": none)."""
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ def _seed_major(study: str, preset: str, variants, seeds, fixed: dict, axes: dic
 class Study:
     name: str
     description: str  # one paragraph for runs/README.md
-    analysis: str  # "paired", "stability", "stability-v2", "h1b" (stability v2's confirmatory test) or "smoke"
+    analysis: str  # "paired", "stability", "stability-v2", "h1b" (stability v2's confirmatory test), "ladder", "smoke"
     cells: Callable[[], list[Cell]]
     note: str = ""  # what a reader of its report must know about the design (REPORT.md prints it)
     shared_seeds: dict[str, str] = field(default_factory=dict)  # scope -> which runs it shares with another study
@@ -119,6 +120,49 @@ def _h1b_cells(study: str, seeds) -> list[Cell]:
         for variant, lr in H1B_BEST_LR.items():
             cells += grid(study, "nanogpt-cpu", [variant], [seed], fixed=fixed,
                           axes={"grad_clip": [1.0], "lr": [lr]})
+    return cells
+
+
+# The size ladder (issue 18; rungs, budget and LR rules in config.LADDER_RUNGS): each arm's LR at width 128 is its
+# best of stability-lr-v2 (none 1e-2; ln, rms 3e-3), scaled by 128 / width (Adam's LR falls with width)
+LADDER_LR_AT_128 = {"none": 1e-2, "ln": 3e-3, "rms": 3e-3}
+LADDER_LR_FACTORS = [0.5, 1.0, 2.0]  # ladder-lr checks the rule one factor of two either side
+
+
+def ladder_lr(variant: str, n_embd: int, factor: float = 1.0) -> float:
+    return float(f"{LADDER_LR_AT_128[variant] * 128 / n_embd * factor:.3g}")
+
+
+@functools.lru_cache(maxsize=4)
+def _train_tokens(tokenizer: str) -> int:
+    from .data import load_corpus
+
+    return len(load_corpus(tokenizer=tokenizer).train)
+
+
+def _ladder_cells(study: str, rungs, variants, seeds, tokenizers=("char",), factors=(1.0,)) -> list[Cell]:
+    """Rung by rung (small first, so a CPU session finishes the cheap rungs), each arm at its rule LR (times each
+    factor), seeds innermost. For BPE the budget cap counts the training split in that tokenizer's tokens."""
+    from .config import LADDER_RUNGS, PRESETS, ladder_iters
+
+    cells = []
+    for rung in rungs:
+        n_layer, n_embd, _ = LADDER_RUNGS[rung]
+        for tokenizer in tokenizers:
+            fixed = {"lm_eval": False}
+            if tokenizer != "char":
+                from .tokenizer import TOKENIZERS
+
+                fixed.update(tokenizer=tokenizer, vocab_size=TOKENIZERS[tokenizer].bpe_vocab_size,
+                             max_iters=ladder_iters(n_layer, n_embd, _train_tokens(tokenizer)))
+            for variant in variants:
+                axes = {"lr": [ladder_lr(variant, n_embd, f) for f in factors]} if len(factors) > 1 else None
+                over = fixed if axes else {**fixed, "lr": ladder_lr(variant, n_embd)}
+                if tokenizer != "char":
+                    axes = {**(axes or {}), "tokenizer": [tokenizer]}
+                    over = {k: v for k, v in over.items() if k != "tokenizer"}
+                assert f"ladder-{rung}" in PRESETS
+                cells += grid(study, f"ladder-{rung}", [variant], seeds, fixed=over, axes=axes, tag_preset=True)
     return cells
 
 
@@ -198,6 +242,20 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           lambda: grid("stability-budget-v2", "nanogpt-cpu", ABC, range(3), axes={"max_iters": [4000, 8000]}),
           note="Every evaluation scores the whole validation split (not studies.INTERIM_EVAL): the trend reports the "
                "best validation loss as well as the final one, on the same windows as stability-budget."),
+    # -- the size ladder (issue 18; docs/PROTOCOL.md amendment 1: per size the paired family, the trend exploratory)
+    Study("ladder-lr", "Ladder LR check: rungs 0-4 (0.1M-14M non-embedding parameters, char, block 128, batch 32, "
+                       "the ladder's budget), none and ln at 1/2, 1 and 2 times the width rule's LR x seeds 0-1.",
+          "ladder", lambda: _ladder_cells("ladder-lr", range(5), ["none", "ln"], range(2), factors=LADDER_LR_FACTORS),
+          note="Checks the LR rule: if an arm's best factor is not 1 at some rung, the ladder's LR for that rung is "
+               "amended (docs/PROTOCOL.md) before the ladder is analysed."),
+    Study("ladder", "Size ladder: rungs 0-4 (0.1M-14M non-embedding parameters; char, block 128, batch 32; 20 "
+                    "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
+                    "rule's LR. Rungs 2-4 are GPU work (sweep --pack on).", "ladder",
+          lambda: _ladder_cells("ladder", range(5), ABC, range(5))),
+    Study("ladder-bpe", "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
+                        "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
+                        "token.", "ladder",
+          lambda: _ladder_cells("ladder-bpe", range(1, 4), ABC, range(5), tokenizers=("bpe-512", "bpe-4096"))),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
           lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
 )}

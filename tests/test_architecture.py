@@ -103,6 +103,7 @@ OWNERS = {
     "H1B.md": "embnorm_lib.h1b",
     "LENGTH.md": "embnorm_lib.length",
     "ZEROSHOT.md": "embnorm_lib.zeroshot",
+    "LADDER.md": "embnorm_lib.ladder",
     "throughput.json": "embnorm_lib.throughput",
 }
 

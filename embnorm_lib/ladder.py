@@ -1,0 +1,142 @@
+"""The size ladder (issue 18): does the embedding norm's cost shrink, stay or flip as the model grows?
+
+    python -m embnorm_lib.ladder [ladder|ladder-bpe]   # -> runs/<study>/LADDER.md, figures/ladder/
+
+Per rung (model size) the paired comparison of the registered protocol: each variant's final (and best) validation
+loss minus none's, paired by seed, 95% t interval, Holm within the rung (docs/PROTOCOL.md amendment 1: "at each
+model size the confirmatory family"). Across rungs the trend is exploratory: a weighted least-squares line of the
+difference on log10(non-embedding parameters) (weights 1 / SE^2 of each rung's mean difference), with its 95%
+interval, and what that line gives at Le Scao et al.'s 1.3B parameters — an extrapolation far outside the data,
+labelled so. The analysis returns data; `write_report` renders it."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from . import stats
+from .config import non_embedding_params
+
+LE_SCAO_PARAMS = 1.3e9  # the model size of Le Scao et al. 2022's embedding-norm ablation
+METRICS = ("val_loss", "val_loss_per_char", "best_val_loss")  # per token, per character (BPE runs), best
+
+
+def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
+    """Per rung (and tokenizer), variant and metric: the paired difference from none with its 95% t interval,
+    Holm within each rung."""
+    frame = runs.assign(params=[non_embedding_params(int(a), int(b))
+                                for a, b in zip(runs["cfg.n_layer"], runs["cfg.n_embd"], strict=True)],
+                        tokenizer=runs.get("cfg.tokenizer", pd.Series("char", index=runs.index)))
+    rows = []
+    for (tokenizer, params), sub in frame.groupby(["tokenizer", "params"]):
+        block = []
+        for variant in [v for v in variants if v in set(sub["variant"])]:
+            for metric in [m for m in METRICS if m in sub and sub[m].notna().any()]:
+                c = stats.compare(sub, metric, variant)
+                block.append({"tokenizer": tokenizer, "params": int(params), "preset": sub["cfg.preset"].iloc[0],
+                              "variant": variant, "metric": metric, "seeds": c.n, "none": c.baseline_mean,
+                              "variant_mean": c.variant_mean, "mean_diff": c.mean_diff, "ci_low": c.ci_low,
+                              "ci_high": c.ci_high, "p_t": c.p_t})
+        if block:
+            part = pd.DataFrame(block)
+            reject, adjusted = stats.holm(part["p_t"].to_numpy(float))
+            rows.append(part.assign(p_holm=adjusted, significant=reject))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def trend(table: pd.DataFrame, metric: str = "val_loss", at_params: float = LE_SCAO_PARAMS) -> pd.DataFrame:
+    """Per tokenizer and variant: WLS of the rung's mean difference on log10(params), weights from each rung's
+    standard error; the slope per decade of parameters with its 95% interval, and the line's value at `at_params`
+    with the 95% interval of that mean (an extrapolation)."""
+    import statsmodels.api as sm
+
+    rows = []
+    for (tokenizer, variant), sub in table[table["metric"] == metric].groupby(["tokenizer", "variant"], sort=False):
+        sub = sub.dropna(subset=["mean_diff", "ci_low"])
+        if len(sub) < 3:
+            continue
+        t_crit = scipy_stats.t.ppf(0.975, sub["seeds"] - 1)
+        se = (sub["ci_high"] - sub["ci_low"]) / (2 * t_crit)
+        x = sm.add_constant(np.log10(sub["params"].to_numpy(float)))
+        fit = sm.WLS(sub["mean_diff"].to_numpy(float), x, weights=1 / np.maximum(se.to_numpy(float), 1e-12) ** 2).fit()
+        slope_low, slope_high = fit.conf_int(0.05)[1]
+        at = fit.get_prediction(np.array([[1.0, np.log10(at_params)]])).summary_frame(alpha=0.05).iloc[0]
+        rows.append({"tokenizer": tokenizer, "variant": variant, "rungs": len(sub),
+                     "slope_per_decade": fit.params[1], "slope_ci_low": slope_low, "slope_ci_high": slope_high,
+                     "at_params": at_params, "extrapolated_diff": at["mean"], "extrapolated_ci_low": at["mean_ci_lower"],
+                     "extrapolated_ci_high": at["mean_ci_upper"]})
+    return pd.DataFrame(rows)
+
+
+def trend_words(row) -> str:
+    """Shrinks / grows / not resolved, from the slope's interval (a cost is a positive difference)."""
+    if row["slope_ci_high"] < 0:
+        return "the difference falls as the model grows"
+    if row["slope_ci_low"] > 0:
+        return "the difference rises as the model grows"
+    return "no trend resolved across sizes"
+
+
+def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
+    import matplotlib.pyplot as plt
+
+    from . import plots
+    from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+    from .render import compact_markdown
+    from .results import load_runs
+    from .rundir import study_dir_for
+    from .studies import STUDIES
+
+    out = runs_root(out_dir)
+    runs = load_runs(study, out)
+    table = rung_table(runs)
+    lines_trend = trend(table) if len(table) else pd.DataFrame()
+    if len(table):
+        fig = plots.plot_ladder(table)
+        plots.save(fig, Path(figures_dir or repo_root() / "figures" / "ladder") / f"{study}_delta_vs_params",
+                   f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}")
+        plt.close(fig)
+    done, planned = len(runs), len(STUDIES[study].cells())
+    lines = [f"# The size ladder (`{study}`)", "",
+             f"Written by `python -m embnorm_lib.ladder` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
+             f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + "). "
+             f"Figure: `figures/ladder/{study}_delta_vs_params.png`.", "", STUDIES[study].description, "",
+             "## Per size (the registered paired comparison, Holm within each size)", "",
+             compact_markdown(table) if len(table) else "No rung has finished yet.", "",
+             "## Trend across sizes (exploratory)", "",
+             "Weighted least squares of each size's mean difference on log10(non-embedding parameters); the value at "
+             f"{LE_SCAO_PARAMS:.2g} parameters is an **extrapolation** far beyond the largest rung, shown beside Le Scao "
+             "et al.'s finding that an embedding LayerNorm hurts zero-shot accuracy at that size.", ""]
+    if len(lines_trend):
+        lines += [compact_markdown(lines_trend), ""]
+        lines += [f"- `{r['variant']}` ({r['tokenizer']}): {trend_words(r)} (slope {r['slope_per_decade']:+.3f} "
+                  f"[{r['slope_ci_low']:+.3f}, {r['slope_ci_high']:+.3f}] nats/char per decade)."
+                  for _, r in lines_trend.iterrows()]
+    else:
+        lines += ["Fewer than three sizes have finished: no trend is fitted."]
+    return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")
+
+
+def main(argv=None) -> int:
+    from .io import runs_root
+    from .results import has_index
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study", nargs="?", default="ladder", choices=("ladder", "ladder-bpe", "ladder-lr"))
+    p.add_argument("--out-dir", default=None)
+    p.add_argument("--figures-dir", default=None)
+    args = p.parse_args(argv)
+    if not has_index(args.study, runs_root(args.out_dir)):
+        print(f"error: no runs.csv for {args.study}; run `python -m embnorm_lib.sweep {args.study}` first",
+              file=sys.stderr)
+        return 2
+    print(write_report(args.study, args.out_dir, args.figures_dir).read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

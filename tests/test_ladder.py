@@ -1,0 +1,65 @@
+"""The size ladder: its registered grid and budget rule, and its analysis on synthetic runs whose trend is known."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from embnorm_lib import ladder
+from embnorm_lib.config import LADDER_RUNGS, PRESETS, TRAIN_CHARS_TINY_SHAKESPEARE, ladder_iters, non_embedding_params
+from embnorm_lib.studies import LADDER_LR_AT_128, study_cells
+
+
+def test_the_ladder_spans_a_tenth_to_over_ten_million_parameters_with_the_stated_budget(corpus):
+    sizes = [non_embedding_params(layers, width) for layers, width, _ in LADDER_RUNGS]
+    assert len(sizes) >= 5 and sizes == sorted(sizes) and sizes[0] <= 1.5e5 and sizes[-1] >= 1e7
+    assert TRAIN_CHARS_TINY_SHAKESPEARE == len(corpus.train)  # the cap's constant is the split's length
+    for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
+        iters = PRESETS[f"ladder-{rung}"]["max_iters"]
+        wanted = min(20 * non_embedding_params(layers, width), 10 * len(corpus.train))  # tokens: rule, then cap
+        assert iters == 500 or (iters - 1) * 32 * 128 < wanted <= iters * 32 * 128, rung
+    assert ladder_iters(2, 64) == 500  # the floor
+
+
+def test_each_arm_runs_at_the_width_rule_lr_and_rungs_come_small_first():
+    cells = study_cells("ladder")
+    assert len(cells) == 5 * 3 * 5
+    assert [c.preset for c in cells] == sorted((c.preset for c in cells), key=lambda p: int(p.split("-")[1]))
+    for c in cells:
+        cfg = c.config()
+        assert cfg.lr == pytest.approx(LADDER_LR_AT_128[c.variant] * 128 / cfg.n_embd, rel=1e-2)
+    factors = {round(c.config().lr / (LADDER_LR_AT_128[c.variant] * 128 / c.config().n_embd), 1)
+               for c in study_cells("ladder-lr")}
+    assert factors == {0.5, 1.0, 2.0}
+
+
+def synthetic(slope=-0.03, seeds=5):
+    rng = np.random.default_rng(0)
+    rows = []
+    for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
+        params = non_embedding_params(layers, width)
+        for seed in range(seeds):
+            base = 2.0 - 0.1 * rung + rng.normal(0, 0.01)
+            for variant, shift in (("none", 0.0), ("ln", 0.2 + slope * np.log10(params)), ("rms", 0.05)):
+                loss = base + shift + rng.normal(0, 0.005)
+                rows.append({"variant": variant, "seed": seed, "cfg.n_layer": layers, "cfg.n_embd": width,
+                             "cfg.preset": f"ladder-{rung}", "cfg.tokenizer": "char", "val_loss": loss,
+                             "best_val_loss": loss - 0.01})
+    return pd.DataFrame(rows)
+
+
+def test_per_size_comparisons_and_the_fitted_trend_find_the_planted_slope():
+    table = ladder.rung_table(synthetic())
+    assert set(table["params"]) == {non_embedding_params(a, b) for a, b, _ in LADDER_RUNGS}
+    fits = ladder.trend(table).set_index("variant")
+    assert fits.loc["ln", "slope_per_decade"] == pytest.approx(-0.03, abs=0.01)
+    assert fits.loc["ln", "slope_ci_high"] < 0 and "falls" in ladder.trend_words(fits.loc["ln"])
+    assert fits.loc["rms", "slope_ci_low"] < 0 < fits.loc["rms", "slope_ci_high"]  # no slope planted
+    assert ladder.trend_words(fits.loc["rms"]) == "no trend resolved across sizes"
+    assert fits.loc["ln", "extrapolated_diff"] == pytest.approx(0.2 - 0.03 * np.log10(1.3e9), abs=0.1)
+
+
+def test_the_report_renders(tmp_path):
+    (tmp_path / "ladder").mkdir()
+    synthetic().to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    text = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
+    assert "extrapolation" in text and "`ln` (char): the difference falls as the model grows" in text
+    assert (tmp_path / "figures" / "ladder_delta_vs_params.png").is_file()
