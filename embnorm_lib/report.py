@@ -248,7 +248,32 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if verdict:
         text += ("\n\nStability, exploratory (3 seeds; [`runs/STABILITY.md`](runs/STABILITY.md)):\n\n"
                  + "\n".join(verdict))
+    h1b_lines = h1b_findings(out)
+    if h1b_lines:
+        text += ("\n\nWhere the baseline fails, confirmatory (H1b, docs/PROTOCOL.md amendment 2; "
+                 "[`runs/stability-h1b-v2/H1B.md`](runs/stability-h1b-v2/H1B.md)):\n\n" + "\n".join(h1b_lines))
     return text
+
+
+def h1b_findings(out: Path) -> list[str]:
+    """One line per regime of the H1b study's decision rule 3, once every registered seed has finished."""
+    from . import h1b
+
+    if not has_index(h1b.STUDY, out):
+        return []
+    runs = load_runs(h1b.STUDY, out)
+    seeds = h1b.complete_seeds(runs)
+    if len(seeds) < len({c.seed for c in STUDIES[h1b.STUDY].cells()}):
+        return []
+    lines = []
+    for clip, (family, decision) in h1b.confirmatory(runs).items():
+        tuned = family[family["endpoint"] == "tuned_cost"].set_index("variant")
+        arms = "; ".join(f"`{v}` {d['verdict']} ({'removes' if d['fixes'] else 'does not remove'} the failures; "
+                         f"tuned cost {tuned.loc[v, 'mean_diff']:+.3f} [{tuned.loc[v, 'ci_low']:+.3f}, "
+                         f"{tuned.loc[v, 'ci_high']:+.3f}] nats/char)" for v, d in decision["variants"].items())
+        lines.append(f"- {h1b.REGIME_NAMES[clip].capitalize()}, peak LR {h1b.CONFIRMATORY_LR:g}, seeds "
+                     f"{seeds[0]}–{seeds[-1]}: `none` failed {decision['baseline_failures']} of {len(seeds)}; {arms}.")
+    return lines
 
 
 def update_readme_findings(readme: Path, text: str) -> None:

@@ -120,3 +120,15 @@ def test_the_length_summary_averages_the_early_and_late_positions():
                            "delta_vs_none": [0.0] * 8 + [0.05] * 24 + [0.1] * 32})
     row = length.band_summary(deltas).set_index("variant").loc["ln"]
     assert row["delta_positions_1_8"] == 0.0 and row["delta_positions_33_64"] == pytest.approx(0.1)
+
+
+def test_the_readme_findings_quote_rule_3_only_when_every_seed_has_finished(tmp_path):
+    from embnorm_lib.report import h1b_findings
+
+    (tmp_path / h1b.STUDY).mkdir()
+    runs = synthetic()
+    runs.to_csv(tmp_path / h1b.STUDY / "runs.csv", index=False)
+    lines = h1b_findings(tmp_path)
+    assert len(lines) == 2 and "`ln` adopt ln" in lines[0] and "failed 5 of 5" in lines[0]
+    runs[runs["seed"] != 7].to_csv(tmp_path / h1b.STUDY / "runs.csv", index=False)
+    assert h1b_findings(tmp_path) == []
