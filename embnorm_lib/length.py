@@ -31,6 +31,7 @@ def position_deltas(positions: pd.DataFrame, variant_of=lambda arm: arm.split("_
 
 # -- the report: each arm at its own tuned LR (the H1b study's tuned runs, 5 fresh seeds) ---------------------------
 SHOWN_POSITIONS = (1, 2, 4, 8, 16, 32, 64)
+EARLY, LATE = (1, 8), (33, 64)  # the first characters of a window, and its second half (block 64)
 
 
 def tuned_positions(out) -> pd.DataFrame:
@@ -45,7 +46,7 @@ def tuned_positions(out) -> pd.DataFrame:
     return positions[positions["arm"].isin(keep) & positions["seed"].isin(set(tuned["seed"]))]
 
 
-def band_summary(deltas: pd.DataFrame, early=(1, 8), late=(33, 64)) -> pd.DataFrame:
+def band_summary(deltas: pd.DataFrame, early=EARLY, late=LATE) -> pd.DataFrame:
     """Per variant: the mean paired difference over the early and the late positions of the window (a description:
     the positions of one window are not independent)."""
     rows = []

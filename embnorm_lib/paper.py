@@ -84,6 +84,7 @@ def paper_data(out: Path) -> dict:
                            if has_index(study, out)}
     if has_index("stability-h1b-v2", out):
         data["h1b"] = h1b_data(out)
+        data["length"] = length_data(out)
     return data
 
 
@@ -130,6 +131,18 @@ def lr_boundary_data(study: str, out: Path) -> dict:
                               for v, sub in max_stable_lr_per_seed(runs).query("complete").groupby("variant")},
             "best_lr": _records(best_lr_paired(runs), ["variant", "best_lr", "loss", "none_loss", "delta_vs_none",
                                                        "ci_low", "ci_high", "p_holm", "significant"])}
+
+
+def length_data(out: Path) -> dict:
+    """Exploratory: each arm's loss difference from none early and late in the window (the tuned runs)."""
+    from .length import EARLY, LATE, band_summary, position_deltas, tuned_positions
+
+    positions = tuned_positions(out)
+    if positions.empty:
+        return {}
+    bands = band_summary(position_deltas(positions)).set_axis(["variant", "early", "late"], axis=1)
+    return {"seeds": sorted(int(s) for s in positions["seed"].unique()), "bands": _records(bands, list(bands.columns)),
+            "early": list(EARLY), "late": list(LATE)}
 
 
 def h1b_data(out: Path) -> dict:
