@@ -268,7 +268,7 @@ def h1b_findings(out: Path) -> list[str]:
     lines = []
     for clip, (family, decision) in h1b.confirmatory(runs).items():
         tuned = family[family["endpoint"] == "tuned_cost"].set_index("variant")
-        arms = "; ".join(f"`{v}` {d['verdict']} ({'removes' if d['fixes'] else 'does not remove'} the failures; "
+        arms = "; ".join(f"`{v}`: {d['verdict']} ({'removes' if d['fixes'] else 'does not remove'} the failures; "
                          f"tuned cost {tuned.loc[v, 'mean_diff']:+.3f} [{tuned.loc[v, 'ci_low']:+.3f}, "
                          f"{tuned.loc[v, 'ci_high']:+.3f}] nats/char)" for v, d in decision["variants"].items())
         lines.append(f"- {h1b.REGIME_NAMES[clip].capitalize()}, peak LR {h1b.CONFIRMATORY_LR:g}, seeds "
