@@ -234,9 +234,10 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                                 "scaled_unit (token embedding at unit RMS) x seeds 0-2 x emb_init_std in {0.02, 1.0} x "
                                 "output head tied / untied.", "stability-v2",
           lambda: grid("stability-scale-v2", "seeds-prelim", ABCD + SCALE_VS_NORM, range(3),
-                       axes={"emb_init_std": [0.02, 1.0], "tie_embeddings": [True, False]}),
+                       axes={"emb_init_std": [1.0, 0.02], "tie_embeddings": [False, True]}),
           note="stability-init's evaluation plan (every window at every evaluation), so its tied none/ln/rms/scaled "
-               "runs are copied, not retrained."),
+               "runs are copied, not retrained. Cells run std 1.0 before 0.02 and untied before tied (the "
+               "question's deciding cells first, so a sweep stopped part-way has them)."),
     Study("stability-budget-v2", "Budget trend: the nanoGPT CPU model at 4000 and 8000 iterations (stability-budget "
                                  "has 150, 300 and 2000), none/ln/rms x seeds 0-2.", "stability-v2",
           lambda: grid("stability-budget-v2", "nanogpt-cpu", ABC, range(3), axes={"max_iters": [4000, 8000]}),
