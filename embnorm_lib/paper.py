@@ -82,6 +82,8 @@ def paper_data(out: Path) -> dict:
     data["compute"] = compute_spent(out)
     data["lr_boundary"] = {key: lr_boundary_data(study, out) for key, study in BOUNDARY_KEYS.items()
                            if has_index(study, out)}
+    if has_index("stability-scale-v2", out):
+        data["scale_vs_norm"] = scale_data(out)
     if has_index("stability-h1b-v2", out):
         data["h1b"] = h1b_data(out)
         data["length"] = length_data(out)
@@ -143,6 +145,18 @@ def length_data(out: Path) -> dict:
     bands = band_summary(position_deltas(positions)).set_axis(["variant", "early", "late"], axis=1)
     return {"seeds": sorted(int(s) for s in positions["seed"].unique()), "bands": _records(bands, list(bands.columns)),
             "early": list(EARLY), "late": list(LATE)}
+
+
+def scale_data(out: Path) -> dict:
+    """Exploratory: per init regime (embedding std x tied/untied head) each arm's paired difference from none, with
+    block 1's input norm at init; normalizing (ln_matched) against rescaling (scaled_unit, scaled)."""
+    from .scale_vs_norm import STUDY, init_input_norms, regime_table
+
+    runs = load_runs(STUDY, out)
+    table = regime_table(runs, init_input_norms(STUDY, out))
+    keep = [c for c in ("emb_init_std", "head", "variant", "seeds", "init_block1_input_norm", "delta_vs_none",
+                        "ci_low", "ci_high", "p_holm", "significant") if c in table]
+    return {"runs": len(runs), "planned": len(STUDIES[STUDY].cells()), "rows": _records(table, keep)}
 
 
 def h1b_data(out: Path) -> dict:
