@@ -3,6 +3,7 @@
     python -m embnorm_lib.bench                   # writes runs/bench.json (about 3 minutes here)
     python -m embnorm_lib.bench --study           # also times the whole seeds-final study end to end (~20 min)
     python -m embnorm_lib.bench --parallelism     # only: sweep workers, 1 x all threads vs cores x 1 thread
+    python -m embnorm_lib.bench --precision --preset nanogpt-cpu   # only: bf16 autocast vs fp32 loop time
 
 Training loop: ms/iteration at the given thread count, MFU = achieved model FLOP/s (6N + 12*L*d*T per
 token, fwd+bwd) / the fp32 matmul peak measured in this process; machine it/s in the sweep's default
@@ -103,6 +104,27 @@ def packed_it_per_s(preset: str, iters: int, members: int, data_path=None) -> fl
     return members * (iters - 3) / (seconds[iters] - seconds[3])
 
 
+def precision_ratio(preset: str, iters: int, data_path=None, threads: int = 0, repeats: int = 2) -> dict:
+    """ms/iteration of the training loop in fp32 and in bf16 autocast on this machine's device, alternated in one
+    process (best of `repeats` each): whether a bf16 study is affordable here (stability-bf16-v2)."""
+    cfg = preset_config(preset, max_iters=iters, eval_interval=0, eval_at_init=False, checkpoint_interval=0,
+                        diag_interval=0, torch_threads=threads)
+    ms: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        train(cfg.replace(max_iters=2), f"{tmp}/warm", data_path, progress=False)
+        for rep in range(repeats):
+            for precision in ms:
+                s = train(cfg.replace(precision=precision), f"{tmp}/{precision}{rep}", data_path, progress=False)
+                ms[precision].append(loop_seconds(s) / s["steps"] * 1e3)
+                device = s["device"]
+    best = {p: min(v) for p, v in ms.items()}
+    result = {"preset": preset, "iters": iters, "device": device, "threads": torch.get_num_threads(),
+              "ms_per_iter": best, "bf16_over_fp32": best["bf16"] / best["fp32"]}
+    print(f"train loop on {device} at {result['threads']} thread(s), {preset}: fp32 {best['fp32']:.1f} ms/iter, "
+          f"bf16 autocast {best['bf16']:.1f} ms/iter; bf16 / fp32 = {result['bf16_over_fp32']:.2f}x")
+    return result
+
+
 def eval_seconds(preset: str, data_path, threads: int) -> dict:
     """Seconds of one full-validation pass (today's 32-window forward and the old 128) and of one pass over the
     interim subset; per run, the evaluations of the committed plan and of the interim-subset plan."""
@@ -191,10 +213,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--save", default=None, help="where to write the figures (default: runs/bench.json)")
     parser.add_argument("--study", action="store_true", help="also time the whole seeds-final study (~20 min)")
     parser.add_argument("--parallelism", action="store_true", help="only compare the sweep's worker layouts")
+    parser.add_argument("--precision", action="store_true", help="only: the loop in bf16 autocast against fp32")
     args = parser.parse_args(argv)
     save = Path(args.save) if args.save else runs_root() / "bench.json"
     if args.parallelism:
         return parallelism(args.preset, args.iters, args.data_path)
+    if args.precision:
+        return precision_ratio(args.preset, args.iters, args.data_path, args.threads)
     cores = os.cpu_count() or 1
     if args.threads:
         torch.set_num_threads(args.threads)

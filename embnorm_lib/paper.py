@@ -87,6 +87,9 @@ def paper_data(out: Path) -> dict:
     if has_index("stability-h1b-v2", out):
         data["h1b"] = h1b_data(out)
         data["length"] = length_data(out)
+    zeroshot = zeroshot_data(out)
+    if zeroshot:
+        data["zeroshot_v2"] = zeroshot
     return data
 
 
@@ -157,6 +160,21 @@ def scale_data(out: Path) -> dict:
     keep = [c for c in ("emb_init_std", "head", "variant", "seeds", "init_block1_input_norm", "delta_vs_none",
                         "ci_low", "ci_high", "p_holm", "significant") if c in table]
     return {"runs": len(runs), "planned": len(STUDIES[STUDY].cells()), "rows": _records(table, keep)}
+
+
+def zeroshot_data(out: Path, study: str = "main") -> dict:
+    """Confirmatory (amendments 1 and 3): suite v2's zero-shot family on the main study's scored regime."""
+    from . import zeroshot
+
+    d = zeroshot.analyse(study, out)
+    if not d:
+        return {}
+    family = _records(d["family"], ["variant", "task", "n", "none", "variant_acc", "mean_diff", "ci_low", "ci_high",
+                                    "p_holm", "significant"])
+    return {"study": study, "seeds": d["seeds"], "arms": d["arms"], "family": family,
+            "difficulty": _records(d["difficulty"], ["task", "none_acc", "above_chance", "below_ceiling"]),
+            "mde": max(_clean(x) for x in d["mde"]["mde_at_seeds_used"]), "tasks": len(d["difficulty"]),
+            "items_min": min(d["items"].values()), "chance": zeroshot.CHANCE}
 
 
 def h1b_data(out: Path) -> dict:

@@ -125,6 +125,7 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
                 written["report.html"] = write_bytes_if_changed(out / study / "report.html", report_html(nb).encode())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    written.update(_zeroshot_report(study, out))
     written.update(_quoting_readmes(out, refresh_findings=study in FINDINGS_STUDIES and default_out))
     return written
 
@@ -148,6 +149,15 @@ def _quoting_readmes(out: Path, refresh_findings: bool) -> dict[str, Path]:
         written["README.md findings"] = repo_root() / "README.md"
         written["paper.pdf"] = paper.build(out)
     return written
+
+
+def _zeroshot_report(study: str, out: Path) -> dict[str, Path]:
+    """ZEROSHOT.md where some of the study's runs were scored with suite v2 (`embnorm_lib.rescore`)."""
+    from . import zeroshot
+
+    if zeroshot.scored_runs(study, out).empty:
+        return {}
+    return {"ZEROSHOT.md": zeroshot.write_report(study, out)}
 
 
 def v2_report_writer(study: str) -> Callable[[Path, Path | None], Path]:
@@ -178,6 +188,7 @@ def publish_v2(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     written = {report.name: report}
     if study == h1b.STUDY and not load_positions(study, out).empty:  # its tuned runs also carry the length analysis
         written["LENGTH.md"] = length.write_report(out, figures)
+    written.update(_zeroshot_report(study, out))
     written.update(_quoting_readmes(out, refresh_findings=out == default_runs_dir().resolve()))
     return written
 

@@ -223,7 +223,7 @@ def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
     overlap = STUDIES[study].shared_seeds.get(scope) if study in STUDIES else None
     where += f" ({overlap})" if overlap else ""
     lm = family[family["metric"] == "lm_macro_acc"].set_index("variant")
-    zero_shot = ("; zero-shot macro accuracy " + ", ".join(
+    zero_shot = ("; zero-shot macro accuracy (suite v1) " + ", ".join(
         f"`{v}` {r.mean_diff:+.3f} (95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g}, "
         f"{'significant' if r.significant else 'not significant'})" for v, r in lm.iterrows())) if len(lm) else ""
     return (f"In {where} ({int(prim['n'].iloc[0])} seeds, paired), against a final validation loss of "
@@ -252,7 +252,22 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if h1b_lines:
         text += ("\n\nWhere the baseline fails, confirmatory (H1b, docs/PROTOCOL.md amendment 2; "
                  "[`runs/stability-h1b-v2/H1B.md`](runs/stability-h1b-v2/H1B.md)):\n\n" + "\n".join(h1b_lines))
+    zero_shot = zeroshot_findings(out)
+    if zero_shot:
+        text += ("\n\nZero-shot accuracy, confirmatory (suite v2, docs/PROTOCOL.md amendments 1 and 3):\n\n"
+                 + "\n".join(zero_shot))
     return text
+
+
+def zeroshot_findings(out: Path) -> list[str]:
+    """Suite v2's macro endpoint on the largest paired study it has scored (main contains seeds-final's seeds)."""
+    from . import zeroshot
+
+    for study in reversed(FINDINGS_STUDIES):
+        d = zeroshot.analyse(study, out)
+        if d and len(d["family"]):
+            return [f"- {zeroshot.findings_line(d)}"]
+    return []
 
 
 def h1b_findings(out: Path) -> list[str]:

@@ -119,39 +119,96 @@ def measured_mde(table: pd.DataFrame, n_seeds: int = 10) -> pd.DataFrame:
                          for r in macro.itertuples()])
 
 
-def write_report(study: str, out_dir=None, select=None, title: str = "") -> Path:
-    """runs/<study>/ZEROSHOT.md: suite v2 on the study's runs that were scored with it (`select` narrows them)."""
+REGISTERED = ("seeds-prelim", "seeds-final", "main")  # amendment 1, item 6: zero-shot v2 is confirmatory here
+CHANCE, MARGIN = 0.25, 0.05  # four choices per item; issue 17's "well between chance and ceiling"
+
+
+def scored_runs(study: str, out: Path) -> pd.DataFrame:
+    """The study's runs that suite v2 scored (a study may hold regimes that were not)."""
+    from .results import has_index, load_runs
+
+    if not has_index(study, out):
+        return pd.DataFrame()
+    runs = load_runs(study, out)
+    return runs[runs["lm2_macro_acc"].notna()] if "lm2_macro_acc" in runs else runs.iloc[:0]
+
+
+def difficulty(runs: pd.DataFrame, baseline: str = "none") -> pd.DataFrame:
+    """Per task, the baseline arm's mean zero-shot accuracy and its distance from chance and from 1."""
+    base = runs[runs["variant"] == baseline]
+    rows = []
+    for c in sorted(c for c in runs.columns if c.startswith("lm2.") and c.endswith(".0shot.acc")):
+        acc = float(base[c].mean())
+        rows.append({"task": c.removeprefix("lm2.").removesuffix(".0shot.acc"), "none_acc": acc, "chance": CHANCE,
+                     "above_chance": acc - CHANCE, "below_ceiling": 1 - acc,
+                     "well_inside": bool(acc - CHANCE >= MARGIN and 1 - acc >= MARGIN)})
+    return pd.DataFrame(rows)
+
+
+def analyse(study: str, out: Path) -> dict:
+    """Everything ZEROSHOT.md, the README and the paper say about suite v2 on one study, as data."""
+    runs = scored_runs(study, out)
+    if runs.empty:
+        return {}
+    table = family_table(runs)
+    matrix = item_matrix(study, out)
+    variant_of = {r.rsplit("/", 1)[0]: v for r, v in zip(runs["run_dir"], runs["variant"], strict=True)}
+    matrix = {t: {variant_of[a]: by for a, by in arms.items() if a in variant_of} for t, arms in matrix.items()}
+    return {"study": study, "runs": runs, "seeds": sorted(int(s) for s in runs["seed"].unique()),
+            "arms": sorted({r.rsplit("/", 1)[0] for r in runs["run_dir"]}),
+            "confirmatory": study in REGISTERED, "family": table, "difficulty": difficulty(runs),
+            "items": {t: len(next(iter(next(iter(arms.values())).values()))) for t, arms in matrix.items() if arms},
+            "bootstrap": item_table(matrix, list(table["variant"].unique())) if len(table) else pd.DataFrame(),
+            "mde": measured_mde(table) if len(table) else pd.DataFrame()}
+
+
+def findings_line(d: dict) -> str:
+    """The README's sentence: the macro endpoint per variant, worded by the Holm decision."""
+    macro = d["family"][d["family"]["task"] == "macro"]
+    parts = [f"`{r.variant}` {r.mean_diff:+.3f} (95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = "
+             f"{r.p_holm:.2g}, {'significant' if r.significant else 'direction not resolved'})"
+             for r in macro.itertuples()]
+    mde = d["mde"]
+    return (f"Zero-shot suite v2 on [`{d['study']}`](runs/{d['study']}/ZEROSHOT.md) ({len(d['seeds'])} seeds, "
+            f"{', '.join(f'`{a}`' for a in d['arms'])}): `none` macro accuracy {macro['none'].iloc[0]:.3f}; "
+            + "; ".join(parts) + f"; measured MDE at these seeds {mde['mde_at_seeds_used'].max():.4f}.")
+
+
+TITLES = {"stability-h1b-v2": "every arm at its own best LR (the tuned runs)"}
+
+
+def write_report(study: str, out_dir=None) -> Path:
+    """runs/<study>/ZEROSHOT.md: suite v2 on the study's runs that were scored with it."""
     from .io import git_commit, runs_root, write_text_stable
     from .render import compact_markdown
-    from .results import load_runs
     from .rundir import study_dir_for
 
     out = runs_root(out_dir)
-    runs = load_runs(study, out)
-    runs = runs[runs["lm2_macro_acc"].notna()] if "lm2_macro_acc" in runs else runs.iloc[:0]
-    if select is not None:
-        runs = select(runs)
-    table = family_table(runs) if len(runs) else pd.DataFrame()
-    matrix = item_matrix(study, out)
-    keep = {r.rsplit("/", 1)[0] for r in runs["run_dir"]} if len(runs) else set()
-    matrix = {t: {arm: by for arm, by in arms.items() if arm in keep} for t, arms in matrix.items()}
-    variant_of = {r.rsplit("/", 1)[0]: v for r, v in zip(runs["run_dir"], runs["variant"], strict=True)}
-    matrix = {t: {variant_of[a]: by for a, by in arms.items()} for t, arms in matrix.items()}
+    d = analyse(study, out)
+    runs = d.get("runs", pd.DataFrame())
+    label = ("**Confirmatory** (docs/PROTOCOL.md amendment 1, item 6, and amendment 3): the endpoint is the macro "
+             "row, paired t over seeds" if study in REGISTERED else
+             "**Exploratory** (this study did not register suite v2 as an endpoint)")
+    title = TITLES.get(study, "")
     lines = [f"# Zero-shot suite v2 on `{study}`" + (f": {title}" if title else ""), "",
-             f"Written by `python -m embnorm_lib.zeroshot` at commit {git_commit()[:12]} from "
-             f"`runs/{study}/runs.csv` ({len(runs)} runs scored with suite v2, seeds "
-             f"{', '.join(map(str, sorted(runs['seed'].unique()))) if len(runs) else 'none'}).", "",
-             "**Exploratory** unless the study registered suite v2 as its endpoint (docs/PROTOCOL.md amendments 1 "
-             "and 3): zero-shot accuracy on the four tasks (2,000 items each), paired by seed; one Holm family over "
-             "variant x (macro and each task); a direction only where the test is significant.", ""]
-    if len(table):
-        lines += [compact_markdown(table.drop(columns=["sd_diff"])), "",
+             f"Written by `python -m embnorm_lib.zeroshot {study}` at commit {git_commit()[:12]} from "
+             f"`runs/{study}/runs.csv` ({len(runs)} runs scored with suite v2"
+             + (f": {', '.join(f'`{a}`' for a in d['arms'])}, seeds {', '.join(map(str, d['seeds']))}" if d else "")
+             + ").", "",
+             f"{label}. Zero-shot accuracy on the four tasks (2,000 items each), paired by seed; one Holm family "
+             "over variant x (macro and each task); a direction only where the test is significant.", ""]
+    if d:
+        lines += [compact_markdown(d["family"].drop(columns=["sd_diff"])), "",
+                  "## Difficulty for `none`", "",
+                  f"Mean zero-shot accuracy of `none` per task against chance ({CHANCE:g}) and ceiling (1); "
+                  f"`well_inside` is true where both margins are at least {MARGIN:g}.", "",
+                  compact_markdown(d["difficulty"]), "",
                   "## Two-way bootstrap (seeds and items; labelled secondary)", "",
-                  compact_markdown(item_table(matrix, [v for v in table["variant"].unique()])), "",
+                  compact_markdown(d["bootstrap"]), "",
                   "## Power of the suite, measured", "",
                   "The minimum detectable macro difference (80% power, paired t at the strictest Holm level of the "
                   "family above) from the observed SD of the per-seed differences.", "",
-                  compact_markdown(measured_mde(table)), ""]
+                  compact_markdown(d["mde"]), ""]
     return write_text_stable(study_dir_for(study, out).root / "ZEROSHOT.md", "\n".join(lines))
 
 
@@ -162,8 +219,7 @@ def main(argv=None) -> int:
     p.add_argument("study", nargs="?", default="stability-h1b-v2")
     p.add_argument("--out-dir", default=None)
     args = p.parse_args(argv)
-    title = "every arm at its own best LR (the tuned runs)" if args.study == "stability-h1b-v2" else ""
-    print(write_report(args.study, args.out_dir, title=title).read_text())
+    print(write_report(args.study, args.out_dir).read_text())
     return 0
 
 

@@ -79,3 +79,25 @@ def test_the_report_tests_macro_and_tasks_in_one_holm_family_and_measures_the_md
     assert mde["mde_at_10_seeds"] < mde["mde_at_seeds_used"]
     text = zeroshot.write_report("toy", tmp_path).read_text()
     assert "10 runs scored with suite v2" in text and "Two-way bootstrap" in text
+    assert "**Exploratory**" in text and "Difficulty for `none`" in text
+
+
+def test_difficulty_flags_a_task_near_chance_and_the_registered_studies_are_confirmatory(tmp_path):
+    import pandas as pd
+
+    runs = pd.DataFrame({"variant": ["none", "none", "ln", "ln"], "seed": [0, 1, 0, 1],
+                         "lm2.easy.0shot.acc": [0.97, 0.99, 0.9, 0.9], "lm2.fair.0shot.acc": [0.5, 0.6, 0.5, 0.5],
+                         "lm2.hard.0shot.acc": [0.27, 0.29, 0.3, 0.3]})
+    d = zeroshot.difficulty(runs).set_index("task")
+    assert d.loc["fair", "well_inside"] and not d.loc["easy", "well_inside"] and not d.loc["hard", "well_inside"]
+    assert d.loc["hard", "above_chance"] == pytest.approx(0.03)
+    assert {"main", "seeds-final"} <= set(zeroshot.REGISTERED) and "stability-h1b-v2" not in zeroshot.REGISTERED
+
+
+def test_the_findings_line_words_each_variant_by_its_holm_decision(tmp_path):
+    write_scored_study(tmp_path, effect=0.2, seeds=6)
+    d = zeroshot.analyse("toy", tmp_path)
+    line = zeroshot.findings_line(d)
+    assert "6 seeds" in line and "`ln` +" in line and ", significant)" in line
+    write_scored_study(tmp_path / "null", effect=0.0, seeds=3)
+    assert "direction not resolved" in zeroshot.findings_line(zeroshot.analyse("toy", tmp_path / "null"))
