@@ -87,6 +87,11 @@ def paper_data(out: Path) -> dict:
     if has_index("stability-h1b-v2", out):
         data["h1b"] = h1b_data(out)
         data["length"] = length_data(out)
+    throughput = out / "throughput.json"
+    if throughput.is_file():
+        t = read_json(throughput)
+        data["throughput"] = {"summary": t["summary"], "rounds": t["rounds"], "preset": t["preset"],
+                              "threads": t["threads"]}
     zeroshot = zeroshot_data(out)
     if zeroshot:
         data["zeroshot_v2"] = zeroshot

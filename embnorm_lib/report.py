@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from .io import runs_root, write_bytes_if_changed
-from .render import layouts_text, markdown_arm_table, replication_markdown
+from .render import compact_markdown, layouts_text, markdown_arm_table, replication_markdown
 from .results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .stability import recommendation_for
 from .studies import STUDIES, studies_of, study_cells
@@ -171,7 +171,26 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
                       + ", ".join(f"{k} seeds {v:.2f} iterations/s" for k, v in by.items())
                       + f"; the best is {b['packed_speedup']:.2f}x the sweep's default layout on this "
                       f"{b['packed']['device'].upper()}, so the sweep packs by itself on CUDA only.", ""]
+    parts += inference_throughput_lines(out)
     return "\n".join(parts)
+
+
+def inference_throughput_lines(out: Path) -> list[str]:
+    """runs/throughput.json (the seed plan's tie-breaker) as a table: per arm and kind, the ratio to none."""
+    path = out / "throughput.json"
+    if not path.is_file():
+        return []
+    t = json.loads(path.read_text())
+    rows = [{"kind": kind, "arm": arm, "tokens_per_s_median": s["tokens_per_s_median"],
+             "ratio_to_none_median": s["ratio_to_none_median"], "ratio_min": s["ratio_to_none_min"],
+             "ratio_max": s["ratio_to_none_max"]}
+            for kind, arms in t["summary"].items() for arm, s in arms.items()]
+    return ["## Inference throughput", "",
+            f"`python -m embnorm_lib.throughput` at commit {t['git_commit'][:12]} ({t['preset']} model, "
+            f"{t['threads']} thread(s), {t['rounds']} interleaved rounds in one process): scoring is the forward pass "
+            f"over full windows, generation greedy decoding of {t['generated_tokens']} tokens in "
+            f"{t['generation_streams']} streams; the ratio to `none` per round, its median and range.", "",
+            compact_markdown(pd.DataFrame(rows)), ""]
 
 
 def write_runs_readme(out: Path) -> Path:
