@@ -4,6 +4,7 @@
     python -m embnorm_lib.sweep mystudy --preset tiny --variants none,ln --seeds 0-2 \\
         --set max_iters=50 --axis lr=1e-3,3e-3                   # an ad-hoc grid
     python -m embnorm_lib.sweep seeds-final --index-only         # rebuild runs/<study>/runs.csv
+    python -m embnorm_lib.sweep ladder --only preset=ladder-0    # only the cells of one rung (any text of the dir)
 
 Resumable and idempotent: finished cells (summary.json with the same config) are skipped, partial
 ones resume from their checkpoint, and a lock per cell keeps two sweeps from running the
@@ -424,6 +425,18 @@ def resolve_parallelism(workers: int, threads: int) -> tuple[int, int]:
 
 # -- command line ---------------------------------------------------------------------------------
 
+def only_cells(cells: list[Cell], text: str, out: Path) -> list[Cell]:
+    """The cells whose run directory (relative to the study's directory) contains `text`; all of them for ''."""
+    if not text:
+        return cells
+    kept = [c for c in cells if text in str(c.run_dir(out).relative_to(out / c.study))]
+    if not kept:
+        arms = sorted({str(c.run_dir(out).parent.relative_to(out / c.study)) for c in cells})
+        raise ConfigError(f"invalid --only {text!r}: no cell's run directory contains it; allowed: text from one of "
+                          f"{', '.join(arms[:6])}{', ...' if len(arms) > 6 else ''}")
+    return kept
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", help=f"a named study ({', '.join(STUDIES)}) or a new name with --preset")
@@ -446,6 +459,8 @@ def main(argv=None) -> int:
                    help="train every cell even if another study holds a finished run with the same training identity")
     p.add_argument("--pack", default="auto", choices=PACK_MODES,
                    help="train the seeds of one config as packed jobs (packed.py): auto = on CUDA only")
+    p.add_argument("--only", default="", metavar="TEXT",
+                   help="only the cells whose run directory under runs/<study>/ contains TEXT (e.g. preset=ladder-0)")
     p.add_argument("--list", action="store_true", help="print the cells and their status, run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
     args = p.parse_args(argv)
@@ -469,6 +484,7 @@ def main(argv=None) -> int:
         if args.lm_eval:
             cells = [replace(c, overrides=tuple(sorted({**dict(c.overrides), "lm_eval": True}.items())))
                      for c in cells]
+        cells = only_cells(cells, args.only, out)
         for c in cells:
             c.config()  # validate every cell before running any
         resolve_parallelism(args.workers, args.threads)

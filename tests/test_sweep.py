@@ -104,6 +104,15 @@ def test_invalid_grid_is_refused_before_anything_runs(tmp_path, data_path):
     assert not (tmp_path / "tbad").exists()
 
 
+def test_only_narrows_a_study_to_the_matching_cells_and_refuses_text_that_matches_none(tmp_path, capsys):
+    cells = studies.study_cells("ladder")
+    kept = sweep.only_cells(cells, "preset=ladder-0", tmp_path)
+    assert kept and len(kept) < len(cells) and all(c.preset == "ladder-0" for c in kept)
+    assert sweep.only_cells(cells, "", tmp_path) == cells
+    assert sweep.main(["ladder", "--only", "nope", "--list", "--out-dir", str(tmp_path)]) == 2
+    assert "invalid --only 'nope'" in capsys.readouterr().err and not (tmp_path / "ladder").exists()
+
+
 @pytest.mark.slow  # ~26 s; tests/test_packed.py covers packed kill/resume in the default suite
 def test_a_killed_packed_sweep_resumes_to_the_uninterrupted_result(tmp_path, data_path):
     """--pack on (what --pack auto does on CUDA): the seeds of one config train as one packed job, one notebook
