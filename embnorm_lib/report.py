@@ -267,6 +267,10 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if verdict:
         text += ("\n\nStability, exploratory (3 seeds; [`runs/STABILITY.md`](runs/STABILITY.md)):\n\n"
                  + "\n".join(verdict))
+    scale_line = scale_finding(out)
+    if scale_line:
+        text += ("\n\nScale vs normalization, exploratory (3 seeds; "
+                 "[`runs/stability-scale-v2/SCALE.md`](runs/stability-scale-v2/SCALE.md)):\n\n" + scale_line)
     h1b_lines = h1b_findings(out)
     if h1b_lines:
         text += ("\n\nWhere the baseline fails, confirmatory (H1b, docs/PROTOCOL.md amendment 2; "
@@ -276,6 +280,26 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
         text += ("\n\nZero-shot accuracy, confirmatory (suite v2, docs/PROTOCOL.md amendments 1 and 3):\n\n"
                  + "\n".join(zero_shot))
     return text
+
+
+def scale_finding(out: Path) -> str:
+    """How much of LayerNorm's difference normalizing alone carries, once every registered run has finished."""
+    from . import scale_vs_norm as svn
+
+    if not has_index(svn.STUDY, out):
+        return ""
+    runs = load_runs(svn.STUDY, out)
+    if len(runs) < len(STUDIES[svn.STUDY].cells()):
+        return ""
+    shares = svn.normalizing_share(svn.regime_table(runs, svn.init_input_norms(svn.STUDY, out)))
+    if shares.empty:
+        return ""
+    parts = [f"std {r.emb_init_std:g} {r.head} head: `ln` {r.ln_delta:+.3f} (block 1's input norm at init "
+             f"{r.none_input_norm:.2f} → {r.ln_input_norm:.2f}), `ln_matched` {r.ln_matched_delta:+.3f} "
+             f"({r.share:.0%})" for r in shares.itertuples()]
+    return (f"- In the {len(shares)} embedding-init regimes where LayerNorm's difference in final validation loss is "
+            "resolved, normalizing alone (`ln_matched`, gain starting at `none`'s input norm) carries a share of it: "
+            + "; ".join(parts) + ".")
 
 
 def zeroshot_findings(out: Path) -> list[str]:

@@ -89,6 +89,25 @@ def attribution(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def normalizing_share(table: pd.DataFrame) -> pd.DataFrame:
+    """Per regime where LayerNorm's difference from none is resolved (Holm): its difference, normalizing alone's
+    (ln_matched), the share |ln_matched| / |ln|, and block 1's input norm at init for none and for ln."""
+    rows = []
+    for (std, head), sub in table.groupby(["emb_init_std", "head"], sort=False):
+        by = {r["variant"]: r for _, r in sub.iterrows()}
+        if not {"none", "ln", "ln_matched"} <= set(by) or not bool(by["ln"].get("significant", False)):
+            continue
+        rows.append({"emb_init_std": std, "head": head, "ln_delta": by["ln"]["delta_vs_none"],
+                     "ln_matched_delta": by["ln_matched"]["delta_vs_none"],
+                     "share": abs(by["ln_matched"]["delta_vs_none"] / by["ln"]["delta_vs_none"]),
+                     "none_input_norm": by["none"].get("init_block1_input_norm", np.nan),
+                     "ln_input_norm": by["ln"].get("init_block1_input_norm", np.nan)})
+    return pd.DataFrame(rows)
+
+
+SMALL_SHARE = 0.1  # "normalizing alone carries under a tenth of LayerNorm's difference"
+
+
 def write_report(out_dir=None, study: str = STUDY) -> Path:
     out = runs_root(out_dir)
     runs = load_runs(study, out)
@@ -107,6 +126,11 @@ def write_report(out_dir=None, study: str = STUDY) -> Path:
              "## Which half of LayerNorm carries its effect", "",
              "Each arm's difference from none in words, only where the Holm decision of its regime resolves it.", "",
              compact_markdown(attribution(table)), ""]
+    shares = normalizing_share(table)
+    if len(shares):
+        lines += ["## Normalizing alone, as a share of LayerNorm's difference", "",
+                  "Regimes where LayerNorm's difference is resolved: `share` = |ln_matched| / |ln|, beside block 1's "
+                  "input norm at init without a norm and with LayerNorm.", "", compact_markdown(shares), ""]
     return write_text_stable(study_dir_for(study, out).root / "SCALE.md", "\n".join(lines))
 
 

@@ -40,3 +40,12 @@ def test_regimes_are_separate_holm_families_and_old_runs_count_as_tied():
     assert words.loc[(0.02, "tied"), "ln vs none"].startswith("raises it by 0.1")
     assert words.loc[(1.0, "untied"), "ln vs none"].startswith("not resolved")
     assert words.loc[(1.0, "untied"), "scaled vs none"] == "not run"
+
+
+def test_normalizings_share_is_given_only_where_layernorms_difference_is_resolved():
+    shares = scale_vs_norm.normalizing_share(scale_vs_norm.regime_table(synthetic_runs()))
+    assert set(zip(shares["emb_init_std"], shares["head"])) == {(0.02, "tied"), (1.0, "tied")}  # untied: ln 0
+    by = shares.set_index("emb_init_std")
+    assert by.loc[1.0, "ln_delta"] < -0.4 and by.loc[0.02, "ln_delta"] > 0.05
+    assert (shares["share"] < 0.1).all()  # ln_matched has no effect by construction
+    assert by.loc[1.0, "share"] == abs(by.loc[1.0, "ln_matched_delta"] / by.loc[1.0, "ln_delta"])
