@@ -49,6 +49,7 @@ def test_the_paper_builds(tmp_path):
     assert all((tmp_path / "paper" / "latex" / "figures" / f"{name}.pdf").is_file() for name in figures)
 
 
+@pytest.mark.slow  # test_the_paper_builds compares the whole PDF, figures included, byte for byte
 def test_rebuilding_the_figures_leaves_them_byte_identical(tmp_path):
     paper.write_inputs(REPO / "runs", tmp_path)
     first = {p.name: p.read_bytes() for p in (tmp_path / "figures").iterdir()}
