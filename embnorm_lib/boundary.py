@@ -11,7 +11,6 @@ Every table with tests is one Holm family; a direction is stated only where its 
 analysis returns data frames; `write_report` renders them."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -20,9 +19,10 @@ import numpy as np
 import pandas as pd
 
 from . import plots, stats
+from .cli import report_main
 from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
 from .render import compact_markdown
-from .results import has_index, load_runs, load_series
+from .results import load_runs, load_series
 from .rundir import study_dir_for
 from .stability import VARIANT_ORDER, _order, best_lr_paired, capped_loss, lr_sensitivity, paired_sensitivity, with_holm
 from .studies import STUDIES
@@ -287,17 +287,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study", nargs="?", default=STUDY, choices=BOUNDARY_STUDIES)
-    p.add_argument("--out-dir", default=None)
-    p.add_argument("--figures-dir", default=None)
-    args = p.parse_args(argv)
-    if not has_index(args.study, runs_root(args.out_dir)):
-        print(f"error: no runs.csv for {args.study}; run `python -m embnorm_lib.sweep {args.study}` first",
-              file=sys.stderr)
-        return 2
-    print(write_report(args.out_dir, args.figures_dir, args.study).read_text())
-    return 0
+    return report_main(argv, __doc__, BOUNDARY_STUDIES, lambda study, a: write_report(a.out_dir, a.figures_dir, study))
 
 
 if __name__ == "__main__":

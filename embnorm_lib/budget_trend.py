@@ -8,13 +8,13 @@ validation loss (95% t interval over seeds; one Holm family per loss over the wh
 the training split seen (tiny Shakespeare repeats after about one epoch)."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from . import stats
+from .cli import report_main
 from .data import load_corpus
 from .io import git_commit, runs_root, write_text_stable
 from .render import compact_markdown
@@ -78,16 +78,8 @@ def write_report(out_dir=None, data_path=None) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out-dir", default=None)
-    p.add_argument("--data-path", default=None)
-    args = p.parse_args(argv)
-    if not has_index(REPORT_STUDY, runs_root(args.out_dir)):
-        print(f"error: no runs.csv for {REPORT_STUDY}; run `python -m embnorm_lib.sweep {REPORT_STUDY}` first",
-              file=sys.stderr)
-        return 2
-    print(write_report(args.out_dir, args.data_path).read_text())
-    return 0
+    return report_main(argv, __doc__, [REPORT_STUDY], lambda study, a: write_report(a.out_dir, a.data_path),
+                       options=("--data-path",))
 
 
 if __name__ == "__main__":

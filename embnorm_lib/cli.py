@@ -1,9 +1,12 @@
 """What the command lines share: parsing seeds, FIELD=VALUE assignments and values, each refused in one line."""
 from __future__ import annotations
 
+import argparse
 import json
 import re
-from typing import Any
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from .errors import ConfigError
 
@@ -33,3 +36,25 @@ def split_assignment(text: str) -> tuple[str, Any]:
         raise ConfigError(f"invalid assignment {text!r}; allowed: FIELD=VALUE")
     key, value = text.split("=", 1)
     return key.strip(), value
+
+
+def report_main(argv, doc: str, studies: Sequence[str], write: Callable[[str, argparse.Namespace], Path],
+                options: Sequence[str] = ("--figures-dir",)) -> int:
+    """The command line every report module shares: the study (a choice when there are several), --out-dir and the
+    module's path options; a study without runs.csv is refused in one line; the written report is printed."""
+    from .io import runs_root
+    from .results import has_index
+
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if len(studies) > 1:
+        p.add_argument("study", nargs="?", default=studies[0], choices=studies)
+    p.add_argument("--out-dir", default=None)
+    for option in options:
+        p.add_argument(option, default=None)
+    args = p.parse_args(argv)
+    study = getattr(args, "study", studies[0])
+    if not has_index(study, runs_root(args.out_dir)):
+        print(f"error: no runs.csv for {study}; run `python -m embnorm_lib.sweep {study}` first", file=sys.stderr)
+        return 2
+    print(write(study, args).read_text())
+    return 0

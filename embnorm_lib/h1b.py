@@ -11,7 +11,6 @@ Holm within the regime; decision rule 3 judges the cost by the tuned cost. LR 0.
 search's seeds are exploratory. The analysis returns data; `write_report` renders it."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pandas as pd
 
 from . import plots, stats
 from .boundary import final_out_logits, fisher_vs_none, h1b_family, phase_table
+from .cli import report_main
 from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
 from .render import compact_markdown
 from .results import has_index, load_runs
@@ -195,15 +195,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out-dir", default=None)
-    p.add_argument("--figures-dir", default=None)
-    args = p.parse_args(argv)
-    if not has_index(STUDY, runs_root(args.out_dir)):
-        print(f"error: no runs.csv for {STUDY}; run `python -m embnorm_lib.sweep {STUDY}` first", file=sys.stderr)
-        return 2
-    print(write_report(args.out_dir, args.figures_dir).read_text())
-    return 0
+    return report_main(argv, __doc__, [STUDY], lambda study, a: write_report(a.out_dir, a.figures_dir))
 
 
 if __name__ == "__main__":

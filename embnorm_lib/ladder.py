@@ -10,7 +10,6 @@ interval, and what that line gives at Le Scao et al.'s 1.3B parameters — an ex
 labelled so. The analysis returns data; `write_report` renders it."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from . import stats
+from .cli import report_main
 from .config import non_embedding_params
 
 LE_SCAO_PARAMS = 1.3e9  # the model size of Le Scao et al. 2022's embedding-norm ablation
@@ -122,20 +122,8 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
 
 
 def main(argv=None) -> int:
-    from .io import runs_root
-    from .results import has_index
-
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study", nargs="?", default="ladder", choices=("ladder", "ladder-bpe", "ladder-lr"))
-    p.add_argument("--out-dir", default=None)
-    p.add_argument("--figures-dir", default=None)
-    args = p.parse_args(argv)
-    if not has_index(args.study, runs_root(args.out_dir)):
-        print(f"error: no runs.csv for {args.study}; run `python -m embnorm_lib.sweep {args.study}` first",
-              file=sys.stderr)
-        return 2
-    print(write_report(args.study, args.out_dir, args.figures_dir).read_text())
-    return 0
+    return report_main(argv, __doc__, ["ladder", "ladder-bpe", "ladder-lr"],
+                       lambda study, a: write_report(study, a.out_dir, a.figures_dir))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,13 @@ def _arm_color(arm: str) -> str | None:
     return variant.color if variant else None
 
 
+def interval_error(rows, center: str = "mean_diff") -> np.ndarray:
+    """Matplotlib's asymmetric error bars (2 x n: below, above) from a frame's or a row's ci_low/ci_high."""
+    mid = np.atleast_1d(np.asarray(rows[center], float))
+    return np.vstack([mid - np.atleast_1d(np.asarray(rows["ci_low"], float)),
+                      np.atleast_1d(np.asarray(rows["ci_high"], float)) - mid])
+
+
 def seed_band(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     """Mean over seeds at each x with a 95% Student-t half-width (0 with a single seed)."""
     from scipy import stats
@@ -185,7 +192,7 @@ def plot_forest(fam: pd.DataFrame, label: str, primary: str, mei: float) -> plt.
         y = np.arange(len(sub))[::-1]
         for yi, (_, c) in zip(y, sub.iterrows()):
             color = _arm_color(c.variant)
-            ax.errorbar(c.mean_diff, yi, xerr=[[c.mean_diff - c.ci_low], [c.ci_high - c.mean_diff]], fmt="o",
+            ax.errorbar(c.mean_diff, yi, xerr=interval_error(c), fmt="o",
                         color=color, capsize=3, mfc=color if c.significant else "white")
         ax.axvline(0, color="0.5", lw=0.8)
         if metric == primary:
@@ -261,8 +268,8 @@ def plot_budget_deltas(table: pd.DataFrame) -> plt.Figure:
         rows = rows.sort_values("cfg.max_iters")
         x = rows["cfg.max_iters"].to_numpy(float)
         y = rows["delta_vs_none"].to_numpy(float)
-        err = np.vstack([y - rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float) - y])
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=variant, color=_arm_color(variant))
+        ax.errorbar(x, y, yerr=interval_error(rows, "delta_vs_none"), marker="o", capsize=3, label=variant,
+                    color=_arm_color(variant))
     ax.axhline(0, color="0.4", lw=0.8)
     ax.set(xscale="log", xlabel="training budget (iterations)", ylabel="Δ val loss vs none (nats/char)",
            title="Embedding-norm effect by budget (paired, 95% CI)")
@@ -305,8 +312,7 @@ def plot_h1b(families: dict[str, pd.DataFrame], bracket: pd.DataFrame) -> plt.Fi
     cost = next(iter(families.values()))
     cost = cost[cost["endpoint"] == "tuned_cost"]
     y = np.arange(len(cost))
-    right.errorbar(cost["mean_diff"], y, xerr=[cost["mean_diff"] - cost["ci_low"], cost["ci_high"] - cost["mean_diff"]],
-                   fmt="o", color="k", capsize=3)
+    right.errorbar(cost["mean_diff"], y, xerr=interval_error(cost), fmt="o", color="k", capsize=3)
     right.axvline(0, color="0.5", lw=0.8)
     right.set(yticks=y, yticklabels=cost["variant"], xlabel="loss at own best LR minus none's (nats/char)",
               title="tuned cost (95% t interval)")
@@ -345,9 +351,8 @@ def plot_ladder(table: pd.DataFrame, metric: str = "val_loss") -> plt.Figure:
         color = _arm_color(variant)
         offset = 1.04 if variant == "rms" else 1.0  # rms beside ln, not hidden under it
         style = "-" if tokenizer == "char" else "--"
-        ax.errorbar(sub["params"] * offset, sub["mean_diff"], yerr=[sub["mean_diff"] - sub["ci_low"],
-                                                                    sub["ci_high"] - sub["mean_diff"]],
-                    fmt="o" + style, color=color, capsize=2, label=f"{variant} ({tokenizer})", mfc="white")
+        ax.errorbar(sub["params"] * offset, sub["mean_diff"], yerr=interval_error(sub), fmt="o" + style, color=color,
+                    capsize=2, label=f"{variant} ({tokenizer})", mfc="white")
         sig = sub[sub["significant"]]
         ax.plot(sig["params"] * offset, sig["mean_diff"], "o", color=color)
     ax.axhline(0, color="0.5", lw=0.8)

@@ -10,7 +10,6 @@ gain starts at none's input norm); `scaled` and `scaled_unit` rescale without no
 paired difference in final validation loss from `none` (95% t interval over seeds), one Holm family per regime."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -18,9 +17,10 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .cli import report_main
 from .io import git_commit, runs_root, write_text_stable
 from .render import compact_markdown
-from .results import has_index, load_runs, load_series
+from .results import load_runs, load_series
 from .rundir import study_dir_for
 from .stability import VARIANT_ORDER
 from .studies import STUDIES
@@ -135,14 +135,7 @@ def write_report(out_dir=None, study: str = STUDY) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out-dir", default=None)
-    args = p.parse_args(argv)
-    if not has_index(STUDY, runs_root(args.out_dir)):
-        print(f"error: no runs.csv for {STUDY}; run `python -m embnorm_lib.sweep {STUDY}` first", file=sys.stderr)
-        return 2
-    print(write_report(args.out_dir).read_text())
-    return 0
+    return report_main(argv, __doc__, [STUDY], lambda study, a: write_report(a.out_dir), options=())
 
 
 if __name__ == "__main__":
