@@ -27,7 +27,8 @@ PAPER_DIR = "paper"
 EXTERNAL_FACTS = {"lescao_scale": "1.3B"}
 FAMILY_METRICS = ("val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc")
 METRIC_LABELS = {"val_loss": "validation loss (nats/char)", "val_acc": "next-char accuracy",
-                 "ece_equal_width": "ECE (15 bins)", "brier": "Brier score", "lm_macro_acc": "zero-shot macro acc."}
+                 "ece_equal_width": "ECE (15 bins)", "brier": "Brier score",
+                 "lm_macro_acc": "zero-shot macro acc. (suite v1)", "lm2_macro_acc": "zero-shot macro acc. (suite v2)"}
 
 
 def _clean(value):
@@ -170,18 +171,20 @@ def scale_data(out: Path) -> dict:
 
 
 def zeroshot_data(out: Path, study: str = "main") -> dict:
-    """Confirmatory (amendments 1 and 3): suite v2's zero-shot family on the main study's scored regime."""
+    """Confirmatory (amendments 1 and 3): suite v2's zero-shot family per regime of the main study that it scored,
+    keyed like `regimes` (the preset, with underscores)."""
     from . import zeroshot
 
-    d = zeroshot.analyse(study, out)
-    if not d:
-        return {}
-    family = _records(d["family"], ["variant", "task", "n", "none", "variant_acc", "mean_diff", "ci_low", "ci_high",
-                                    "p_holm", "significant"])
-    return {"study": study, "seeds": d["seeds"], "arms": d["arms"], "family": family,
-            "difficulty": _records(d["difficulty"], ["task", "none_acc", "above_chance", "below_ceiling"]),
-            "mde": max(_clean(x) for x in d["mde"]["mde_at_seeds_used"]), "tasks": len(d["difficulty"]),
-            "items_min": min(d["items"].values()), "chance": zeroshot.CHANCE}
+    found = {}
+    for regime, d in zeroshot.analyse(study, out).items():
+        family = _records(d["family"], ["variant", "task", "n", "none", "variant_acc", "mean_diff", "ci_low",
+                                        "ci_high", "p_holm", "significant"])
+        key = regime.removeprefix("preset=").replace("-", "_")
+        found[key] = {"study": study, "seeds": d["seeds"], "arms": d["arms"], "family": family,
+                      "difficulty": _records(d["difficulty"], ["task", "none_acc", "above_chance", "below_ceiling"]),
+                      "mde": max(_clean(x) for x in d["mde"]["mde_at_seeds_used"]), "tasks": len(d["difficulty"]),
+                      "items_min": min(d["items"].values()), "chance": zeroshot.CHANCE}
+    return found
 
 
 def h1b_data(out: Path) -> dict:
@@ -202,25 +205,29 @@ def h1b_data(out: Path) -> dict:
 
 def forest_figure(data: dict) -> plt.Figure:
     """Paired difference from none per metric and arm, both regimes: mean and 95% t interval; filled = significant
-    after Holm."""
-    metrics = [m for m in FAMILY_METRICS if m != "brier"]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(10, 2.6))
-    for ax, metric in zip(axes, metrics, strict=True):
-        y = 0
-        labels = []
-        for regime, entry in data["regimes"].items():
-            for row in [r for r in entry["family"] if r["metric"] == metric]:
+    after Holm (within the regime's family; suite v2's macro rows within its own family, amendment 3)."""
+    from .plots import interval_error
+
+    rows_of = {m: {k: [r for r in e["family"] if r["metric"] == m] for k, e in data["regimes"].items()}
+               for m in FAMILY_METRICS if m != "brier"}
+    if data.get("zeroshot_v2"):
+        rows_of["lm2_macro_acc"] = {k: [r for r in data["zeroshot_v2"].get(k, {}).get("family", [])
+                                        if r["task"] == "macro"] for k in data["regimes"]}
+    slots = [(regime, v) for regime in data["regimes"] for v in ("ln", "rms")]  # one row per arm, every panel
+    fig, axes = plt.subplots(1, len(rows_of), figsize=(2.1 * len(rows_of), 2.6))
+    for ax, (metric, by_regime) in zip(axes, rows_of.items(), strict=True):
+        for regime, rows in by_regime.items():
+            for row in rows:
                 color = {"ln": "tab:orange", "rms": "tab:green"}.get(row["variant"], "0.3")
-                ax.errorbar(row["mean_diff"], y, xerr=[[row["mean_diff"] - row["ci_low"]],
-                                                        [row["ci_high"] - row["mean_diff"]]],
+                ax.errorbar(row["mean_diff"], slots.index((regime, row["variant"])), xerr=interval_error(row),
                             fmt="o", color=color, mfc=color if row["significant"] else "white", capsize=2)
-                labels.append(f"{row['variant']} ({regime.replace('_', '-')})")
-                y += 1
         ax.axvline(0, color="0.6", lw=0.8)
-        ax.set_yticks(range(len(labels)), labels if ax is axes[0] else [""] * len(labels), fontsize=7)
+        labels = [f"{v} ({regime.replace('_', '-')})" for regime, v in slots]
+        ax.set_yticks(range(len(slots)), labels if ax is axes[0] else [""] * len(slots), fontsize=7)
         ax.set_title(METRIC_LABELS[metric], fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
-        ax.invert_yaxis()
+        ax.xaxis.set_major_locator(plt.MaxNLocator(3))  # narrow panels: labels that do not run together
+        ax.set_ylim(len(slots) - 0.5, -0.5)  # the first regime on top
     fig.supxlabel("paired difference from none (95% t interval; filled: significant after Holm)", fontsize=8)
     fig.tight_layout()
     return fig

@@ -303,13 +303,14 @@ def scale_finding(out: Path) -> str:
 
 
 def zeroshot_findings(out: Path) -> list[str]:
-    """Suite v2's macro endpoint on the largest paired study it has scored (main contains seeds-final's seeds)."""
+    """Suite v2's macro endpoint, one line per regime, on the largest paired study it has scored (main contains
+    seeds-final's seeds)."""
     from . import zeroshot
 
     for study in reversed(FINDINGS_STUDIES):
-        d = zeroshot.analyse(study, out)
-        if d and len(d["family"]):
-            return [f"- {zeroshot.findings_line(d)}"]
+        lines = [f"- {zeroshot.findings_line(d)}" for d in zeroshot.analyse(study, out).values() if len(d["family"])]
+        if lines:
+            return lines
     return []
 
 

@@ -145,21 +145,37 @@ def difficulty(runs: pd.DataFrame, baseline: str = "none") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def analyse(study: str, out: Path) -> dict:
-    """Everything ZEROSHOT.md, the README and the paper say about suite v2 on one study, as data."""
+def regime_of(runs: pd.DataFrame) -> pd.Series:
+    """Each run's training regime: its arm without the variant's name (e.g. `preset=nanogpt-cpu`), empty for a study
+    of one regime. Arms are paired only within a regime (a seed of one regime is not the same run as of another)."""
+    if "arm" not in runs:
+        return pd.Series("", index=runs.index)
+    return pd.Series([a[len(v):].lstrip("_") if a.startswith(v) else a for a, v in zip(runs["arm"], runs["variant"],
+                                                                                       strict=True)],
+                     index=runs.index)
+
+
+def analyse(study: str, out: Path) -> dict[str, dict]:
+    """Everything ZEROSHOT.md, the README and the paper say about suite v2 on one study, as data: one entry per
+    training regime that suite v2 scored (keyed by `regime_of`, in the runs' order)."""
     runs = scored_runs(study, out)
     if runs.empty:
         return {}
-    table = family_table(runs)
-    matrix = item_matrix(study, out)
-    variant_of = {r.rsplit("/", 1)[0]: v for r, v in zip(runs["run_dir"], runs["variant"], strict=True)}
-    matrix = {t: {variant_of[a]: by for a, by in arms.items() if a in variant_of} for t, arms in matrix.items()}
-    return {"study": study, "runs": runs, "seeds": sorted(int(s) for s in runs["seed"].unique()),
-            "arms": sorted({r.rsplit("/", 1)[0] for r in runs["run_dir"]}),
-            "confirmatory": study in REGISTERED, "family": table, "difficulty": difficulty(runs),
+    matrix_all = item_matrix(study, out)
+    found = {}
+    for regime, sub in runs.groupby(regime_of(runs), sort=False):
+        table = family_table(sub)
+        arm_variant = {r.rsplit("/", 1)[0]: v for r, v in zip(sub["run_dir"], sub["variant"], strict=True)}
+        matrix = {t: {arm_variant[a]: by for a, by in arms.items() if a in arm_variant}
+                  for t, arms in matrix_all.items()}
+        found[regime] = {
+            "study": study, "regime": regime, "runs": sub, "seeds": sorted(int(s) for s in sub["seed"].unique()),
+            "arms": sorted(arm_variant), "confirmatory": study in REGISTERED, "family": table,
+            "difficulty": difficulty(sub),
             "items": {t: len(next(iter(next(iter(arms.values())).values()))) for t, arms in matrix.items() if arms},
             "bootstrap": item_table(matrix, list(table["variant"].unique())) if len(table) else pd.DataFrame(),
             "mde": measured_mde(table) if len(table) else pd.DataFrame()}
+    return found
 
 
 def findings_line(d: dict) -> str:
@@ -169,7 +185,8 @@ def findings_line(d: dict) -> str:
              f"{r.p_holm:.2g}, {'significant' if r.significant else 'direction not resolved'})"
              for r in macro.itertuples()]
     mde = d["mde"]
-    return (f"Zero-shot suite v2 on [`{d['study']}`](runs/{d['study']}/ZEROSHOT.md) ({len(d['seeds'])} seeds, "
+    where = f"`{d['study']}`" + (f" ({d['regime']})" if d["regime"] else "")
+    return (f"Zero-shot suite v2 on [{where}](runs/{d['study']}/ZEROSHOT.md) ({len(d['seeds'])} seeds, "
             f"{', '.join(f'`{a}`' for a in d['arms'])}): `none` macro accuracy {macro['none'].iloc[0]:.3f}; "
             + "; ".join(parts) + f"; measured MDE at these seeds {mde['mde_at_seeds_used'].max():.4f}.")
 
@@ -184,28 +201,33 @@ def write_report(study: str, out_dir=None) -> Path:
     from .rundir import study_dir_for
 
     out = runs_root(out_dir)
-    d = analyse(study, out)
-    runs = d.get("runs", pd.DataFrame())
+    found = analyse(study, out)
     label = ("**Confirmatory** (docs/PROTOCOL.md amendment 1, item 6, and amendment 3): the endpoint is the macro "
              "row, paired t over seeds" if study in REGISTERED else
              "**Exploratory** (this study did not register suite v2 as an endpoint)")
     title = TITLES.get(study, "")
+    scored = sum(len(d["runs"]) for d in found.values())
     lines = [f"# Zero-shot suite v2 on `{study}`" + (f": {title}" if title else ""), "",
              f"Written by `python -m embnorm_lib.zeroshot {study}` at commit {git_commit()[:12]} from "
-             f"`runs/{study}/runs.csv` ({len(runs)} runs scored with suite v2"
-             + (f": {', '.join(f'`{a}`' for a in d['arms'])}, seeds {', '.join(map(str, d['seeds']))}" if d else "")
+             f"`runs/{study}/runs.csv` ({scored} runs scored with suite v2"
+             + (f" in {len(found)} regimes: " + ", ".join(f"`{r}`" for r in found) if len(found) > 1 else "")
              + ").", "",
-             f"{label}. Zero-shot accuracy on the four tasks (2,000 items each), paired by seed; one Holm family "
-             "over variant x (macro and each task); a direction only where the test is significant.", ""]
-    if d:
-        lines += [compact_markdown(d["family"].drop(columns=["sd_diff"])), "",
-                  "## Difficulty for `none`", "",
+             f"{label}. Zero-shot accuracy on the four tasks (2,000 items each), paired by seed within a regime; one "
+             "Holm family per regime over variant x (macro and each task); a direction only where the test is "
+             "significant.", ""]
+    for regime, d in found.items():
+        sub = "###" if len(found) > 1 else "##"
+        if len(found) > 1:
+            lines += [f"## Regime `{regime}`", ""]
+        lines += [f"{', '.join(f'`{a}`' for a in d['arms'])}; seeds {', '.join(map(str, d['seeds']))}.", "",
+                  compact_markdown(d["family"].drop(columns=["sd_diff"])), "",
+                  f"{sub} Difficulty for `none`", "",
                   f"Mean zero-shot accuracy of `none` per task against chance ({CHANCE:g}) and ceiling (1); "
                   f"`well_inside` is true where both margins are at least {MARGIN:g}.", "",
                   compact_markdown(d["difficulty"]), "",
-                  "## Two-way bootstrap (seeds and items; labelled secondary)", "",
+                  f"{sub} Two-way bootstrap (seeds and items; labelled secondary)", "",
                   compact_markdown(d["bootstrap"]), "",
-                  "## Power of the suite, measured", "",
+                  f"{sub} Power of the suite, measured", "",
                   "The minimum detectable macro difference (80% power, paired t at the strictest Holm level of the "
                   "family above) from the observed SD of the per-seed differences.", "",
                   compact_markdown(d["mde"]), ""]

@@ -151,3 +151,16 @@ def test_family_rows_carry_their_interval_method_and_the_primary_is_the_paired_t
     assert (row["ci_low"], row["ci_high"]) == pytest.approx(stats.t_interval(diffs))
     assert np.isnan(row["bca_low"])  # 5 seeds: below BCA_MIN_N
     assert row["p_wilcoxon_min"] == 0.0625 and row["alpha_holm"] == 0.05
+
+
+def test_seeds_needed_is_two_when_the_effect_dwarfs_the_noise_not_nan():
+    """statsmodels' solver searches above 2 observations and returns nan when 2 already give 80% power."""
+    from statsmodels.stats.power import TTestPower
+
+    from embnorm_lib import stats
+
+    mde, needed = stats.power_figures(0.0005, 10)
+    assert needed == 2.0 and 0 < mde < 0.001
+    assert stats.power_figures(0.05, 10)[1] > 100
+    for effect, n in ((0.5, 20), (5.0, 2), (1.0, 5)):
+        assert stats._paired_t_power(effect, n, 0.05) == pytest.approx(TTestPower().power(effect, n, 0.05), abs=1e-6)

@@ -96,8 +96,40 @@ def test_difficulty_flags_a_task_near_chance_and_the_registered_studies_are_conf
 
 def test_the_findings_line_words_each_variant_by_its_holm_decision(tmp_path):
     write_scored_study(tmp_path, effect=0.2, seeds=6)
-    d = zeroshot.analyse("toy", tmp_path)
+    (d,) = zeroshot.analyse("toy", tmp_path).values()
     line = zeroshot.findings_line(d)
     assert "6 seeds" in line and "`ln` +" in line and ", significant)" in line
     write_scored_study(tmp_path / "null", effect=0.0, seeds=3)
-    assert "direction not resolved" in zeroshot.findings_line(zeroshot.analyse("toy", tmp_path / "null"))
+    (null,) = zeroshot.analyse("toy", tmp_path / "null").values()
+    assert "direction not resolved" in zeroshot.findings_line(null)
+
+
+def test_regimes_of_one_study_are_analysed_apart_never_paired_across(tmp_path):
+    """main holds two regimes with the same seeds: seed 0 of one is not the pair of seed 0 of the other."""
+    import pandas as pd
+
+    write_scored_study(tmp_path / "short", effect=0.2, seeds=4)
+    write_scored_study(tmp_path / "long", effect=0.0, seeds=4)
+    study = tmp_path / "both" / "toy"
+    rows = []
+    for regime in ("short", "long"):
+        runs = pd.read_csv(tmp_path / regime / "toy" / "runs.csv")
+        for r in runs.itertuples():
+            arm = f"{r.variant}_preset={regime}"
+            src = tmp_path / regime / "toy" / r.run_dir
+            dst = study / arm / f"seed{r.seed}"
+            dst.mkdir(parents=True)
+            for f in src.iterdir():
+                (dst / f.name).write_bytes(f.read_bytes())
+        rows.append(runs.assign(run_dir=[f"{v}_preset={regime}/seed{s}" for v, s in zip(runs.variant, runs.seed)],
+                                arm=[f"{v}_preset={regime}" for v in runs.variant]))
+    pd.concat(rows).to_csv(study / "runs.csv", index=False)
+    found = zeroshot.analyse("toy", tmp_path / "both")
+    assert list(found) == ["preset=short", "preset=long"]
+    for regime in ("short", "long"):
+        (alone,) = zeroshot.analyse("toy", tmp_path / regime).values()
+        pd.testing.assert_frame_equal(found[f"preset={regime}"]["family"], alone["family"])
+        assert found[f"preset={regime}"]["bootstrap"]["mean_diff"].iloc[0] == alone["bootstrap"]["mean_diff"].iloc[0]
+    text = zeroshot.write_report("toy", tmp_path / "both").read_text()
+    assert "in 2 regimes" in text and "## Regime `preset=short`" in text and "### Difficulty for `none`" in text
+    assert "(preset=long)" in zeroshot.findings_line(found["preset=long"])
