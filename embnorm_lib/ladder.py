@@ -48,6 +48,46 @@ def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
+def lr_factor(lr: float, variant: str, n_embd: int) -> float:
+    """Which of the check's factors a run's LR is (LRs are rounded to 3 digits, so the ratio is not exact)."""
+    from .studies import LADDER_LR_FACTORS, ladder_lr
+
+    return min(LADDER_LR_FACTORS, key=lambda f: abs(ladder_lr(variant, n_embd, f) - lr))
+
+
+def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
+    """ladder-lr: per rung, arm and LR factor, the final validation loss over the check's seeds (mean, SD, runs
+    failed: diverged or non-finite), with the factor relative to the width rule."""
+    frame = runs.assign(factor=[lr_factor(lr, v, int(w)) for lr, v, w in
+                                zip(runs["cfg.lr"], runs["variant"], runs["cfg.n_embd"], strict=True)],
+                        failed=~np.isfinite(runs["val_loss"].astype(float)) | runs.get("diverged", False))
+    rows = []
+    for (preset, variant, factor), sub in frame.groupby(["cfg.preset", "variant", "factor"], sort=True):
+        ok = sub[~sub["failed"]]["val_loss"].astype(float)
+        rows.append({"preset": preset, "rung": int(preset.rsplit("-", 1)[1]), "variant": variant, "factor": factor,
+                     "lr": float(sub["cfg.lr"].iloc[0]), "seeds": len(sub), "failed": int(sub["failed"].sum()),
+                     "val_loss_mean": float(ok.mean()) if len(ok) == len(sub) else float("nan"),
+                     "val_loss_sd": float(ok.std(ddof=1)) if len(ok) > 1 else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def best_factors(check: pd.DataFrame, seeds: int = 2, factors=None) -> pd.DataFrame:
+    """Per rung and arm with every registered factor's seeds finished: the factor with the lowest mean final loss
+    (a factor with a failed run never wins), and whether the grid brackets it (not its smallest or largest)."""
+    from .studies import LADDER_LR_FACTORS
+
+    wanted = {round(f, 2) for f in (factors or LADDER_LR_FACTORS)}
+    rows = []
+    for (rung, variant), sub in check.groupby(["rung", "variant"], sort=True):
+        if (sub["seeds"] < seeds).any() or not wanted <= set(sub["factor"]):
+            continue
+        best = sub.loc[sub["val_loss_mean"].idxmin()]
+        rows.append({"rung": int(rung), "variant": variant, "best_factor": float(best["factor"]),
+                     "best_lr": float(best["lr"]), "val_loss_mean": float(best["val_loss_mean"]),
+                     "bracketed": bool(sub["factor"].min() < best["factor"] < sub["factor"].max())})
+    return pd.DataFrame(rows)
+
+
 def trend(table: pd.DataFrame, metric: str = "val_loss", at_params: float = LE_SCAO_PARAMS) -> pd.DataFrame:
     """Per tokenizer and variant: WLS of the rung's mean difference on log10(params), weights from each rung's
     standard error; the slope per decade of parameters with its 95% interval, and the line's value at `at_params`
@@ -93,6 +133,8 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
+    if study == "ladder-lr":
+        return write_text_stable(study_dir_for(study, out).root / "LADDER.md", lr_check_report(runs, study))
     table = rung_table(runs)
     lines_trend = trend(table) if len(table) else pd.DataFrame()
     if len(table):
@@ -119,6 +161,36 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     else:
         lines += ["Fewer than three sizes have finished: no trend is fitted."]
     return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")
+
+
+def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
+    from .io import git_commit
+    from .render import compact_markdown
+    from .studies import LADDER_LR_CHECKED, STUDIES
+
+    check = lr_check(runs)
+    best = best_factors(check)
+    done, planned = len(runs), len(STUDIES[study].cells())
+    lines = [f"# The ladder's learning-rate check (`{study}`)", "",
+             f"Written by `python -m embnorm_lib.ladder {study}` at commit {git_commit()[:12]} from "
+             f"`runs/{study}/runs.csv` ({done} of {planned} registered runs finished"
+             + ("; **partial**: the larger rungs are GPU work" if done < planned else "") + ").", "",
+             STUDIES[study].description, "",
+             "## Final validation loss by LR factor (factor 1 = the width rule)", "",
+             compact_markdown(check), "",
+             "## Best factor per rung and arm", "",
+             "The factor with the lowest mean final validation loss over the check's seeds; `bracketed` is false "
+             "where it is the grid's smallest or largest factor (the optimum may lie beyond). Amendment 5: the "
+             "ladder runs each arm at its best factor (rms at ln's).", "",
+             compact_markdown(best) if len(best) else "No rung has all its check runs yet.", ""]
+    for r in best.itertuples():
+        registered = LADDER_LR_CHECKED.get(r.rung, {}).get(r.variant)
+        state = ("registered for the ladder" if registered == r.best_factor else
+                 "**not yet registered** in studies.LADDER_LR_CHECKED" if registered is None else
+                 f"**differs from the registered factor {registered:g}**")
+        lines.append(f"- rung {r.rung}, `{r.variant}`: best factor {r.best_factor:g} (LR {r.best_lr:.3g})"
+                     + ("" if r.bracketed else ", at the grid's edge") + f"; {state}.")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:

@@ -126,11 +126,22 @@ def _h1b_cells(study: str, seeds) -> list[Cell]:
 # The size ladder (issue 18; rungs, budget and LR rules in config.LADDER_RUNGS): each arm's LR at width 128 is its
 # best of stability-lr-v2 (none 1e-2; ln, rms 3e-3), scaled by 128 / width (Adam's LR falls with width)
 LADDER_LR_AT_128 = {"none": 1e-2, "ln": 3e-3, "rms": 3e-3}
-LADDER_LR_FACTORS = [0.5, 1.0, 2.0]  # ladder-lr checks the rule one factor of two either side
+# ladder-lr checks the rule two factors of two either side (amendment 5: at rung 0 the first grid, 0.5-2, left
+# both arms' best at its edge)
+LADDER_LR_FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0]
+# Amendment 5: a rung runs each arm at the factor ladder-lr found best there (lowest mean final validation loss,
+# bracketed by the grid; `ladder.lr_check`, tested against runs/ladder-lr); rms takes ln's. A rung not in this
+# table has not been checked, and the ladder runs it at the rule (factor 1) only as a flagged fallback.
+LADDER_LR_CHECKED: dict[int, dict[str, float]] = {}
 
 
 def ladder_lr(variant: str, n_embd: int, factor: float = 1.0) -> float:
     return float(f"{LADDER_LR_AT_128[variant] * 128 / n_embd * factor:.3g}")
+
+
+def ladder_factor(rung: int, variant: str) -> float:
+    """The LR factor the ladder uses for an arm at a rung (amendment 5): ladder-lr's best, rms taking ln's."""
+    return LADDER_LR_CHECKED.get(rung, {}).get("ln" if variant == "rms" else variant, 1.0)
 
 
 @functools.lru_cache(maxsize=4)
@@ -157,7 +168,7 @@ def _ladder_cells(study: str, rungs, variants, seeds, tokenizers=("char",), fact
                              max_iters=ladder_iters(n_layer, n_embd, _train_tokens(tokenizer)))
             for variant in variants:
                 axes = {"lr": [ladder_lr(variant, n_embd, f) for f in factors]} if len(factors) > 1 else None
-                over = fixed if axes else {**fixed, "lr": ladder_lr(variant, n_embd)}
+                over = fixed if axes else {**fixed, "lr": ladder_lr(variant, n_embd, ladder_factor(rung, variant))}
                 if tokenizer != "char":
                     axes = {**(axes or {}), "tokenizer": [tokenizer]}
                     over = {k: v for k, v in over.items() if k != "tokenizer"}
@@ -247,10 +258,11 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                "best validation loss as well as the final one, on the same windows as stability-budget."),
     # -- the size ladder (issue 18; docs/PROTOCOL.md amendment 1: per size the paired family, the trend exploratory)
     Study("ladder-lr", "Ladder LR check: rungs 0-4 (0.1M-14M non-embedding parameters, char, block 128, batch 32, "
-                       "the ladder's budget), none and ln at 1/2, 1 and 2 times the width rule's LR x seeds 0-1.",
+                       "the ladder's budget), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1 "
+                       "(amendment 5).",
           "ladder", lambda: _ladder_cells("ladder-lr", range(5), ["none", "ln"], range(2), factors=LADDER_LR_FACTORS),
-          note="Checks the LR rule: if an arm's best factor is not 1 at some rung, the ladder's LR for that rung is "
-               "amended (docs/PROTOCOL.md) before the ladder is analysed."),
+          note="Checks the LR rule: each arm's best factor at a rung becomes that rung's LR in the ladder "
+               "(studies.LADDER_LR_CHECKED, docs/PROTOCOL.md amendment 5)."),
     Study("ladder", "Size ladder: rungs 0-4 (0.1M-14M non-embedding parameters; char, block 128, batch 32; 20 "
                     "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
                     "rule's LR. Rungs 2-4 are GPU work (sweep --pack on).", "ladder",

@@ -5,7 +5,7 @@ import pytest
 
 from embnorm_lib import ladder
 from embnorm_lib.config import LADDER_RUNGS, PRESETS, TRAIN_CHARS_TINY_SHAKESPEARE, ladder_iters, non_embedding_params
-from embnorm_lib.studies import LADDER_LR_AT_128, study_cells
+from embnorm_lib.studies import LADDER_LR_AT_128, LADDER_LR_CHECKED, study_cells
 
 
 def test_the_ladder_spans_a_tenth_to_over_ten_million_parameters_with_the_stated_budget(corpus):
@@ -19,16 +19,65 @@ def test_the_ladder_spans_a_tenth_to_over_ten_million_parameters_with_the_stated
     assert ladder_iters(2, 64) == 500  # the floor
 
 
-def test_each_arm_runs_at_the_width_rule_lr_and_rungs_come_small_first():
+def test_each_arm_runs_at_its_checked_factor_of_the_width_rule_and_rungs_come_small_first():
     cells = study_cells("ladder")
     assert len(cells) == 5 * 3 * 5
     assert [c.preset for c in cells] == sorted((c.preset for c in cells), key=lambda p: int(p.split("-")[1]))
     for c in cells:
         cfg = c.config()
-        assert cfg.lr == pytest.approx(LADDER_LR_AT_128[c.variant] * 128 / cfg.n_embd, rel=1e-2)
-    factors = {round(c.config().lr / (LADDER_LR_AT_128[c.variant] * 128 / c.config().n_embd), 1)
-               for c in study_cells("ladder-lr")}
-    assert factors == {0.5, 1.0, 2.0}
+        rung = int(c.preset.split("-")[1])
+        factor = LADDER_LR_CHECKED.get(rung, {}).get("ln" if c.variant == "rms" else c.variant, 1.0)
+        assert cfg.lr == pytest.approx(LADDER_LR_AT_128[c.variant] * 128 / cfg.n_embd * factor, rel=1e-2)
+    checks = [(c.variant, c.config()) for c in study_cells("ladder-lr")]
+    factors = {ladder.lr_factor(cfg.lr, v, cfg.n_embd) for v, cfg in checks}
+    assert factors == {0.25, 0.5, 1.0, 2.0, 4.0}
+    for v, cfg in checks:  # every check LR is its factor times the rule, to the 3 digits LRs are written with
+        assert cfg.lr == pytest.approx(LADDER_LR_AT_128[v] * 128 / cfg.n_embd * ladder.lr_factor(cfg.lr, v, cfg.n_embd),
+                                       rel=5e-3)
+
+
+def check_runs(best=None, failed_at=None):
+    """ladder-lr-like runs at rung 0: loss is a parabola in log2(factor) around each arm's planted best."""
+    best = best or {"none": 0.5, "ln": 2.0}
+    rows = []
+    for variant, centre in best.items():
+        for factor in (0.25, 0.5, 1.0, 2.0, 4.0):
+            for seed in (0, 1):
+                loss = 2.0 + 0.1 * (np.log2(factor) - np.log2(centre)) ** 2 + 0.001 * seed
+                if failed_at == (variant, factor):
+                    loss = float("nan")
+                rows.append({"variant": variant, "seed": seed, "cfg.preset": "ladder-0", "cfg.n_embd": 64,
+                             "cfg.lr": LADDER_LR_AT_128[variant] * 2 * factor, "val_loss": loss, "diverged": False})
+    return pd.DataFrame(rows)
+
+
+def test_the_lr_check_finds_each_arms_planted_best_factor_and_flags_the_grid_edge():
+    best = ladder.best_factors(ladder.lr_check(check_runs())).set_index("variant")
+    assert best.loc["none", "best_factor"] == 0.5 and best.loc["ln", "best_factor"] == 2.0
+    assert best["bracketed"].all()
+    edge = ladder.best_factors(ladder.lr_check(check_runs({"none": 0.25, "ln": 4.0}))).set_index("variant")
+    assert not edge["bracketed"].any() and edge.loc["ln", "best_factor"] == 4.0
+    failed = ladder.best_factors(ladder.lr_check(check_runs(failed_at=("ln", 2.0)))).set_index("variant")
+    assert failed.loc["ln", "best_factor"] != 2.0  # a factor with a failed run never wins
+    partial = ladder.lr_check(check_runs())
+    assert ladder.best_factors(partial[partial["factor"] != 4.0]).empty  # a rung waits for its whole grid
+
+
+def test_the_registered_ladder_factors_are_what_the_committed_check_gives():
+    """Amendment 5: studies.LADDER_LR_CHECKED must equal ladder-lr's best factors for every rung it names."""
+    from pathlib import Path
+
+    from embnorm_lib.results import has_index, load_runs
+
+    runs_dir = Path(__file__).resolve().parents[1] / "runs"
+    if not LADDER_LR_CHECKED:
+        return
+    assert has_index("ladder-lr", runs_dir)
+    best = ladder.best_factors(ladder.lr_check(load_runs("ladder-lr", runs_dir)))
+    found = {(r.rung, r.variant): r.best_factor for r in best.itertuples()}
+    for rung, by_arm in LADDER_LR_CHECKED.items():
+        for variant, factor in by_arm.items():
+            assert found.get((rung, variant)) == factor, (rung, variant)
 
 
 def synthetic(slope=-0.03, seeds=5):
