@@ -96,7 +96,30 @@ def paper_data(out: Path) -> dict:
     zeroshot = zeroshot_data(out)
     if zeroshot:
         data["zeroshot_v2"] = zeroshot
+    if has_index("ladder-lr", out):
+        data["ladder"] = ladder_data(out)
     return data
+
+
+def ladder_data(out: Path) -> dict:
+    """The size ladder so far: ladder-lr's best factor per checked rung and arm, and the ladder's per-size family
+    (final validation loss) where a rung has finished."""
+    from . import ladder
+    from .config import LADDER_RUNGS, non_embedding_params
+
+    best = ladder.best_factors(ladder.lr_check(load_runs("ladder-lr", out)))
+    found = {"rungs": len(LADDER_RUNGS), "check_runs": len(load_runs("ladder-lr", out)),
+             "check_planned": len(STUDIES["ladder-lr"].cells()),
+             "best": _records(best, list(best.columns)) if len(best) else [],
+             "params": {str(r): non_embedding_params(a, b) for r, (a, b, _) in enumerate(LADDER_RUNGS)},
+             "shape": {str(r): f"{a} × {b}" for r, (a, b, _) in enumerate(LADDER_RUNGS)}}
+    if has_index("ladder", out):
+        table = ladder.rung_table(load_runs("ladder", out))
+        if len(table):
+            table = table[table["metric"] == "val_loss"]
+            found["family"] = _records(table, ["params", "preset", "variant", "seeds", "mean_diff", "ci_low",
+                                               "ci_high", "p_holm", "significant"])
+    return found
 
 
 BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2"}  # the exploratory LR searches
