@@ -50,9 +50,10 @@ def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
 
 def lr_factor(lr: float, variant: str, n_embd: int) -> float:
     """Which of the check's factors a run's LR is (LRs are rounded to 3 digits, so the ratio is not exact)."""
-    from .studies import LADDER_LR_FACTORS, ladder_lr
+    from .studies import LADDER_LR_EXTENDED, LADDER_LR_FACTORS, ladder_lr
 
-    return min(LADDER_LR_FACTORS, key=lambda f: abs(ladder_lr(variant, n_embd, f) - lr))
+    factors = {*LADDER_LR_FACTORS, *(f for arms in LADDER_LR_EXTENDED.values() for f in arms.get(variant, []))}
+    return min(sorted(factors), key=lambda f: abs(ladder_lr(variant, n_embd, f) - lr))
 
 
 def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
@@ -71,15 +72,15 @@ def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def best_factors(check: pd.DataFrame, seeds: int = 2, factors=None) -> pd.DataFrame:
-    """Per rung and arm with every registered factor's seeds finished: the factor with the lowest mean final loss
-    (a factor with a failed run never wins), and whether the grid brackets it (not its smallest or largest)."""
-    from .studies import LADDER_LR_FACTORS
+def best_factors(check: pd.DataFrame, seeds: int = 2) -> pd.DataFrame:
+    """Per rung and arm with every registered factor's seeds finished (the grid and any extension, amendment 6):
+    the factor with the lowest mean final loss (a factor with a failed run never wins), and whether the grid
+    brackets it (not its smallest or largest)."""
+    from .studies import ladder_check_factors
 
-    wanted = {round(f, 2) for f in (factors or LADDER_LR_FACTORS)}
     rows = []
     for (rung, variant), sub in check.groupby(["rung", "variant"], sort=True):
-        if (sub["seeds"] < seeds).any() or not wanted <= set(sub["factor"]):
+        if (sub["seeds"] < seeds).any() or not set(ladder_check_factors(int(rung), variant)) <= set(sub["factor"]):
             continue
         best = sub.loc[sub["val_loss_mean"].idxmin()]
         rows.append({"rung": int(rung), "variant": variant, "best_factor": float(best["factor"]),

@@ -68,6 +68,16 @@ def interval_error(rows, center: str = "mean_diff") -> np.ndarray:
                       np.atleast_1d(np.asarray(rows["ci_high"], float)) - mid])
 
 
+def _finish_delta_vs_log_x(fig: plt.Figure, ax, xlabel: str, ylabel: str, title: str,
+                           zero_color: str = "0.5") -> plt.Figure:
+    """A paired-difference figure over a log x axis (budget, model size): the zero line, labels, legend."""
+    ax.axhline(0, color=zero_color, lw=0.8)
+    ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def seed_band(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     """Mean over seeds at each x with a 95% Student-t half-width (0 with a single seed)."""
     from scipy import stats
@@ -270,12 +280,8 @@ def plot_budget_deltas(table: pd.DataFrame) -> plt.Figure:
         y = rows["delta_vs_none"].to_numpy(float)
         ax.errorbar(x, y, yerr=interval_error(rows, "delta_vs_none"), marker="o", capsize=3, label=variant,
                     color=_arm_color(variant))
-    ax.axhline(0, color="0.4", lw=0.8)
-    ax.set(xscale="log", xlabel="training budget (iterations)", ylabel="Δ val loss vs none (nats/char)",
-           title="Embedding-norm effect by budget (paired, 95% CI)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish_delta_vs_log_x(fig, ax, "training budget (iterations)", "Δ val loss vs none (nats/char)",
+                                  "Embedding-norm effect by budget (paired, 95% CI)", zero_color="0.4")
 
 
 def plot_loss_traces(series: pd.DataFrame, title: str) -> plt.Figure:
@@ -355,9 +361,5 @@ def plot_ladder(table: pd.DataFrame, metric: str = "val_loss") -> plt.Figure:
                     capsize=2, label=f"{variant} ({tokenizer})", mfc="white")
         sig = sub[sub["significant"]]
         ax.plot(sig["params"] * offset, sig["mean_diff"], "o", color=color)
-    ax.axhline(0, color="0.5", lw=0.8)
-    ax.set(xscale="log", xlabel="non-embedding parameters", ylabel="Δ final val loss vs none (nats/char)",
-           title="embedding norm cost by model size")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish_delta_vs_log_x(fig, ax, "non-embedding parameters", "Δ final val loss vs none (nats/char)",
+                                  "embedding norm cost by model size")

@@ -133,6 +133,13 @@ LADDER_LR_FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0]
 # bracketed by the grid; `ladder.lr_check`, tested against runs/ladder-lr); rms takes ln's. A rung not in this
 # table has not been checked, and the ladder runs it at the rule (factor 1) only as a flagged fallback.
 LADDER_LR_CHECKED: dict[int, dict[str, float]] = {}
+# Amendment 6: where an arm's best is at the grid's edge, its check at that rung goes on by factors of two beyond it
+LADDER_LR_EXTENDED: dict[int, dict[str, list[float]]] = {0: {"ln": [8.0]}}
+
+
+def ladder_check_factors(rung: int, variant: str) -> list[float]:
+    """The LR factors ladder-lr checks for an arm at a rung: the grid and any extension beyond its edge."""
+    return sorted({*LADDER_LR_FACTORS, *LADDER_LR_EXTENDED.get(rung, {}).get(variant, [])})
 
 
 def ladder_lr(variant: str, n_embd: int, factor: float = 1.0) -> float:
@@ -167,7 +174,8 @@ def _ladder_cells(study: str, rungs, variants, seeds, tokenizers=("char",), fact
                 fixed.update(tokenizer=tokenizer, vocab_size=TOKENIZERS[tokenizer].bpe_vocab_size,
                              max_iters=ladder_iters(n_layer, n_embd, _train_tokens(tokenizer)))
             for variant in variants:
-                axes = {"lr": [ladder_lr(variant, n_embd, f) for f in factors]} if len(factors) > 1 else None
+                checked = ladder_check_factors(rung, variant) if len(factors) > 1 else factors
+                axes = {"lr": [ladder_lr(variant, n_embd, f) for f in checked]} if len(factors) > 1 else None
                 over = fixed if axes else {**fixed, "lr": ladder_lr(variant, n_embd, ladder_factor(rung, variant))}
                 if tokenizer != "char":
                     axes = {**(axes or {}), "tokenizer": [tokenizer]}
@@ -259,7 +267,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     # -- the size ladder (issue 18; docs/PROTOCOL.md amendment 1: per size the paired family, the trend exploratory)
     Study("ladder-lr", "Ladder LR check: rungs 0-4 (0.1M-14M non-embedding parameters, char, block 128, batch 32, "
                        "the ladder's budget), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1 "
-                       "(amendment 5).",
+                       "(amendment 5), and on by factors of two where an arm's best sits at the grid's edge (amendment 6).",
           "ladder", lambda: _ladder_cells("ladder-lr", range(5), ["none", "ln"], range(2), factors=LADDER_LR_FACTORS),
           note="Checks the LR rule: each arm's best factor at a rung becomes that rung's LR in the ladder "
                "(studies.LADDER_LR_CHECKED, docs/PROTOCOL.md amendment 5)."),

@@ -5,7 +5,7 @@ import pytest
 
 from embnorm_lib import ladder
 from embnorm_lib.config import LADDER_RUNGS, PRESETS, TRAIN_CHARS_TINY_SHAKESPEARE, ladder_iters, non_embedding_params
-from embnorm_lib.studies import LADDER_LR_AT_128, LADDER_LR_CHECKED, study_cells
+from embnorm_lib.studies import LADDER_LR_AT_128, LADDER_LR_CHECKED, ladder_check_factors, study_cells
 
 
 def test_the_ladder_spans_a_tenth_to_over_ten_million_parameters_with_the_stated_budget(corpus):
@@ -29,25 +29,32 @@ def test_each_arm_runs_at_its_checked_factor_of_the_width_rule_and_rungs_come_sm
         factor = LADDER_LR_CHECKED.get(rung, {}).get("ln" if c.variant == "rms" else c.variant, 1.0)
         assert cfg.lr == pytest.approx(LADDER_LR_AT_128[c.variant] * 128 / cfg.n_embd * factor, rel=1e-2)
     checks = [(c.variant, c.config()) for c in study_cells("ladder-lr")]
-    factors = {ladder.lr_factor(cfg.lr, v, cfg.n_embd) for v, cfg in checks}
-    assert factors == {0.25, 0.5, 1.0, 2.0, 4.0}
+    for rung in range(len(LADDER_RUNGS)):
+        for v in ("none", "ln"):
+            found = sorted(ladder.lr_factor(cfg.lr, v, cfg.n_embd) for w, cfg in checks
+                           if w == v and cfg.preset == f"ladder-{rung}" and cfg.seed == 0)
+            assert found == ladder_check_factors(rung, v)
+            assert {0.25, 0.5, 1.0, 2.0, 4.0} <= set(found)
     for v, cfg in checks:  # every check LR is its factor times the rule, to the 3 digits LRs are written with
         assert cfg.lr == pytest.approx(LADDER_LR_AT_128[v] * 128 / cfg.n_embd * ladder.lr_factor(cfg.lr, v, cfg.n_embd),
                                        rel=5e-3)
 
 
-def check_runs(best=None, failed_at=None):
-    """ladder-lr-like runs at rung 0: loss is a parabola in log2(factor) around each arm's planted best."""
+def check_runs(best=None, failed_at=None, rung=3):
+    """ladder-lr-like runs at a rung without an extension: loss is a parabola in log2(factor) around each arm's
+    planted best."""
     best = best or {"none": 0.5, "ln": 2.0}
     rows = []
     for variant, centre in best.items():
-        for factor in (0.25, 0.5, 1.0, 2.0, 4.0):
+        for factor in ladder_check_factors(rung, variant):
             for seed in (0, 1):
                 loss = 2.0 + 0.1 * (np.log2(factor) - np.log2(centre)) ** 2 + 0.001 * seed
                 if failed_at == (variant, factor):
                     loss = float("nan")
-                rows.append({"variant": variant, "seed": seed, "cfg.preset": "ladder-0", "cfg.n_embd": 64,
-                             "cfg.lr": LADDER_LR_AT_128[variant] * 2 * factor, "val_loss": loss, "diverged": False})
+                width = LADDER_RUNGS[rung][1]
+                rows.append({"variant": variant, "seed": seed, "cfg.preset": f"ladder-{rung}", "cfg.n_embd": width,
+                             "cfg.lr": LADDER_LR_AT_128[variant] * 128 / width * factor, "val_loss": loss,
+                             "diverged": False})
     return pd.DataFrame(rows)
 
 
@@ -61,6 +68,10 @@ def test_the_lr_check_finds_each_arms_planted_best_factor_and_flags_the_grid_edg
     assert failed.loc["ln", "best_factor"] != 2.0  # a factor with a failed run never wins
     partial = ladder.lr_check(check_runs())
     assert ladder.best_factors(partial[partial["factor"] != 4.0]).empty  # a rung waits for its whole grid
+    extended = ladder.lr_check(check_runs(rung=0))  # rung 0's ln check goes on beyond the grid (amendment 6)
+    assert ladder_check_factors(0, "ln")[-1] > 4.0
+    assert list(ladder.best_factors(extended)["variant"]) == ["ln", "none"]
+    assert list(ladder.best_factors(extended[extended["factor"] <= 4.0])["variant"]) == ["none"]
 
 
 def test_the_registered_ladder_factors_are_what_the_committed_check_gives():

@@ -141,11 +141,13 @@ BUILDERS = {"word_cloze": _word_cloze, "shuffled": _shuffled, "next_line": _next
             "next_speaker": _next_speaker}
 
 
-def _item(context: str, true: str, distractors: list[str], rng: random.Random, position: int) -> dict:
+def _item(context: str, true: str, distractors: list[str], rng: random.Random, position: int,
+          max_chars: int = MAX_ITEM_CHARS) -> dict:
+    """One multiple-choice item, the true answer at a random place among the distractors (suite v1 and v2)."""
     choices = [true, *distractors]
     rng.shuffle(choices)
     item = {"context": context, "choices": choices, "label": choices.index(true), "val_offset": position}
-    assert len(context) + max(map(len, choices)) <= MAX_ITEM_CHARS, item
+    assert len(context) + max(map(len, choices)) <= max_chars, item
     return item
 
 

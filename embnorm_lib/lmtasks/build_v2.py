@@ -21,6 +21,7 @@ from pathlib import Path
 from ..data import load_corpus
 from ..io import write_json
 from .build import POOL_FRACTION, _ok, to_jsonl
+from .build import _item as build_v1_item
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest_v2.json"
@@ -31,11 +32,7 @@ N_TEST, N_POOL = 2000, 32
 
 
 def _item(context: str, true: str, distractors: list[str], rng: random.Random, position: int) -> dict:
-    choices = [true, *distractors]
-    rng.shuffle(choices)
-    item = {"context": context, "choices": choices, "label": choices.index(true), "val_offset": position}
-    assert len(context) + max(map(len, choices)) <= MAX_ITEM_CHARS, item
-    return item
+    return build_v1_item(context, true, distractors, rng, position, max_chars=MAX_ITEM_CHARS)
 
 
 def _spread(spots: list[int], width: int, n: int, accept: Callable[[int], dict | None]) -> list[dict]:
