@@ -279,7 +279,41 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if zero_shot:
         text += ("\n\nZero-shot accuracy, confirmatory (suite v2, docs/PROTOCOL.md amendments 1 and 3):\n\n"
                  + "\n".join(zero_shot))
+    ladder_lines = ladder_findings(out)
+    if ladder_lines:
+        text += ("\n\nThe size ladder, per finished size (docs/PROTOCOL.md amendments 4-6; "
+                 "[`runs/ladder/LADDER.md`](runs/ladder/LADDER.md)); no trend across sizes until three have "
+                 "finished:\n\n" + "\n".join(ladder_lines))
     return text
+
+
+def ladder_findings(out: Path) -> list[str]:
+    """One line per finished rung of the char ladder: each arm's LR and its paired difference in final validation
+    loss from none, worded by the Holm decision within the size."""
+    from . import ladder
+    from .config import LADDER_RUNGS, non_embedding_params
+    from .studies import LADDER_LR_AT_128, ladder_factor
+
+    if not has_index("ladder", out):
+        return []
+    runs = load_runs("ladder", out)
+    table = ladder.rung_table(runs)
+    if table.empty:
+        return []
+    lines = []
+    for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
+        params = non_embedding_params(layers, width)
+        sub = table[(table["params"] == params) & (table["metric"] == "val_loss") & (table["tokenizer"] == "char")]
+        if sub.empty or sub["seeds"].min() < 5:
+            continue
+        lrs = ", ".join(f"`{v}` {LADDER_LR_AT_128[v] * 128 / width * ladder_factor(rung, v):.3g}"
+                        for v in ("none", "ln", "rms"))
+        parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {r.p_holm:.2g}, "
+                 f"{'significant' if r.significant else 'direction not resolved'})" for r in sub.itertuples()]
+        lines.append(f"- rung {rung} ({layers} × {width}, {params / 1e6:.2f}M non-embedding parameters, "
+                     f"{int(sub['seeds'].min())} seeds; LR {lrs}): Δ final val loss vs `none` " + "; ".join(parts)
+                     + " nats/char.")
+    return lines
 
 
 def scale_finding(out: Path) -> str:

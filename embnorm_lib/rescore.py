@@ -3,7 +3,8 @@
     python -m embnorm_lib.rescore main --suite v2 --work-dir /tmp/embnorm-retrain
     python -m embnorm_lib.rescore main --suite v2 --work-dir /tmp/embnorm-retrain --cells preset=seeds-final
 
-Weights are not committed. A run whose model.pt is here is scored in place. A run with a bitwise-identical
+Weights are not committed. A run whose model.pt is here is scored in place. Without weights only runs the study
+scored with another suite are re-scored (a run it never scored is skipped). A run with a bitwise-identical
 twin (same training identity and thread count, another study) that already has the result gets a copy naming
 it. Every other run is re-trained into --work-dir (a scratch runs root, resumable, never the study's own
 tree), compared with the committed run (`job.compare_runs`: per-step logs, result scalars and the v1 suite's
@@ -37,7 +38,10 @@ def _scorable(run: RunDir) -> bool:
 
 def plan(cells: list[Cell], out: Path, suite: str) -> dict[str, list]:
     """Sort a study's cells by how each gets the suite's result: done, in place, copy, retrain (or skipped)."""
+    from .lm_eval_adapter import suites
+
     target = get_suite(suite).run_file
+    others = [s.run_file for s in suites().values() if s.run_file != target]
     finished = finished_runs_by_identity(out)
     groups: dict[str, list] = {"done": [], "in_place": [], "copy": [], "retrain": [], "skipped": []}
     for cell in cells:
@@ -48,6 +52,8 @@ def plan(cells: list[Cell], out: Path, suite: str) -> dict[str, list]:
             groups["done"].append(cell)
         elif run.final_model.is_file():
             groups["in_place"].append(cell)
+        elif not any(getattr(run, f).is_file() for f in others):
+            groups["skipped"].append(cell)  # the study never scored this run: re-scoring re-trains only scored runs
         else:
             key = _identity_key(RunConfig.load(run.config))
             twin = next((s for s in finished.get(key, []) if s.resolve() != run.root.resolve()
@@ -90,7 +96,7 @@ def rescore(study: str, suite: str, work_dir: Path, out: Path, workers: int = 2,
     groups = plan(cells, out, suite)
     echo(f"{study} / suite {suite}: {len(groups['done'])} already scored, {len(groups['in_place'])} scored in "
          f"place, {len(groups['copy'])} copied from identical runs, {len(groups['retrain'])} to re-train, "
-         f"{len(groups['skipped'])} unfinished or diverged")
+         f"{len(groups['skipped'])} unfinished, diverged or never scored")
     score_all([c.run_dir(out) for c in groups["in_place"]], suite, workers, 1, f"{suite} in place", data_path)
     for cell, twin in groups["copy"]:
         write_json(getattr(RunDir(cell.run_dir(out)), target),

@@ -123,3 +123,17 @@ def test_the_report_renders(tmp_path):
     text = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
     assert "extrapolation" in text and "`ln` (char): the difference falls as the model grows" in text
     assert (tmp_path / "figures" / "ladder_delta_vs_params.png").is_file()
+
+
+def test_the_readme_line_per_finished_size_words_each_arm_by_holm(tmp_path):
+    from embnorm_lib.report import ladder_findings
+
+    assert ladder_findings(tmp_path) == []
+    (tmp_path / "ladder").mkdir()
+    synthetic().to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    lines = ladder_findings(tmp_path)
+    assert len(lines) == len(LADDER_RUNGS) and lines[0].startswith("- rung 0 (2 × 64, 0.10M")
+    assert "`ln` +" in lines[0] and "significant" in lines[0] and "LR `none` 0.01, `ln` 0.024" in lines[0]
+    few = synthetic(seeds=3)
+    few.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    assert ladder_findings(tmp_path) == []  # a size is quoted once its five registered seeds have finished

@@ -23,8 +23,9 @@ def study(tmp_path, data_path, monkeypatch):
     monkeypatch.setattr(sweep, "run_sweep", _train_cells)
     out = tmp_path / "runs"
     _train_cells(CELLS, out, data_path)
-    for cell in CELLS:  # weights are not committed
+    for cell in CELLS:  # weights are not committed; the study scored its runs with the other suite
         RunDir(cell.run_dir(out)).final_model.unlink()
+        RunDir(cell.run_dir(out)).lm_eval_v2.write_text(json.dumps({"macro": {"0shot": {"acc": 0.4}}}))
     return out
 
 
@@ -58,3 +59,10 @@ def test_a_twin_with_the_result_is_copied_and_the_work_dir_must_be_outside_the_s
     assert [c for c, _ in groups["copy"]] == CELLS[:1] and groups["retrain"] == CELLS[1:]
     with pytest.raises(ValueError, match="--work-dir .* inside the runs root"):
         rescore.rescore("tinystudy", "v1", study / "scratch", study, echo=lambda *a: None)
+
+
+def test_a_run_the_study_never_scored_is_not_retrained_for_a_suite(study, tmp_path):
+    for cell in CELLS:
+        RunDir(cell.run_dir(study)).lm_eval_v2.unlink()
+    groups = rescore.plan(CELLS, study, "v1")
+    assert groups["skipped"] == CELLS and not groups["retrain"]
