@@ -273,7 +273,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                "(studies.LADDER_LR_CHECKED, docs/PROTOCOL.md amendment 5)."),
     Study("ladder", "Size ladder: rungs 0-4 (0.1M-14M non-embedding parameters; char, block 128, batch 32; 20 "
                     "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
-                    "rule's LR. Rungs 2-4 are GPU work (sweep --pack on).", "ladder",
+                    "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rungs "
+                    "2-4 are GPU work (sweep --pack on).", "ladder",
           lambda: _ladder_cells("ladder", range(5), ABC, range(5))),
     Study("ladder-bpe", "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
                         "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
