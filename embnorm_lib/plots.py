@@ -361,5 +361,11 @@ def plot_ladder(table: pd.DataFrame, metric: str = "val_loss") -> plt.Figure:
                     capsize=2, label=f"{variant} ({tokenizer})", mfc="white")
         sig = sub[sub["significant"]]
         ax.plot(sig["params"] * offset, sig["mean_diff"], "o", color=color)
-    return _finish_delta_vs_log_x(fig, ax, "non-embedding parameters", "Δ final val loss vs none (nats/char)",
-                                  "embedding norm cost by model size")
+    from matplotlib.ticker import NullFormatter
+
+    params = frame["params"].astype(float)
+    fig = _finish_delta_vs_log_x(fig, ax, "non-embedding parameters", "Δ final val loss vs none (nats/char)",
+                                 "embedding norm cost by model size")
+    ax.set_xlim(params.min() / 2, params.max() * 2)  # at least a decade, so one finished size reads as a point
+    ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: minor labels run together
+    return fig
