@@ -111,6 +111,9 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
         if (out / study / "REPORT.md").is_file():
             parts += [f"Statistics and the decision: [`{study}/REPORT.md`]({study}/REPORT.md) "
                       f"(rendered notebook: `{study}/report.html`).", ""]
+        if (out / study / "ZEROSHOT.md").is_file():
+            parts += [f"Zero-shot suite v2 (its runs re-scored, `python -m embnorm_lib.rescore {study} --suite v2`): "
+                      f"[`{study}/ZEROSHOT.md`]({study}/ZEROSHOT.md).", ""]
         if study == "seeds-prelim":
             rep = replication_table(runs)
             parts += ["### Replication of the seed study's Table 1", "",
@@ -132,7 +135,9 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
         parts += [f"- `{study}`: {text} Produced by `python -m embnorm_lib.sweep {study}` at commit(s) "
                   f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {_planned(study)} runs finished "
                   f"({reused} copied from identical runs), {prov['sweep_wall_s'] / 60:.1f} min of sweep wall time; "
-                  f"{int(runs['diverged'].astype(bool).sum())} diverged.", ""]
+                  f"{int(runs['diverged'].astype(bool).sum())} diverged"
+                  + (f"; zero-shot suite v2 on its scored runs: [`{study}/ZEROSHOT.md`]({study}/ZEROSHOT.md)"
+                     if (out / study / "ZEROSHOT.md").is_file() else "") + ".", ""]
     parts += ["## Stability v2 studies (issue 16; exploratory searches, docs/PROTOCOL.md amendment 1; "
               "the confirmatory H1b study, amendment 2) and the size ladder (issue 18)", ""]
     for study in studies_of("stability-v2") + studies_of("h1b") + studies_of("ladder"):
