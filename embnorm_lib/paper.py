@@ -199,7 +199,7 @@ def zeroshot_data(out: Path, study: str = "main") -> dict:
     from . import zeroshot
 
     found = {}
-    for regime, d in zeroshot.analyse(study, out).items():
+    for regime, d in zeroshot.analyse(study, out, bootstrap=False).items():
         family = _records(d["family"], ["variant", "task", "n", "none", "variant_acc", "mean_diff", "ci_low",
                                         "ci_high", "p_holm", "significant"])
         key = regime.removeprefix("preset=").replace("-", "_")

@@ -347,7 +347,8 @@ def zeroshot_findings(out: Path) -> list[str]:
     from . import zeroshot
 
     for study in reversed(FINDINGS_STUDIES):
-        lines = [f"- {zeroshot.findings_line(d)}" for d in zeroshot.analyse(study, out).values() if len(d["family"])]
+        lines = [f"- {zeroshot.findings_line(d)}" for d in zeroshot.analyse(study, out, bootstrap=False).values()
+                 if len(d["family"])]
         if lines:
             return lines
     return []

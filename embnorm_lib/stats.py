@@ -164,9 +164,9 @@ def power_figures(sd_diff: float, n: int, mei: float = MEI, alpha: float = ALPHA
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mde = power.solve_power(nobs=n, alpha=alpha, power=0.8, alternative="two-sided") * sd_diff
-        if _paired_t_power(mei / sd_diff, 2, alpha) >= 0.8:
-            return float(mde), 2.0  # the solver searches above 2 seeds and fails when 2 already suffice
         needed = power.solve_power(effect_size=mei / sd_diff, alpha=alpha, power=0.8, alternative="two-sided")
+    if not np.isfinite(needed) and _paired_t_power(mei / sd_diff, 2, alpha) >= 0.8:
+        needed = 2.0  # the solver searches above 2 seeds and fails when 2 already suffice
     return float(mde), float(np.ceil(needed))
 
 

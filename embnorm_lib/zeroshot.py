@@ -155,9 +155,10 @@ def regime_of(runs: pd.DataFrame) -> pd.Series:
                      index=runs.index)
 
 
-def analyse(study: str, out: Path) -> dict[str, dict]:
+def analyse(study: str, out: Path, bootstrap: bool = True) -> dict[str, dict]:
     """Everything ZEROSHOT.md, the README and the paper say about suite v2 on one study, as data: one entry per
-    training regime that suite v2 scored (keyed by `regime_of`, in the runs' order)."""
+    training regime that suite v2 scored (keyed by `regime_of`, in the runs' order). The two-way bootstrap (the
+    slow part) only where asked: ZEROSHOT.md shows it, the README and the paper do not."""
     runs = scored_runs(study, out)
     if runs.empty:
         return {}
@@ -173,7 +174,8 @@ def analyse(study: str, out: Path) -> dict[str, dict]:
             "arms": sorted(arm_variant), "confirmatory": study in REGISTERED, "family": table,
             "difficulty": difficulty(sub),
             "items": {t: len(next(iter(next(iter(arms.values())).values()))) for t, arms in matrix.items() if arms},
-            "bootstrap": item_table(matrix, list(table["variant"].unique())) if len(table) else pd.DataFrame(),
+            "bootstrap": (item_table(matrix, list(table["variant"].unique())) if len(table) and bootstrap
+                          else pd.DataFrame()),
             "mde": measured_mde(table) if len(table) else pd.DataFrame()}
     return found
 
