@@ -294,10 +294,10 @@ def boundary_figure(data: dict) -> plt.Figure:
     return fig
 
 
-def write_inputs(out: Path, paper_dir: Path) -> dict:
+def write_inputs(out: Path, paper_dir: Path, data: dict | None = None) -> dict:
     import io
 
-    data = paper_data(out)
+    data = paper_data(out) if data is None else data
     write_bytes_if_changed(paper_dir / "data.json", (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
     for name, make in (("forest", forest_figure), ("budget", budget_figure), ("boundary", boundary_figure)):
         fig = make(data)
@@ -336,14 +336,14 @@ def latex_export(paper_dir: Path) -> Path:
     return write_bytes_if_changed(latex_dir / "paper.tex", tex.encode())
 
 
-def build(out_dir=None, paper_dir=None, pages_png: str | None = None) -> Path:
-    """data.json and figures from the runs, then paper.pdf (and, for looking at, one PNG per page) and the LaTeX
-    export."""
+def build(out_dir=None, paper_dir=None, pages_png: str | None = None, data: dict | None = None) -> Path:
+    """data.json and figures from the runs (or from `data`, paper_data's answer for those runs), then paper.pdf
+    (and, for looking at, one PNG per page) and the LaTeX export."""
     import typst
 
     out = runs_root(out_dir)
     paper_dir = Path(paper_dir or repo_root() / PAPER_DIR)
-    write_inputs(out, paper_dir)
+    write_inputs(out, paper_dir, data)
     pdf = typst.compile(str(paper_dir / "paper.typ"), root=str(paper_dir))
     write_bytes_if_changed(paper_dir / "paper.pdf", pdf)
     latex_export(paper_dir)

@@ -16,10 +16,16 @@ def test_the_paper_source_types_no_number():
     assert not typed, f"numbers typed into paper.typ instead of read from data.json: {typed}"
 
 
-def test_the_papers_data_is_what_the_committed_studies_give():
+@pytest.fixture(scope="module")
+def fresh_data():
+    """paper_data of the committed runs, computed once for this module's tests."""
+    return paper.paper_data(REPO / "runs")
+
+
+def test_the_papers_data_is_what_the_committed_studies_give(fresh_data):
     """Fails when runs or analyses change without `python -m embnorm_lib.paper` (the paper would be stale)."""
     committed = json.loads((REPO / "paper" / "data.json").read_text())
-    fresh = json.loads(json.dumps(paper.paper_data(REPO / "runs")))
+    fresh = json.loads(json.dumps(fresh_data))
     assert committed == fresh
     ln = next(r for r in fresh["regimes"]["seeds_final"]["family"] if r["variant"] == "ln" and r["metric"] == "val_loss")
     import pandas as pd
@@ -37,12 +43,12 @@ def test_the_papers_data_is_what_the_committed_studies_give():
             assert r["mean_diff"] == pytest.approx((means[r["variant"]] - means["none"]).mean())
 
 
-def test_the_paper_builds(tmp_path):
+def test_the_paper_builds(tmp_path, fresh_data):
     import shutil
 
     pytest.importorskip("typst")
     shutil.copytree(REPO / "paper", tmp_path / "paper")
-    pdf = paper.build(REPO / "runs", tmp_path / "paper")
+    pdf = paper.build(REPO / "runs", tmp_path / "paper", data=fresh_data)
     assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.read_bytes() == (REPO / "paper" / "paper.pdf").read_bytes()
     tex = (tmp_path / "paper" / "latex" / "paper.tex").read_text()
     assert tex == (REPO / "paper" / "latex" / "paper.tex").read_text()  # the committed LaTeX export is current
