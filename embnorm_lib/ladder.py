@@ -48,24 +48,28 @@ def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
-def lr_factor(lr: float, variant: str, n_embd: int) -> float:
-    """Which of the check's factors a run's LR is (LRs are rounded to 3 digits, so the ratio is not exact)."""
-    from .studies import LADDER_LR_EXTENDED, LADDER_LR_FACTORS, ladder_lr
+def lr_factor(lr: float, variant: str, n_embd: int, rung: int) -> float:
+    """Which of the rung's check factors a run's LR is (LRs are rounded to 3 digits, so the ratio is not exact)."""
+    from .studies import ladder_check_factors, ladder_lr
 
-    factors = {*LADDER_LR_FACTORS, *(f for arms in LADDER_LR_EXTENDED.values() for f in arms.get(variant, []))}
-    return min(sorted(factors), key=lambda f: abs(ladder_lr(variant, n_embd, f) - lr))
+    return min(ladder_check_factors(rung, variant), key=lambda f: abs(ladder_lr(variant, n_embd, f) - lr))
+
+
+def _rung(preset: str) -> int:
+    return int(preset.rsplit("-", 1)[1])
 
 
 def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
     """ladder-lr: per rung, arm and LR factor, the final validation loss over the check's seeds (mean, SD, runs
     failed: diverged or non-finite), with the factor relative to the width rule."""
-    frame = runs.assign(factor=[lr_factor(lr, v, int(w)) for lr, v, w in
-                                zip(runs["cfg.lr"], runs["variant"], runs["cfg.n_embd"], strict=True)],
+    frame = runs.assign(factor=[lr_factor(lr, v, int(w), _rung(p)) for lr, v, w, p in
+                                zip(runs["cfg.lr"], runs["variant"], runs["cfg.n_embd"], runs["cfg.preset"],
+                                    strict=True)],
                         failed=~np.isfinite(runs["val_loss"].astype(float)) | runs.get("diverged", False))
     rows = []
     for (preset, variant, factor), sub in frame.groupby(["cfg.preset", "variant", "factor"], sort=True):
         ok = sub[~sub["failed"]]["val_loss"].astype(float)
-        rows.append({"preset": preset, "rung": int(preset.rsplit("-", 1)[1]), "variant": variant, "factor": factor,
+        rows.append({"preset": preset, "rung": _rung(preset), "variant": variant, "factor": factor,
                      "lr": float(sub["cfg.lr"].iloc[0]), "seeds": len(sub), "failed": int(sub["failed"].sum()),
                      "val_loss_mean": float(ok.mean()) if len(ok) == len(sub) else float("nan"),
                      "val_loss_sd": float(ok.std(ddof=1)) if len(ok) > 1 else float("nan")})
@@ -130,7 +134,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     from .render import compact_markdown
     from .results import load_runs
     from .rundir import study_dir_for
-    from .studies import STUDIES
+    from .studies import LADDER_LR_CHECKED, STUDIES
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
@@ -149,8 +153,11 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + "). "
              f"Figure: `figures/ladder/{study}_delta_vs_params.png`.", "", STUDIES[study].description, "",
              "## Per size (the registered paired comparison, Holm within each size)", "",
-             compact_markdown(table) if len(table) else "No rung has finished yet.", "",
-             "## Trend across sizes (exploratory)", "",
+             compact_markdown(table) if len(table) else "No rung has finished yet.", ""]
+    unchecked = sorted({_rung(p) for p in table.get("preset", [])} - set(LADDER_LR_CHECKED))
+    lines += [f"- **rung {r} ran at the width rule's LR without a completed check** (amendment 5 asks for "
+              f"`ladder-lr` at that rung first)." for r in unchecked] + ([""] if unchecked else [])
+    lines += ["## Trend across sizes (exploratory)", "",
              "Weighted least squares of each size's mean difference on log10(non-embedding parameters); the value at "
              f"{LE_SCAO_PARAMS:.2g} parameters is an **extrapolation** far beyond the largest rung, shown beside Le Scao "
              "et al.'s finding that an embedding LayerNorm hurts zero-shot accuracy at that size.", ""]

@@ -31,13 +31,13 @@ def test_each_arm_runs_at_its_checked_factor_of_the_width_rule_and_rungs_come_sm
     checks = [(c.variant, c.config()) for c in study_cells("ladder-lr")]
     for rung in range(len(LADDER_RUNGS)):
         for v in ("none", "ln"):
-            found = sorted(ladder.lr_factor(cfg.lr, v, cfg.n_embd) for w, cfg in checks
+            found = sorted(ladder.lr_factor(cfg.lr, v, cfg.n_embd, rung) for w, cfg in checks
                            if w == v and cfg.preset == f"ladder-{rung}" and cfg.seed == 0)
             assert found == ladder_check_factors(rung, v)
             assert {0.25, 0.5, 1.0, 2.0, 4.0} <= set(found)
     for v, cfg in checks:  # every check LR is its factor times the rule, to the 3 digits LRs are written with
-        assert cfg.lr == pytest.approx(LADDER_LR_AT_128[v] * 128 / cfg.n_embd * ladder.lr_factor(cfg.lr, v, cfg.n_embd),
-                                       rel=5e-3)
+        factor = ladder.lr_factor(cfg.lr, v, cfg.n_embd, int(cfg.preset.split("-")[1]))
+        assert cfg.lr == pytest.approx(LADDER_LR_AT_128[v] * 128 / cfg.n_embd * factor, rel=5e-3)
 
 
 def check_runs(best=None, failed_at=None, rung=3):
@@ -121,6 +121,9 @@ def test_the_report_renders(tmp_path):
     (tmp_path / "ladder").mkdir()
     synthetic().to_csv(tmp_path / "ladder" / "runs.csv", index=False)
     text = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
+    unchecked = sorted(set(range(len(LADDER_RUNGS))) - set(LADDER_LR_CHECKED))
+    assert all(f"**rung {r} ran at the width rule's LR without a completed check**" in text for r in unchecked)
+    assert all(f"**rung {r} ran" not in text for r in LADDER_LR_CHECKED)
     assert "extrapolation" in text and "`ln` (char): the difference falls as the model grows" in text
     assert (tmp_path / "figures" / "ladder_delta_vs_params.png").is_file()
 
