@@ -107,8 +107,9 @@ def ladder_data(out: Path) -> dict:
     from . import ladder
     from .config import LADDER_RUNGS, non_embedding_params
 
-    best = ladder.best_factors(ladder.lr_check(load_runs("ladder-lr", out)))
-    found = {"rungs": len(LADDER_RUNGS), "check_runs": len(load_runs("ladder-lr", out)),
+    check_runs = load_runs("ladder-lr", out)
+    best = ladder.best_factors(ladder.lr_check(check_runs))
+    found = {"rungs": len(LADDER_RUNGS), "check_runs": len(check_runs),
              "check_planned": len(STUDIES["ladder-lr"].cells()),
              "best": _records(best, list(best.columns)) if len(best) else [],
              "params": {str(r): non_embedding_params(a, b) for r, (a, b, _) in enumerate(LADDER_RUNGS)},

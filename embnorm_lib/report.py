@@ -297,7 +297,7 @@ def ladder_findings(out: Path) -> list[str]:
     loss from none, worded by the Holm decision within the size."""
     from . import ladder
     from .config import LADDER_RUNGS, non_embedding_params
-    from .studies import LADDER_LR_AT_128, ladder_factor
+    from .studies import ladder_factor, ladder_lr
 
     if not has_index("ladder", out):
         return []
@@ -311,8 +311,7 @@ def ladder_findings(out: Path) -> list[str]:
         sub = table[(table["params"] == params) & (table["metric"] == "val_loss") & (table["tokenizer"] == "char")]
         if sub.empty or sub["seeds"].min() < 5:
             continue
-        lrs = ", ".join(f"`{v}` {LADDER_LR_AT_128[v] * 128 / width * ladder_factor(rung, v):.3g}"
-                        for v in ("none", "ln", "rms"))
+        lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}" for v in ("none", "ln", "rms"))
         parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {r.p_holm:.2g}, "
                  f"{'significant' if r.significant else 'direction not resolved'})" for r in sub.itertuples()]
         lines.append(f"- rung {rung} ({layers} × {width}, {params / 1e6:.2f}M non-embedding parameters, "
