@@ -1,6 +1,6 @@
 """Stability v2, the budget trend (issue 16, item 5): does the cost of an embedding norm vanish with training?
 
-    python -m embnorm_lib.budget_trend      # runs/stability-budget-v2/BUDGET.md
+    python -m embnorm_lib.budget_trend      # runs/stability-budget-v2/BUDGET.md, figures/stability-v2/budget_trend.png
 
 Exploratory (docs/PROTOCOL.md amendment 1). The nanoGPT CPU model at 150, 300, 2000 (`stability-budget`), 4000 and
 8000 (`stability-budget-v2`) iterations: per budget, each arm's paired difference from `none` in final and in best
@@ -11,16 +11,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
-from . import stats
+from . import plots, stats
 from .cli import report_main
 from .data import load_corpus
-from .io import git_commit, runs_root, write_text_stable
+from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
 from .render import compact_markdown
 from .results import has_index, load_runs
 from .rundir import study_dir_for
 from .stability import VARIANT_ORDER
+from .studies import STUDIES as REGISTRY
 
 STUDIES = ("stability-budget", "stability-budget-v2")
 REPORT_STUDY = "stability-budget-v2"
@@ -57,29 +59,63 @@ def trend_words(table: pd.DataFrame, variant: str = "ln") -> str:
     return "; ".join(parts)
 
 
+def largest_budget_words(table: pd.DataFrame) -> str:
+    """Whether each arm's cost is still there at the largest budget, in final and in best validation loss."""
+    if table.empty:
+        return "no budget has a paired comparison yet"
+    top = table[table["max_iters"] == table["max_iters"].max()]
+    parts = []
+    for _, r in top.iterrows():
+        for label in ("final", "best"):
+            verdict = (("costs" if r[f"delta_{label}"] > 0 else "gains") if r[f"significant_{label}"]
+                       else "not resolved")
+            parts.append(f"`{r['variant']}` {label} {r[f'delta_{label}']:+.3f} [{r[f'ci_low_{label}']:+.3f}, "
+                         f"{r[f'ci_high_{label}']:+.3f}] ({verdict})")
+    return f"{int(top['max_iters'].iloc[0])} iterations ({top['epochs'].iloc[0]:.2f} epochs): " + "; ".join(parts)
+
+
+def finished(out: Path) -> tuple[int, int]:
+    """(finished, registered) runs of the report's study."""
+    done = len(load_runs(REPORT_STUDY, out)) if has_index(REPORT_STUDY, out) else 0
+    return done, len(REGISTRY[REPORT_STUDY].cells())
+
+
 def load_budget_runs(out: Path) -> pd.DataFrame:
     frames = [load_runs(s, out).assign(study=s) for s in STUDIES if has_index(s, out)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def write_report(out_dir=None, data_path=None) -> Path:
+def write_report(out_dir=None, data_path=None, figures_dir=None) -> Path:
     out = runs_root(out_dir)
     runs = load_budget_runs(out)
     table = budget_table(runs, len(load_corpus(data_path).train))
+    present = [s for s in STUDIES if has_index(s, out)]
+    done, registered = finished(out)
+    fig = plots.plot_budget_trend(table)
+    plots.save(fig, Path(figures_dir or repo_root() / "figures" / "stability-v2") / "budget_trend",
+               "embnorm · budget trend · runs.csv " + " ".join(fingerprint(study_dir_for(s, out).index)
+                                                              for s in present))
+    plt.close(fig)
     lines = ["# Stability v2: the budget trend", "",
              f"Written by `python -m embnorm_lib.budget_trend` at commit {git_commit()[:12]} from the `runs.csv` of "
-             f"{', '.join(f'`{s}`' for s in STUDIES if has_index(s, out))}.", "",
+             f"{', '.join(f'`{s}`' for s in present)} ({done} of {registered} registered runs of `{REPORT_STUDY}` "
+             "finished" + ("" if done == registered else "; **partial**: the sweep is still running") + "). "
+             "Figure: `figures/stability-v2/budget_trend.png`.", "",
              "**Exploratory** (docs/PROTOCOL.md amendment 1). Paired differences from none in nats/char (95% t "
              "interval over seeds); Holm across the table, separately for the final and the best validation loss; "
-             "a direction is stated only where Holm resolves it.", "",
+             "a direction is stated only where Holm resolves it. `epochs` is the training split seen (the windows "
+             "are drawn at random, so an epoch is a count of characters, not a pass in order); past about one epoch "
+             "the best validation loss can come before the last step, so the best loss is the fairer comparison "
+             "of what each arm can reach.", "",
              compact_markdown(table), "",
-             "LayerNorm's final-loss difference by budget: " + trend_words(table) + ".", ""]
+             "LayerNorm's final-loss difference by budget: " + trend_words(table) + ".", "",
+             "At the largest budget, " + largest_budget_words(table) + ".", ""]
     return write_text_stable(study_dir_for(REPORT_STUDY, out).root / "BUDGET.md", "\n".join(lines))
 
 
 def main(argv=None) -> int:
-    return report_main(argv, __doc__, [REPORT_STUDY], lambda study, a: write_report(a.out_dir, a.data_path),
-                       options=("--data-path",))
+    return report_main(argv, __doc__, [REPORT_STUDY], lambda study, a: write_report(a.out_dir, a.data_path, a.figures_dir),
+                       options=("--data-path", "--figures-dir"))
 
 
 if __name__ == "__main__":

@@ -230,7 +230,7 @@ def h1b_data(out: Path) -> dict:
 def forest_figure(data: dict) -> plt.Figure:
     """Paired difference from none per metric and arm, both regimes: mean and 95% t interval; filled = significant
     after Holm (within the regime's family; suite v2's macro rows within its own family, amendment 3)."""
-    from .plots import interval_error
+    from .plots import arm_color, interval_error
 
     rows_of = {m: {k: [r for r in e["family"] if r["metric"] == m] for k, e in data["regimes"].items()}
                for m in FAMILY_METRICS if m != "brier"}
@@ -242,7 +242,7 @@ def forest_figure(data: dict) -> plt.Figure:
     for ax, (metric, by_regime) in zip(axes, rows_of.items(), strict=True):
         for regime, rows in by_regime.items():
             for row in rows:
-                color = {"ln": "tab:orange", "rms": "tab:green"}.get(row["variant"], "0.3")
+                color = arm_color(row["variant"])
                 ax.errorbar(row["mean_diff"], slots.index((regime, row["variant"])), xerr=interval_error(row),
                             fmt="o", color=color, mfc=color if row["significant"] else "white", capsize=2)
         ax.axvline(0, color="0.6", lw=0.8)
@@ -258,10 +258,12 @@ def forest_figure(data: dict) -> plt.Figure:
 
 
 def budget_figure(data: dict) -> plt.Figure:
+    from .plots import arm_color
+
     frame = pd.DataFrame(data["budget"])
     fig, ax = plt.subplots(figsize=(4.2, 2.8))
     for variant, sub in frame.groupby("variant"):
-        color = {"ln": "tab:orange", "rms": "tab:green"}.get(variant, "0.3")
+        color = arm_color(variant)
         offset = 1.03 if variant == "rms" else 1.0  # rms beside ln, not hidden under it
         ax.errorbar(sub["max_iters"] * offset, sub["delta_final"],
                     yerr=[sub["delta_final"] - sub["ci_low_final"], sub["ci_high_final"] - sub["delta_final"]],
@@ -279,13 +281,15 @@ def budget_figure(data: dict) -> plt.Figure:
 def boundary_figure(data: dict) -> plt.Figure:
     """Share of runs failed against the peak LR per arm, one panel per exploratory search (with / without
     gradient clipping)."""
+    from .plots import arm_color
+
     searches = data.get("lr_boundary", {})
     fig, axes = plt.subplots(1, max(len(searches), 1), figsize=(7.6, 2.6), sharey=True, squeeze=False)
     titles = {"clip": "gradient clipping at 1.0", "noclip": "no gradient clipping"}
     for ax, (key, search) in zip(axes[0], searches.items(), strict=False):
         frame = pd.DataFrame(search["phase"])
         for variant, sub in frame.groupby("variant", sort=False):
-            color = {"ln": "tab:orange", "rms": "tab:green", "scaled": "tab:purple"}.get(variant, "0.3")
+            color = arm_color(variant)
             ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"], "o-", color=color, label=variant, ms=3)
         ax.set(xscale="log", xlabel="peak learning rate", title=titles.get(key, key), ylim=(-0.05, 1.05))
         ax.title.set_fontsize(8)

@@ -55,7 +55,7 @@ def plot_char_classes(table: pd.DataFrame) -> plt.Figure:
 
 # -- study figures: one line per arm, mean with a 95% t-band over seeds ----------------------------
 
-def _arm_color(arm: str) -> str | None:
+def arm_color(arm: str) -> str | None:
     """The colour of the arm's variant (variants.py); arms of one variant differ in line style instead."""
     variant = VARIANTS.get(arm.split("_")[0])
     return variant.color if variant else None
@@ -102,7 +102,7 @@ def plot_bands(ax, series: pd.DataFrame, x: str, y: str, label_prefix: str = "")
     arms = list(dict.fromkeys(series["arm"]))
     for arm, frame in series.groupby("arm", sort=False):
         band = seed_band(frame, x, y)
-        color = _arm_color(arm)
+        color = arm_color(arm)
         ax.plot(band[x], band["mean"], color=color, lw=1.2, ls=arm_linestyle(arm, arms),
                 label=f"{label_prefix}{arm} (n={frame['seed'].nunique()})")
         ax.fill_between(band[x], band["mean"] - band["half_width"], band["mean"] + band["half_width"],
@@ -158,7 +158,7 @@ def plot_reliability(calibration: pd.DataFrame, binning: str = "equal_width") ->
         conf = sum(pd.Series(t["confidence"]) * pd.Series(t["count"]) for t in tables) / count
         acc = sum(pd.Series(t["accuracy"]) * pd.Series(t["count"]) for t in tables) / count
         keep = count > 0
-        ax.plot(conf[keep], acc[keep], "o-", ms=3, color=_arm_color(arm), label=arm)
+        ax.plot(conf[keep], acc[keep], "o-", ms=3, color=arm_color(arm), label=arm)
     ax.set(xlabel="confidence (top-label)", ylabel="accuracy", title=f"reliability ({binning.replace('_', ' ')})",
            xlim=(0, 1), ylim=(0, 1))
     ax.legend(fontsize=8)
@@ -201,7 +201,7 @@ def plot_forest(fam: pd.DataFrame, label: str, primary: str, mei: float) -> plt.
         sub = fam[fam["metric"] == metric].reset_index(drop=True)
         y = np.arange(len(sub))[::-1]
         for yi, (_, c) in zip(y, sub.iterrows()):
-            color = _arm_color(c.variant)
+            color = arm_color(c.variant)
             ax.errorbar(c.mean_diff, yi, xerr=interval_error(c), fmt="o",
                         color=color, capsize=3, mfc=color if c.significant else "white")
         ax.axvline(0, color="0.5", lw=0.8)
@@ -259,7 +259,7 @@ def plot_lr_growth(phase: pd.DataFrame) -> plt.Figure:
               "final_out_logit_max": "max output logit (last probe)"}
     for ax, column in zip(np.atleast_1d(axes), columns, strict=True):
         for variant, sub in frame.groupby("variant", sort=False):
-            ax.plot(sub["cfg.lr"], sub[column], marker="o", label=variant, color=_arm_color(variant))
+            ax.plot(sub["cfg.lr"], sub[column], marker="o", label=variant, color=arm_color(variant))
         ax.set(xscale="log", xlabel="peak learning rate", ylabel=labels[column])
         if column == "failed_share":
             ax.set_ylim(-0.05, 1.05)
@@ -279,9 +279,38 @@ def plot_budget_deltas(table: pd.DataFrame) -> plt.Figure:
         x = rows["cfg.max_iters"].to_numpy(float)
         y = rows["delta_vs_none"].to_numpy(float)
         ax.errorbar(x, y, yerr=interval_error(rows, "delta_vs_none"), marker="o", capsize=3, label=variant,
-                    color=_arm_color(variant))
+                    color=arm_color(variant))
     return _finish_delta_vs_log_x(fig, ax, "training budget (iterations)", "Δ val loss vs none (nats/char)",
                                   "Embedding-norm effect by budget (paired, 95% CI)", zero_color="0.4")
+
+
+def plot_budget_trend(table: pd.DataFrame) -> plt.Figure:
+    """The budget trend (budget_trend.budget_table): each arm's paired difference from none in final and in best
+    validation loss (95% t interval) against the budget on a log axis, with the epochs each budget sees; filled
+    markers are significant after Holm (one family per loss)."""
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), sharey=True)
+    budgets = table.drop_duplicates("max_iters").sort_values("max_iters")
+    for ax, label in zip(axes, ("final", "best"), strict=True):
+        for variant, rows in table.groupby("variant", sort=False):
+            rows = rows.sort_values("max_iters")
+            color = arm_color(variant)
+            x = rows["max_iters"].to_numpy(float) * (1.04 if variant == "rms" else 1.0)  # rms beside ln, not under it
+            y = rows[f"delta_{label}"].to_numpy(float)
+            ax.errorbar(x, y, yerr=[y - rows[f"ci_low_{label}"], rows[f"ci_high_{label}"] - y], fmt="-",
+                        color=color, capsize=3, label=variant)
+            filled = rows[f"significant_{label}"].astype(bool).to_numpy()
+            ax.scatter(x, y, color=color, zorder=3, facecolors=[color if f else "white" for f in filled])
+        ax.axhline(0, color="0.4", lw=0.8)
+        ax.set(xscale="log", title=f"{label} validation loss")
+        ax.set_xticks(budgets["max_iters"], [f"{b}\n{e:.2g} ep" for b, e in zip(budgets["max_iters"],
+                                                                                budgets["epochs"])], fontsize=7)
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+    axes[0].set_ylabel("Δ vs none (nats/char)")
+    axes[0].legend(fontsize=8)
+    fig.supxlabel("training budget (iterations; epochs of the training split); filled: significant after Holm",
+                  fontsize=8, x=0.01, ha="left")  # left, clear of the footer plots.save writes on the right
+    fig.tight_layout()
+    return fig
 
 
 def plot_loss_traces(series: pd.DataFrame, title: str) -> plt.Figure:
@@ -290,7 +319,7 @@ def plot_loss_traces(series: pd.DataFrame, title: str) -> plt.Figure:
     fig, axes = plt.subplots(1, len(arms), figsize=(3.4 * len(arms), 3.2), sharey=True, squeeze=False)
     for ax, arm in zip(axes.flat, arms):
         for _, run in series[series["arm"] == arm].groupby("seed"):
-            ax.plot(run["step"], run["train_loss"], lw=0.8, color=_arm_color(arm), alpha=0.8)
+            ax.plot(run["step"], run["train_loss"], lw=0.8, color=arm_color(arm), alpha=0.8)
         ax.set(title=arm, xlabel="step", yscale="log")
     axes.flat[0].set_ylabel("train loss")
     fig.suptitle(title, fontsize=10)
@@ -337,7 +366,7 @@ def plot_position_deltas(deltas: pd.DataFrame) -> plt.Figure:
     95% t band over seeds)."""
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for variant, sub in deltas.dropna(subset=["delta_vs_none"]).groupby("variant", sort=False):
-        color = _arm_color(variant)
+        color = arm_color(variant)
         ax.plot(sub["position"], sub["delta_vs_none"], label=variant, color=color)
         ax.fill_between(sub["position"], sub["ci_low"], sub["ci_high"], color=color, alpha=0.2, lw=0)
     ax.axhline(0, color="0.5", lw=0.8)
@@ -354,7 +383,7 @@ def plot_ladder(table: pd.DataFrame, metric: str = "val_loss") -> plt.Figure:
     frame = table[table["metric"] == metric]
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for (variant, tokenizer), sub in frame.groupby(["variant", "tokenizer"], sort=False):
-        color = _arm_color(variant)
+        color = arm_color(variant)
         offset = 1.04 if variant == "rms" else 1.0  # rms beside ln, not hidden under it
         style = "-" if tokenizer == "char" else "--"
         ax.errorbar(sub["params"] * offset, sub["mean_diff"], yerr=interval_error(sub), fmt="o" + style, color=color,

@@ -170,7 +170,7 @@ def v2_report_writer(study: str) -> Callable[[Path, Path | None], Path]:
     if study in studies_of("ladder"):
         return lambda out, figures: ladder.write_report(study, out, figures)
     writers = {scale_vs_norm.STUDY: lambda out, figures: scale_vs_norm.write_report(out),
-               budget_trend.REPORT_STUDY: lambda out, figures: budget_trend.write_report(out),
+               budget_trend.REPORT_STUDY: lambda out, figures: budget_trend.write_report(out, figures_dir=figures),
                h1b.STUDY: lambda out, figures: h1b.write_report(out, figures)}
     if study not in writers:
         raise ValueError(f"no v2 report for study {study!r}; allowed: "

@@ -276,6 +276,10 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if scale_line:
         text += ("\n\nScale vs normalization, exploratory (3 seeds; "
                  "[`runs/stability-scale-v2/SCALE.md`](runs/stability-scale-v2/SCALE.md)):\n\n" + scale_line)
+    budget_line = budget_finding(out)
+    if budget_line:
+        text += ("\n\nBudget trend, exploratory (3 seeds; "
+                 "[`runs/stability-budget-v2/BUDGET.md`](runs/stability-budget-v2/BUDGET.md)):\n\n" + budget_line)
     h1b_lines = h1b_findings(out)
     if h1b_lines:
         text += ("\n\nWhere the baseline fails, confirmatory (H1b, docs/PROTOCOL.md amendment 2; "
@@ -338,6 +342,20 @@ def scale_finding(out: Path) -> str:
     return (f"- In the {len(shares)} embedding-init regimes where LayerNorm's difference in final validation loss is "
             "resolved, normalizing alone (`ln_matched`, gain starting at `none`'s input norm) carries a share of it: "
             + "; ".join(parts) + ".")
+
+
+def budget_finding(out: Path) -> str:
+    """LayerNorm's cost per budget and whether it is still there at the largest, once every registered run of the
+    budget study has finished."""
+    from . import budget_trend
+    from .data import load_corpus
+
+    done, registered = budget_trend.finished(out)
+    if done < registered:
+        return ""
+    table = budget_trend.budget_table(budget_trend.load_budget_runs(out), len(load_corpus().train))
+    return (f"- LayerNorm's difference in final validation loss from `none`, by budget: "
+            f"{budget_trend.trend_words(table)}. At the largest budget, {budget_trend.largest_budget_words(table)}.")
 
 
 def zeroshot_findings(out: Path) -> list[str]:

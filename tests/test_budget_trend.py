@@ -21,3 +21,21 @@ def test_the_cost_per_budget_is_paired_by_seed_and_worded_only_where_holm_resolv
     assert table.loc[300, "significant_final"] and not table.loc[8000, "significant_final"]
     words = budget_trend.trend_words(table.reset_index())
     assert "300 iterations (0.23 epochs): +0.10" in words and "(costs)" in words and "not resolved" in words
+
+
+def test_the_largest_budget_is_worded_for_final_and_best_loss_and_the_figure_draws(tmp_path):
+    rng = np.random.default_rng(2)
+    rows = [{"variant": v, "seed": s, "arm": f"{v}_{b}", "cfg.max_iters": b, "tokens": b * 768,
+             "val_loss": 2.0 + (0.1 if v == "ln" and b == 300 else 0) + 0.02 * s + rng.normal(0, 0.002),
+             "best_val_loss": 1.9 + 0.02 * s + rng.normal(0, 0.002)}
+            for b in (300, 8000) for v in ("none", "ln", "rms") for s in range(4)]
+    table = budget_trend.budget_table(pd.DataFrame(rows), train_chars=1_003_854)
+    words = budget_trend.largest_budget_words(table)
+    assert words.startswith("8000 iterations (6.12 epochs): `ln` final")
+    assert "`rms` best" in words and "(costs)" not in words
+    assert budget_trend.largest_budget_words(table.iloc[:0]) == "no budget has a paired comparison yet"
+    from embnorm_lib import plots
+    fig = plots.plot_budget_trend(table)
+    assert [ax.get_title() for ax in fig.axes] == ["final validation loss", "best validation loss"]
+    paths = plots.save(fig, tmp_path / "budget_trend")
+    assert all(p.stat().st_size > 0 for p in paths)

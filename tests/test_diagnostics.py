@@ -157,7 +157,7 @@ def test_arms_of_one_variant_differ_in_line_style_not_colour():
     arms = ["none_preset=a", "none_preset=b", "ln_preset=a", "ln_preset=b"]
     styles = {a: plots.arm_linestyle(a, arms) for a in arms}
     assert styles["none_preset=a"] == styles["ln_preset=a"] != styles["none_preset=b"] == styles["ln_preset=b"]
-    assert plots._arm_color("none_preset=a") == plots._arm_color("none_preset=b") != plots._arm_color("ln_preset=a")
+    assert plots.arm_color("none_preset=a") == plots.arm_color("none_preset=b") != plots.arm_color("ln_preset=a")
     assert plots.arm_linestyle("none", ["none", "ln"]) == "-"
 
 
