@@ -1,0 +1,159 @@
+"""The GPU half of the benchmark (issue 20): the CUDA paths, timed on the device they ran on -> runs/bench-gpu.json.
+
+    python -m embnorm_lib.bench_gpu loop            # ms/iteration, compile time, MFU against the measured bf16 peak
+    python -m embnorm_lib.bench_gpu notebook        # the design card's papermill command on CUDA, timed by cell
+    python -m embnorm_lib.bench_gpu study main      # a whole study as the sweep runs it (packed), end to end
+    python -m embnorm_lib.bench_gpu gpt-small       # a few hundred steps of GPT-2 small: the path works at scale
+
+A lent GPU comes in slices of minutes, so each part runs on its own and merges its figures into
+runs/bench-gpu.json under its own key, beside the GPU's name, compute capability and the torch and CUDA versions
+(a part measured on another GPU replaces the file rather than mixing devices). Figures, never pass/fail."""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from .config import preset_config
+from .io import environment_info, git_commit, read_json, read_jsonl, runs_root, write_json
+from .train import train
+
+PARTS = ("loop", "notebook", "study", "gpt-small")
+LOOP_PRESETS = ("seeds-final", "nanogpt-cpu")  # the two regimes of the `main` study
+STEADY_FROM = 10  # steps before this one hold compilation and allocator warm-up
+
+
+def gpu_info() -> dict:
+    props = torch.cuda.get_device_properties(0)
+    return {"gpu": props.name, "capability": f"{props.major}.{props.minor}",
+            "gpu_memory_gib": props.total_memory / 2 ** 30, "cuda": torch.version.cuda}
+
+
+def matmul_peak_tflops(dtype: torch.dtype = torch.bfloat16, n: int = 8192, repeats: int = 10) -> float:
+    """The device's dense matmul rate in this process (best of three timings of `repeats` products)."""
+    a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
+    for _ in range(3):
+        a @ b
+    best = 0.0
+    for _ in range(3):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        torch.cuda.synchronize()
+        best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - t) / 1e12)
+    return best
+
+
+def loop_figures(preset: str, iters: int, device: str = "cuda", compile: bool | str = "auto",
+                 data_path=None, eval_at_init: bool = False) -> dict:
+    """One run without interim evaluation passes: the steady ms/iteration (median from step STEADY_FROM on), the
+    first steps' extra time (compilation, allocator warm-up) and the achieved model FLOP/s."""
+    cfg = preset_config(preset, max_iters=iters, eval_interval=0, eval_at_init=eval_at_init, checkpoint_interval=0,
+                        diag_interval=0, device=device, compile=compile, lm_eval=False)
+    with tempfile.TemporaryDirectory(prefix="embnorm-bench-gpu-") as tmp:
+        summary = train(cfg, f"{tmp}/run", data_path, progress=False)
+        rows = read_jsonl(Path(tmp) / "run" / "metrics.jsonl")
+    step_ms = [r["step_ms"] for r in rows]
+    steady = statistics.median(step_ms[STEADY_FROM:] or step_ms)
+    tokens_per_s = cfg.tokens_per_iter / (steady / 1e3)
+    return {"preset": preset, "iters": iters, "device": summary["device"], "precision": summary["precision"],
+            "compile": compile, "n_params": summary["n_params"], "ms_per_iter": steady,
+            "warmup_extra_s": (sum(step_ms[:STEADY_FROM]) - steady * min(STEADY_FROM, len(step_ms))) / 1e3,
+            "tokens_per_s": tokens_per_s, "achieved_tflops": summary["flops_per_token"] * tokens_per_s / 1e12,
+            "first_train_loss": rows[0]["train_loss"], "last_train_loss": rows[-1]["train_loss"],
+            "init_val_loss": summary["init_val_loss"], "val_loss": summary["val_loss"]}
+
+
+def loop_part(data_path=None, iters: int = 200) -> dict:
+    peak = matmul_peak_tflops()
+    rows = [loop_figures(p, iters, compile=c, data_path=data_path) for p in LOOP_PRESETS for c in (True, False)]
+    for row in rows:
+        row["mfu_vs_measured_bf16_peak"] = row["achieved_tflops"] / peak
+    return {"bf16_matmul_peak_tflops": peak, "runs": rows}
+
+
+def notebook_part(data_path=None) -> dict:
+    """The design card's command, `papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3`, into a
+    temporary directory, timed end to end and by cell (from papermill's per-cell durations)."""
+    import nbformat
+
+    from .bench import _train_notebook
+
+    with tempfile.TemporaryDirectory(prefix="embnorm-bench-gpu-nb-") as tmp:
+        out = Path(tmp) / "out.ipynb"
+        args = [sys.executable, "-m", "papermill", str(_train_notebook()), str(out), "-p", "variant", "ln",
+                "-p", "seed", "3", "-p", "out_dir", f"{tmp}/runs", "-p", "study", "bench-gpu"]
+        if data_path:
+            args += ["-p", "data_path", str(data_path)]
+        t = time.perf_counter()
+        subprocess.run(args, check=True, capture_output=True, text=True)
+        total = time.perf_counter() - t
+        summary = read_json(next(Path(tmp, "runs").glob("bench-gpu/*/seed3/summary.json")))
+        cells = [(c.source.splitlines()[0][:60] if c.source else "", float(c.metadata.papermill.get("duration") or 0))
+                 for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"]
+    return {"command": "papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3", "wall_s": total,
+            "device": summary["device"], "precision": summary["precision"], "preset": summary["preset"],
+            "steps": summary["steps"], "train_loop_and_eval_s": summary["wall_s"], "val_loss": summary["val_loss"],
+            "kernel_start_and_save_s": total - sum(d for _, d in cells),
+            "cells": [{"first_line": src, "s": d} for src, d in cells]}
+
+
+def study_part(study: str, data_path=None) -> dict:
+    from .bench import study_wall
+
+    return study_wall(study, data_path)
+
+
+def gpt_small_part(iters: int = 300, data_path=None) -> dict:
+    row = loop_figures("gpt-small", iters, data_path=data_path, eval_at_init=True)
+    row["loss_fell"] = row["val_loss"] < row["init_val_loss"]
+    return row
+
+
+def merge(save: Path, key: str, figures: dict) -> dict:
+    """Add one part's figures under `key`; a file written on another GPU is replaced, not mixed."""
+    info = gpu_info() if torch.cuda.is_available() else {"gpu": "none"}
+    previous = read_json(save) if save.is_file() else {}
+    parts = previous.get("parts", {}) if previous.get("gpu") == info["gpu"] else {}
+    parts[key] = {**figures, "git_commit": git_commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    result = {**info, **environment_info(), "parts": parts}
+    write_json(save, result)
+    return result
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("part", choices=PARTS)
+    p.add_argument("study", nargs="?", default="main", help="the study the `study` part times (default: main)")
+    p.add_argument("--iters", type=int, default=0, help="steps of the loop or gpt-small part (0: 200 / 300)")
+    p.add_argument("--data-path", default=None)
+    p.add_argument("--save", default=None, help="default: runs/bench-gpu.json")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: no CUDA device here; bench_gpu times the CUDA paths (allowed: a machine where "
+              "torch.cuda.is_available() is True; `python -m embnorm_lib.bench` times the CPU)", file=sys.stderr)
+        return 2
+    save = Path(args.save) if args.save else runs_root() / "bench-gpu.json"
+    if args.part == "loop":
+        key, figures = "loop", loop_part(args.data_path, args.iters or 200)
+    elif args.part == "notebook":
+        key, figures = "notebook", notebook_part(args.data_path)
+    elif args.part == "study":
+        key, figures = f"study:{args.study}", study_part(args.study, args.data_path)
+    else:
+        key, figures = "gpt-small", gpt_small_part(args.iters or 300, args.data_path)
+    merge(save, key, figures)
+    print(f"{key}: {figures}")
+    print(f"wrote {save}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
