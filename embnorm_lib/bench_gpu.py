@@ -80,15 +80,14 @@ def loop_part(data_path=None, iters: int = 200) -> dict:
 
 
 def notebook_part(data_path=None) -> dict:
-    """The design card's command, `papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3`, into a
-    temporary directory, timed end to end and by cell (from papermill's per-cell durations)."""
-    import nbformat
-
-    from .bench import _train_notebook
+    """The design card's command, `papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3`, run as
+    typed (into a temporary directory) and timed end to end; then one run as a sweep worker runs it (lm-eval on),
+    split by cell into kernel start, the training loop with its evaluations, lm-eval and the rest
+    (`bench.notebook_run`)."""
+    from .bench import _train_notebook, notebook_run
 
     with tempfile.TemporaryDirectory(prefix="embnorm-bench-gpu-nb-") as tmp:
-        out = Path(tmp) / "out.ipynb"
-        args = [sys.executable, "-m", "papermill", str(_train_notebook()), str(out), "-p", "variant", "ln",
+        args = [sys.executable, "-m", "papermill", str(_train_notebook()), f"{tmp}/out.ipynb", "-p", "variant", "ln",
                 "-p", "seed", "3", "-p", "out_dir", f"{tmp}/runs", "-p", "study", "bench-gpu"]
         if data_path:
             args += ["-p", "data_path", str(data_path)]
@@ -96,13 +95,12 @@ def notebook_part(data_path=None) -> dict:
         subprocess.run(args, check=True, capture_output=True, text=True)
         total = time.perf_counter() - t
         summary = read_json(next(Path(tmp, "runs").glob("bench-gpu/*/seed3/summary.json")))
-        cells = [(c.source.splitlines()[0][:60] if c.source else "", float(c.metadata.papermill.get("duration") or 0))
-                 for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"]
-    return {"command": "papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3", "wall_s": total,
-            "device": summary["device"], "precision": summary["precision"], "preset": summary["preset"],
-            "steps": summary["steps"], "train_loop_and_eval_s": summary["wall_s"], "val_loss": summary["val_loss"],
-            "kernel_start_and_save_s": total - sum(d for _, d in cells),
-            "cells": [{"first_line": src, "s": d} for src, d in cells]}
+    design_card = {"command": "papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3",
+                   "wall_s": total, "device": summary["device"], "precision": summary["precision"],
+                   "preset": summary["preset"], "steps": summary["steps"], "val_loss": summary["val_loss"],
+                   "train_loop_and_eval_s": summary["wall_s"]}
+    return {"design_card": design_card, "sweep_worker_run": notebook_run(summary["preset"], summary["steps"],
+                                                                         data_path, 0)}
 
 
 def study_part(study: str, data_path=None) -> dict:

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 def cuda_run(tmp_path, name, data_path, **overrides):
-    cfg = tiny(max_iters=40, eval_interval=20, device="cuda", **overrides)
+    cfg = tiny(max_iters=40, eval_interval=20, device="cuda", **{"compile": False, **overrides})  # compile: its test
     return train(cfg, tmp_path / name, data_path, progress=False)
 
 
@@ -37,13 +37,13 @@ def test_fp16_with_loss_scaling_trains(tmp_path, data_path):
 
 
 def test_compile_on_and_off_give_the_same_loss_within_tolerance(tmp_path, data_path):
-    eager = cuda_run(tmp_path, "eager", data_path, precision="fp32", compile=False)
+    eager = cuda_run(tmp_path, "eager", data_path, precision="fp32")
     compiled = cuda_run(tmp_path, "compiled", data_path, precision="fp32", compile=True)
     assert compiled["val_loss"] == pytest.approx(eager["val_loss"], rel=2e-3)
 
 
 def test_cuda_and_cpu_agree_in_fp32(tmp_path, data_path):
-    gpu = cuda_run(tmp_path, "gpu", data_path, precision="fp32", compile=False)
+    gpu = cuda_run(tmp_path, "gpu", data_path, precision="fp32")
     cpu = train(tiny(max_iters=40, eval_interval=20, device="cpu", precision="fp32"), tmp_path / "cpu", data_path,
                 progress=False)
     assert gpu["val_loss"] == pytest.approx(cpu["val_loss"], rel=5e-3)
