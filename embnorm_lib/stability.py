@@ -283,7 +283,8 @@ def verdict(sections: dict) -> str:
                              "(each still diverges or spikes as often): an embedding norm is not a cure there.")
             else:
                 lines.append("- Even the stress regime leaves the baseline stable (no failure, < 1 spike/run after the warm-up), "
-                             "so there is no instability for an embedding norm to fix at this scale.")
+                             "so that regime has no instability for an embedding norm to fix (stability v2's LR search "
+                             "finds where the baseline fails: `runs/stability-lr-v2/BOUNDARY.md`).")
     if "budget" in sections:
         ln = sections["budget"][sections["budget"]["variant"] == "ln"]
         costs = [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["significant"] and r["delta_vs_none"] > 0]
