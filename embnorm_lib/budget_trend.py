@@ -49,14 +49,18 @@ def budget_table(runs: pd.DataFrame, train_chars: int) -> pd.DataFrame:
     return table
 
 
+def _difference_words(r, label: str) -> str:
+    """'+0.029 [+0.014, +0.044] (costs)' for the final or best loss of a budget_table row; a direction only where
+    Holm resolves it."""
+    verdict = ("costs" if r[f"delta_{label}"] > 0 else "gains") if r[f"significant_{label}"] else "not resolved"
+    return (f"{r[f'delta_{label}']:+.3f} [{r[f'ci_low_{label}']:+.3f}, {r[f'ci_high_{label}']:+.3f}] "
+            f"({verdict})")
+
+
 def trend_words(table: pd.DataFrame, variant: str = "ln") -> str:
-    """The final-loss difference of `variant` at each budget, with a direction only where Holm resolves it."""
-    parts = []
-    for _, r in table[table["variant"] == variant].iterrows():
-        verdict = ("costs" if r["delta_final"] > 0 else "gains") if r["significant_final"] else "not resolved"
-        parts.append(f"{r['max_iters']} iterations ({r['epochs']:.2f} epochs): {r['delta_final']:+.3f} "
-                     f"[{r['ci_low_final']:+.3f}, {r['ci_high_final']:+.3f}] ({verdict})")
-    return "; ".join(parts)
+    """The final-loss difference of `variant` at each budget."""
+    return "; ".join(f"{r['max_iters']} iterations ({r['epochs']:.2f} epochs): {_difference_words(r, 'final')}"
+                     for _, r in table[table["variant"] == variant].iterrows())
 
 
 def largest_budget_words(table: pd.DataFrame) -> str:
@@ -64,13 +68,8 @@ def largest_budget_words(table: pd.DataFrame) -> str:
     if table.empty:
         return "no budget has a paired comparison yet"
     top = table[table["max_iters"] == table["max_iters"].max()]
-    parts = []
-    for _, r in top.iterrows():
-        for label in ("final", "best"):
-            verdict = (("costs" if r[f"delta_{label}"] > 0 else "gains") if r[f"significant_{label}"]
-                       else "not resolved")
-            parts.append(f"`{r['variant']}` {label} {r[f'delta_{label}']:+.3f} [{r[f'ci_low_{label}']:+.3f}, "
-                         f"{r[f'ci_high_{label}']:+.3f}] ({verdict})")
+    parts = [f"`{r['variant']}` {label} {_difference_words(r, label)}" for _, r in top.iterrows()
+             for label in ("final", "best")]
     return f"{int(top['max_iters'].iloc[0])} iterations ({top['epochs'].iloc[0]:.2f} epochs): " + "; ".join(parts)
 
 
