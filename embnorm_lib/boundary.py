@@ -204,7 +204,26 @@ def analyse(out: Path, study: str = STUDY) -> dict:
     return {"runs": runs, "phase": phase, "boundary": boundary_table(runs),
             "per_seed": max_stable_lr_per_seed(runs), "sensitivity": sensitivity,
             "sensitivity_paired": sensitivity_paired, "best_lr": best_lr_paired(runs),
-            "h1b": h1b_candidates(runs, phase)}
+            "best_lr_at_edge": best_lr_at_grid_edge(runs, lr_sensitivity(runs)), "h1b": h1b_candidates(runs, phase)}
+
+
+def best_lr_at_grid_edge(runs: pd.DataFrame, sensitivity: pd.DataFrame) -> dict[str, float]:
+    """Arms whose best LR (by seed-mean loss) is the smallest or largest LR of the grid they ran, with that LR:
+    their tuned optimum may lie beyond the grid, so "at its own best LR" is then only the grid's best."""
+    edges = {}
+    for _, row in sensitivity.iterrows():
+        lrs = runs.loc[runs["variant"] == row["variant"], "cfg.lr"]
+        if np.isclose(row["best_lr"], lrs.min()) or np.isclose(row["best_lr"], lrs.max()):
+            edges[row["variant"]] = float(row["best_lr"])
+    return edges
+
+
+def _edge_words(edges: dict[str, float]) -> str:
+    if not edges:
+        return "Every arm's best LR lies inside the grid."
+    listing = ", ".join(f"`{v}` ({lr:g})" for v, lr in edges.items())
+    return (f"Best LR at the edge of the grid: {listing}; the tuned optimum of these arms may lie beyond it, so "
+            "their row compares the grid's best, not a tuned optimum.")
 
 
 def expected_cells(study: str = STUDY) -> int:
@@ -272,7 +291,8 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
              "Final loss at each arm's best grid LR (by seed-mean loss) against none at none's best, paired by "
              "seed.", "", compact_markdown(d["best_lr"]), "",
              "Loss at the arm's best LR minus none's at its best: "
-             + _words(d["best_lr"], "delta_vs_none", "ci_low", "ci_high") + ".", "",
+             + _words(d["best_lr"], "delta_vs_none", "ci_low", "ci_high") + ". " + _edge_words(d["best_lr_at_edge"]),
+             "",
              "## Where the baseline fails (H1b's regime)", ""]
     if unstable:
         lines += [f"`none` failed at LR {', '.join(f'{v:g}' for v in unstable)}. Every arm's failures there, "

@@ -123,7 +123,8 @@ def ladder_data(out: Path) -> dict:
     return found
 
 
-BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2"}  # the exploratory LR searches
+# the exploratory LR searches: the base model with / without clipping, and the deeper model (clipping on)
+BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2"}
 
 
 def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
@@ -160,6 +161,7 @@ def lr_boundary_data(study: str, out: Path) -> dict:
     lrs = sorted({c.config().lr for c in grid})
     return {"runs": len(runs), "planned": len(grid), "lr_points": len(lrs), "lr_min": lrs[0], "lr_max": lrs[-1],
             "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
+            "layers": int(runs["cfg.n_layer"].iloc[0]), "grad_clip": _clean(runs["cfg.grad_clip"].iloc[0]),
             "phase": _records(phase, ["variant", "cfg.lr", "failed", "runs", "val_loss_not_failed"]),
             "failures": _records(phase[phase["failed"] > 0], ["variant", "cfg.lr", "failed", "runs"]),
             "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})
@@ -285,13 +287,14 @@ def boundary_figure(data: dict) -> plt.Figure:
 
     searches = data.get("lr_boundary", {})
     fig, axes = plt.subplots(1, max(len(searches), 1), figsize=(7.6, 2.6), sharey=True, squeeze=False)
-    titles = {"clip": "gradient clipping at 1.0", "noclip": "no gradient clipping"}
-    for ax, (key, search) in zip(axes[0], searches.items(), strict=False):
+    for ax, search in zip(axes[0], searches.values(), strict=False):
         frame = pd.DataFrame(search["phase"])
         for variant, sub in frame.groupby("variant", sort=False):
             color = arm_color(variant)
             ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"], "o-", color=color, label=variant, ms=3)
-        ax.set(xscale="log", xlabel="peak learning rate", title=titles.get(key, key), ylim=(-0.05, 1.05))
+        clipping = f"gradient clipping at {search['grad_clip']}" if search["grad_clip"] else "no gradient clipping"
+        ax.set(xscale="log", xlabel="peak learning rate", title=f"{search['layers']} layers, {clipping}",
+               ylim=(-0.05, 1.05))
         ax.title.set_fontsize(8)
     axes[0][0].set_ylabel("share of runs failed")
     axes[0][0].legend(fontsize=7)

@@ -90,3 +90,14 @@ def test_a_seed_whose_grid_is_not_complete_yet_is_left_out_of_the_max_stable_lr(
     partial = runs[~((runs["seed"] == 2) & (runs["cfg.lr"] > 1e-2))]  # seed 2 has reached 1e-2 only
     table = boundary.boundary_table(partial).set_index("variant")
     assert table.loc["none", "seeds"] == 2 and table.loc["none", "max_stable_lr_geo_mean"] == pytest.approx(1e-2)
+
+
+def test_an_arm_whose_best_lr_is_at_the_edge_of_the_grid_is_named_with_it():
+    from embnorm_lib.stability import lr_sensitivity
+
+    inside = synthetic_runs()  # none is best at 1e-2, ln at 1e-1: both inside [1e-3, 1]
+    assert boundary.best_lr_at_grid_edge(inside, lr_sensitivity(inside)) == {}
+    assert boundary._edge_words({}) == "Every arm's best LR lies inside the grid."
+    edge = synthetic_runs(ln_breaks_at=10.0)  # ln never fails, and its loss falls with the LR: best at the top
+    assert boundary.best_lr_at_grid_edge(edge, lr_sensitivity(edge)) == {"ln": 1.0}
+    assert "`ln` (1)" in boundary._edge_words({"ln": 1.0})
