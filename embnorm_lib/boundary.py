@@ -241,6 +241,40 @@ def _words(table: pd.DataFrame, value: str, low: str, high: str, fmt: str = "+.3
     return "; ".join(parts) if parts else "no paired comparison yet"
 
 
+def search_label(runs: pd.DataFrame) -> str:
+    """What a search varied, from its runs' config: depth, clipping and (where set) precision."""
+    clip = float(runs["cfg.grad_clip"].iloc[0])
+    words = [f"{int(runs['cfg.n_layer'].iloc[0])} layers",
+             f"gradient clipping at {clip:g}" if clip else "no gradient clipping"]
+    precision = str(runs["cfg.precision"].iloc[0]) if "cfg.precision" in runs else "auto"
+    return ", ".join(words + ([precision] if precision not in ("auto", "fp32", "nan") else []))
+
+
+def search_finding(study: str, out: Path) -> str:
+    """One line for the README once every registered run of a search has finished: where each arm failed."""
+    from .results import has_index
+
+    if not has_index(study, out):
+        return ""
+    runs = load_runs(study, out)
+    return search_words(study, runs) if len(runs) >= expected_cells(study) else ""
+
+
+def search_words(study: str, runs: pd.DataFrame) -> str:
+    """Per arm, the LRs at which its runs failed (of how many), and the lowest LR with any failure."""
+    phase = phase_table(runs)
+    failed = phase[phase["failed"] > 0]
+    per_arm = []
+    for variant in _order(phase[["variant"]].drop_duplicates())["variant"]:
+        sub = failed[failed["variant"] == variant]
+        per_arm.append(f"`{variant}` " + ("did not fail" if sub.empty else "failed " + ", ".join(
+            f"{int(r['failed'])} of {int(r['runs'])} at LR {r['cfg.lr']:g}" for _, r in sub.iterrows())))
+    lrs = sorted(runs["cfg.lr"].unique())
+    lowest = f"; no run failed below LR {failed['cfg.lr'].min():g}" if len(failed) else ""
+    return (f"- {search_label(runs)} (`{study}`, peak LR {lrs[0]:g} to {lrs[-1]:g}, {runs['seed'].nunique()} seeds): "
+            + "; ".join(per_arm) + lowest + ".")
+
+
 def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
     out = runs_root(out_dir)
     fig_dir = Path(figures_dir or repo_root() / "figures" / "stability-v2")

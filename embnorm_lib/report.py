@@ -280,6 +280,12 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if budget_line:
         text += ("\n\nBudget trend, exploratory (3 seeds; "
                  "[`runs/stability-budget-v2/BUDGET.md`](runs/stability-budget-v2/BUDGET.md)):\n\n" + budget_line)
+    from .boundary import BOUNDARY_STUDIES, search_finding
+
+    searches = [line for line in (search_finding(study, out) for study in BOUNDARY_STUDIES) if line]
+    if searches:
+        text += ("\n\nWhere each arm fails, exploratory (failure: non-finite loss, or final validation loss above the "
+                 "loss at init; each search's BOUNDARY.md):\n\n" + "\n".join(searches))
     h1b_lines = h1b_findings(out)
     if h1b_lines:
         text += ("\n\nWhere the baseline fails, confirmatory (H1b, docs/PROTOCOL.md amendment 2; "

@@ -101,3 +101,13 @@ def test_an_arm_whose_best_lr_is_at_the_edge_of_the_grid_is_named_with_it():
     edge = synthetic_runs(ln_breaks_at=10.0)  # ln never fails, and its loss falls with the LR: best at the top
     assert boundary.best_lr_at_grid_edge(edge, lr_sensitivity(edge)) == {"ln": 1.0}
     assert "`ln` (1)" in boundary._edge_words({"ln": 1.0})
+
+
+def test_a_searchs_readme_line_names_each_arms_failures_and_the_lowest_failing_lr():
+    runs = synthetic_runs().assign(**{"cfg.grad_clip": 0.0, "cfg.n_layer": 16})
+    line = boundary.search_words("a-search", runs)
+    assert line.startswith("- 16 layers, no gradient clipping (`a-search`, peak LR 0.001 to 1, 3 seeds): ")
+    assert "`none` failed 2 of 3 at LR 0.1, 3 of 3 at LR 1; `ln` failed 3 of 3 at LR 1" in line
+    assert line.endswith("; no run failed below LR 0.1.")
+    stable = synthetic_runs(none_breaks_at=10.0, ln_breaks_at=10.0).assign(**{"cfg.grad_clip": 1.0, "cfg.n_layer": 4})
+    assert boundary.search_words("s", stable).endswith("`none` did not fail; `ln` did not fail.")
