@@ -239,14 +239,14 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                             "magnitude slower than fp32 (`python -m embnorm_lib.bench --precision --preset "
                             "nanogpt-cpu` prints the ratio); fp16 with loss scaling is CUDA-only here."),
     Study("stability-deep-v2", "LR boundary of a deeper model: stability-lr-v2's setup with 16 layers, "
-                               "none/ln/rms/scaled x seeds 0-2 x peak LR {1e-2, 3e-2, 1e-1, 3e-1, 1}.",
+                               "none/ln/rms/scaled x seeds 0-2 x peak LR {1e-3, 3e-3, ..., 3e-1, 1} (7 points).",
           "stability-v2", lambda: _seed_major("stability-deep-v2", "nanogpt-cpu", ABCD, range(3),
                                               {"max_iters": 1000, "n_layer": 16, **INTERIM_EVAL},
-                                              {"lr": LR_GRID_V2[4:]}),
-          note=LR_V2_NOTE + " Registered with peak LR {1e-2, ..., 3e-1}; LR 1 was added after seed 0 failed "
-                            "nowhere on that grid, since the 4-layer model fails only at LR 1 (the search is "
-                            "exploratory, amendment 1). 32 layers would cost twice as much again; run it if 16 "
-                            "layers do not fail."),
+                                              {"lr": LR_GRID_V2[2:]}),
+          note=LR_V2_NOTE + " Registered with peak LR {1e-2, ..., 3e-1}; after seed 0 (the search is exploratory, "
+                            "amendment 1) LR 1 was added because no arm failed on that grid and the 4-layer model "
+                            "fails only at LR 1, and LR 1e-3 and 3e-3 because every arm's best LR was the grid's "
+                            "lowest. 32 layers would cost twice as much again; run it if 16 layers do not fail."),
     # H1b, confirmatory (docs/PROTOCOL.md amendment 2): fresh seeds in the regime the search found
     Study("stability-h1b-v2", "H1b, confirmatory: stability-lr-v2's model and budget, fresh seeds 3-7, "
                               "none/ln/rms/scaled x gradient clipping {1.0, off} x peak LR {1, 0.3}, plus every arm "
