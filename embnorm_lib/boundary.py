@@ -197,14 +197,29 @@ def h1b_family(runs: pd.DataFrame, mei: float = stats.MEI, tuned: pd.DataFrame |
                     "baseline_spikes_post_warmup": float(base_spikes), "mei": mei, "variants": verdicts}
 
 
+def complete_seed_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the seeds that have finished every (arm, LR) cell of the grid: a seed-mean curve over a partial
+    seed would weight LRs by different seeds and could move an arm's best LR."""
+    cells = runs.groupby("seed").apply(lambda sub: len(set(zip(sub["variant"], sub["cfg.lr"], strict=True))),
+                                       include_groups=False)
+    full = runs["variant"].nunique() * runs["cfg.lr"].nunique()
+    return runs[runs["seed"].isin(cells[cells == full].index)]
+
+
 def analyse(out: Path, study: str = STUDY) -> dict:
     runs = load_runs(study, out)
     phase = phase_table(runs, final_out_logits(study, out))
-    sensitivity, sensitivity_paired = sensitivity_in_range(runs)
+    curves = complete_seed_runs(runs)  # LR curves, best LRs and sensitivity: whole-grid seeds only
+    if len(curves):
+        sensitivity, sensitivity_paired = sensitivity_in_range(curves)
+        best, edge = best_lr_paired(curves), best_lr_at_grid_edge(curves, lr_sensitivity(curves))
+    else:  # no seed has finished the grid yet
+        sensitivity = sensitivity_paired = best = pd.DataFrame()
+        edge = {}
     return {"runs": runs, "phase": phase, "boundary": boundary_table(runs),
-            "per_seed": max_stable_lr_per_seed(runs), "sensitivity": sensitivity,
-            "sensitivity_paired": sensitivity_paired, "best_lr": best_lr_paired(runs),
-            "best_lr_at_edge": best_lr_at_grid_edge(runs, lr_sensitivity(runs)), "h1b": h1b_candidates(runs, phase)}
+            "curve_seeds": [int(s) for s in sorted(curves["seed"].unique())], "per_seed": max_stable_lr_per_seed(runs),
+            "sensitivity": sensitivity, "sensitivity_paired": sensitivity_paired, "best_lr": best,
+            "best_lr_at_edge": edge, "h1b": h1b_candidates(runs, phase)}
 
 
 def best_lr_at_grid_edge(runs: pd.DataFrame, sensitivity: pd.DataFrame) -> dict[str, float]:
@@ -216,6 +231,10 @@ def best_lr_at_grid_edge(runs: pd.DataFrame, sensitivity: pd.DataFrame) -> dict[
         if np.isclose(row["best_lr"], lrs.min()) or np.isclose(row["best_lr"], lrs.max()):
             edges[row["variant"]] = float(row["best_lr"])
     return edges
+
+
+def _curve_table(frame: pd.DataFrame) -> str:
+    return compact_markdown(frame) if len(frame) else "_No seed has finished the whole grid yet._"
 
 
 def _edge_words(edges: dict[str, float]) -> str:
@@ -290,6 +309,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
     done, expected = len(runs), expected_cells(study)
     grid = sorted(runs["cfg.lr"].unique())
     unstable = unstable_baseline_lrs(d["phase"])
+    seeds_words = ", ".join(str(s) for s in d["curve_seeds"]) or "none yet"
     lines = [f"# Stability v2: the learning-rate boundary (`{study}`)", "",
              f"Written by `python -m embnorm_lib.boundary` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"
@@ -317,15 +337,17 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
              + _words(d["boundary"], "delta_log10_vs_none", "d_ci_low", "d_ci_high") + ".", "",
              f"## LR sensitivity over Wortsman et al.'s range [{WORTSMAN_RANGE[0]:g}, {WORTSMAN_RANGE[1]:g}]", "",
              "Mean over the range's grid LRs of min(loss, loss at init) minus the best loss (a failed run counts at "
-             "its loss at init); per arm, then each arm's paired difference from none.", "",
-             compact_markdown(d["sensitivity"]), "", compact_markdown(d["sensitivity_paired"]), "",
+             "its loss at init); per arm, then each arm's paired difference from none. This section and the next use "
+             f"the seeds that have finished the whole grid ({seeds_words}).", "",
+             _curve_table(d["sensitivity"]), "", _curve_table(d["sensitivity_paired"]), "",
              "Sensitivity, paired difference from none: "
              + _words(d["sensitivity_paired"], "delta_vs_none", "ci_low", "ci_high") + ".", "",
              "## Each arm at its own best learning rate", "",
              "Final loss at each arm's best grid LR (by seed-mean loss) against none at none's best, paired by "
-             "seed.", "", compact_markdown(d["best_lr"]), "",
+             "seed.", "", _curve_table(d["best_lr"]), "",
              "Loss at the arm's best LR minus none's at its best: "
-             + _words(d["best_lr"], "delta_vs_none", "ci_low", "ci_high") + ". " + _edge_words(d["best_lr_at_edge"]),
+             + _words(d["best_lr"], "delta_vs_none", "ci_low", "ci_high") + "."
+             + (" " + _edge_words(d["best_lr_at_edge"]) if len(d["best_lr"]) else ""),
              "",
              "## Where the baseline fails (H1b's regime)", ""]
     if unstable:

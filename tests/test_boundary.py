@@ -111,3 +111,12 @@ def test_a_searchs_readme_line_names_each_arms_failures_and_the_lowest_failing_l
     assert line.endswith("; no run failed below LR 0.1.")
     stable = synthetic_runs(none_breaks_at=10.0, ln_breaks_at=10.0).assign(**{"cfg.grad_clip": 1.0, "cfg.n_layer": 4})
     assert boundary.search_words("s", stable).endswith("`none` did not fail; `ln` did not fail.")
+
+
+def test_lr_curves_use_only_seeds_that_finished_every_cell_of_the_grid():
+    runs = synthetic_runs()
+    partial = runs[~((runs["seed"] == 2) & (runs["variant"] == "ln") & (runs["cfg.lr"] == 1.0))]
+    assert sorted(boundary.complete_seed_runs(partial)["seed"].unique()) == [0, 1]
+    assert sorted(boundary.complete_seed_runs(runs)["seed"].unique()) == [0, 1, 2]
+    assert boundary.complete_seed_runs(runs[runs["seed"] == 0].iloc[1:]).empty
+    assert boundary._curve_table(pd.DataFrame()) == "_No seed has finished the whole grid yet._"
