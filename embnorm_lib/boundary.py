@@ -22,7 +22,7 @@ from . import plots, stats
 from .cli import report_main
 from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
 from .render import compact_markdown
-from .results import load_runs, load_series
+from .results import has_index, load_runs, load_series
 from .rundir import study_dir_for
 from .stability import VARIANT_ORDER, _order, best_lr_paired, capped_loss, lr_sensitivity, paired_sensitivity, with_holm
 from .studies import STUDIES
@@ -271,8 +271,6 @@ def search_label(runs: pd.DataFrame) -> str:
 
 def search_finding(study: str, out: Path) -> str:
     """One line for the README once every registered run of a search has finished: where each arm failed."""
-    from .results import has_index
-
     if not has_index(study, out):
         return ""
     runs = load_runs(study, out)
