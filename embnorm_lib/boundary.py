@@ -206,15 +206,21 @@ def complete_seed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["seed"].isin(cells[cells == full].index)]
 
 
+def best_lr_of_complete_seeds(curves: pd.DataFrame) -> pd.DataFrame:
+    """best_lr_paired over the whole-grid seeds' runs (complete_seed_runs); empty while no seed has finished."""
+    return best_lr_paired(curves) if len(curves) else pd.DataFrame()
+
+
 def analyse(out: Path, study: str = STUDY) -> dict:
     runs = load_runs(study, out)
     phase = phase_table(runs, final_out_logits(study, out))
     curves = complete_seed_runs(runs)  # LR curves, best LRs and sensitivity: whole-grid seeds only
+    best = best_lr_of_complete_seeds(curves)
     if len(curves):
         sensitivity, sensitivity_paired = sensitivity_in_range(curves)
-        best, edge = best_lr_paired(curves), best_lr_at_grid_edge(curves, lr_sensitivity(curves))
+        edge = best_lr_at_grid_edge(curves, lr_sensitivity(curves))
     else:  # no seed has finished the grid yet
-        sensitivity = sensitivity_paired = best = pd.DataFrame()
+        sensitivity = sensitivity_paired = pd.DataFrame()
         edge = {}
     return {"runs": runs, "phase": phase, "boundary": boundary_table(runs),
             "curve_seeds": [int(s) for s in sorted(curves["seed"].unique())], "per_seed": max_stable_lr_per_seed(runs),

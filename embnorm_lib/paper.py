@@ -152,11 +152,11 @@ def compute_spent(out: Path) -> list[dict]:
 def lr_boundary_data(study: str, out: Path) -> dict:
     """One exploratory LR search: its grid, the failures per arm and LR, each arm's max stable LR per seed, and
     each arm at its own best LR against none at none's (paired, Holm)."""
-    from .boundary import complete_seed_runs, max_stable_lr_per_seed, phase_table
-    from .stability import best_lr_paired
+    from .boundary import best_lr_of_complete_seeds, complete_seed_runs, max_stable_lr_per_seed, phase_table
 
     runs = load_runs(study, out)
     curves = complete_seed_runs(runs)  # each arm's best LR from the seeds that finished the whole grid
+    best = best_lr_of_complete_seeds(curves)
     phase = phase_table(runs)
     grid = STUDIES[study].cells()
     lrs = sorted({c.config().lr for c in grid})
@@ -168,9 +168,8 @@ def lr_boundary_data(study: str, out: Path) -> dict:
             "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})
                               for v, sub in max_stable_lr_per_seed(runs).query("complete").groupby("variant")},
             "curve_seeds": int(curves["seed"].nunique()),
-            "best_lr": _records(best_lr_paired(curves), ["variant", "best_lr", "loss", "none_loss", "delta_vs_none",
-                                                         "ci_low", "ci_high", "p_holm", "significant"])
-            if len(curves) else []}
+            "best_lr": _records(best, ["variant", "best_lr", "loss", "none_loss", "delta_vs_none", "ci_low",
+                                       "ci_high", "p_holm", "significant"]) if len(best) else []}
 
 
 def length_data(out: Path) -> dict:
