@@ -116,9 +116,9 @@ def precision_ratio(preset: str, iters: int, data_path=None, threads: int = 0, r
             for precision in ms:
                 s = train(cfg.replace(precision=precision), f"{tmp}/{precision}{rep}", data_path, progress=False)
                 ms[precision].append(loop_seconds(s) / s["steps"] * 1e3)
-                device = s["device"]
+                device, threads_used = s["device"], s["torch_threads"]
     best = {p: min(v) for p, v in ms.items()}
-    result = {"preset": preset, "iters": iters, "device": device, "threads": torch.get_num_threads(),
+    result = {"preset": preset, "iters": iters, "device": device, "threads": threads_used,
               "ms_per_iter": best, "bf16_over_fp32": best["bf16"] / best["fp32"]}
     print(f"train loop on {device} at {result['threads']} thread(s), {preset}: fp32 {best['fp32']:.1f} ms/iter, "
           f"bf16 autocast {best['bf16']:.1f} ms/iter; bf16 / fp32 = {result['bf16_over_fp32']:.2f}x")

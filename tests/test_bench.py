@@ -6,3 +6,4 @@ def test_the_precision_benchmark_times_both_loops_and_reports_their_ratio(data_p
     assert set(result["ms_per_iter"]) == {"fp32", "bf16"} and all(v > 0 for v in result["ms_per_iter"].values())
     assert result["bf16_over_fp32"] == result["ms_per_iter"]["bf16"] / result["ms_per_iter"]["fp32"]
     assert "bf16 / fp32 =" in capsys.readouterr().out
+    assert result["threads"] == 1  # the loop's thread count, not the calling process's
