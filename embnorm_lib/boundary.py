@@ -271,8 +271,26 @@ def search_label(runs: pd.DataFrame) -> str:
     clip = float(runs["cfg.grad_clip"].iloc[0])
     words = [f"{int(runs['cfg.n_layer'].iloc[0])} layers",
              f"gradient clipping at {clip:g}" if clip else "no gradient clipping"]
+    precision = search_precision(runs)
+    return ", ".join(words + ([precision] if precision != "fp32" else []))
+
+
+def search_precision(runs: pd.DataFrame) -> str:
+    """The precision a search asked for; `auto` resolves to fp32 on the CPU these searches ran on."""
     precision = str(runs["cfg.precision"].iloc[0]) if "cfg.precision" in runs else "auto"
-    return ", ".join(words + ([precision] if precision not in ("auto", "fp32", "nan") else []))
+    return "fp32" if precision in ("auto", "nan") else precision
+
+
+def cpu_words(runs: pd.DataFrame) -> str:
+    """Which CPUs trained the runs: config, seed and threads fix a run's batches and initial values on any CPU, but
+    its last bits depend on the CPU's kernels, so a study trained on several says how many runs each trained."""
+    if "cpu_model" not in runs:
+        return "CPU: not recorded."
+    counts = runs["cpu_model"].fillna("not recorded").value_counts()
+    if len(counts) == 1:
+        return f"CPU: every run trained on {counts.index[0]}."
+    return ("CPUs (a run's last bits depend on the CPU; batches and initial values do not): "
+            + "; ".join(f"{model}: {n} runs" for model, n in counts.items()) + ".")
 
 
 def search_finding(study: str, out: Path) -> str:
@@ -318,7 +336,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
              f"Written by `python -m embnorm_lib.boundary` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"
              + ("" if done == expected else "; **partial**: the sweep is still running, numbers will change") + "). "
-             "Figures: `figures/stability-v2/`.", "",
+             "Figures: `figures/stability-v2/`.", "", cpu_words(runs), "",
              "**Exploratory** (docs/PROTOCOL.md amendment 1): the search for a regime in which the baseline is "
              "unstable. " + STUDIES[study].description + " " + STUDIES[study].note, "",
              "A run **failed** if its loss became non-finite or its final validation loss is above its loss at "

@@ -124,7 +124,8 @@ def ladder_data(out: Path) -> dict:
 
 
 # the exploratory LR searches: the base model with / without clipping, and the deeper model (clipping on)
-BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2"}
+BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2",
+                 "bf16": "stability-bf16-v2"}
 
 
 def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
@@ -152,7 +153,13 @@ def compute_spent(out: Path) -> list[dict]:
 def lr_boundary_data(study: str, out: Path) -> dict:
     """One exploratory LR search: its grid, the failures per arm and LR, each arm's max stable LR per seed, and
     each arm at its own best LR against none at none's (paired, Holm)."""
-    from .boundary import best_lr_of_complete_seeds, complete_seed_runs, max_stable_lr_per_seed, phase_table
+    from .boundary import (
+        best_lr_of_complete_seeds,
+        complete_seed_runs,
+        max_stable_lr_per_seed,
+        phase_table,
+        search_precision,
+    )
 
     runs = load_runs(study, out)
     curves = complete_seed_runs(runs)  # each arm's best LR from the seeds that finished the whole grid
@@ -163,6 +170,7 @@ def lr_boundary_data(study: str, out: Path) -> dict:
     return {"runs": len(runs), "planned": len(grid), "lr_points": len(lrs), "lr_min": lrs[0], "lr_max": lrs[-1],
             "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
             "layers": int(runs["cfg.n_layer"].iloc[0]), "grad_clip": _clean(runs["cfg.grad_clip"].iloc[0]),
+            "precision": search_precision(runs),
             "phase": _records(phase, ["variant", "cfg.lr", "failed", "runs", "val_loss_not_failed"]),
             "failures": _records(phase[phase["failed"] > 0], ["variant", "cfg.lr", "failed", "runs"]),
             "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})
@@ -283,20 +291,22 @@ def budget_figure(data: dict) -> plt.Figure:
 
 
 def boundary_figure(data: dict) -> plt.Figure:
-    """Share of runs failed against the peak LR per arm, one panel per exploratory search (with / without
-    gradient clipping)."""
+    """Share of runs failed against the peak LR per arm, one panel per exploratory search (clipping, depth,
+    precision)."""
     from .plots import arm_color
 
     searches = data.get("lr_boundary", {})
-    fig, axes = plt.subplots(1, max(len(searches), 1), figsize=(7.6, 2.6), sharey=True, squeeze=False)
+    width = max(7.6, 2.5 * len(searches))
+    fig, axes = plt.subplots(1, max(len(searches), 1), figsize=(width, 2.6), sharey=True, squeeze=False)
     for ax, search in zip(axes[0], searches.values(), strict=False):
         frame = pd.DataFrame(search["phase"])
         for variant, sub in frame.groupby("variant", sort=False):
             color = arm_color(variant)
             ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"], "o-", color=color, label=variant, ms=3)
         clipping = f"gradient clipping at {search['grad_clip']}" if search["grad_clip"] else "no gradient clipping"
-        ax.set(xscale="log", xlabel="peak learning rate", title=f"{search['layers']} layers, {clipping}",
-               ylim=(-0.05, 1.05))
+        precision = "" if search.get("precision", "fp32") == "fp32" else f", {search['precision']} autocast"
+        ax.set(xscale="log", xlabel="peak learning rate", ylim=(-0.05, 1.05),
+               title=f"{search['layers']} layers, {clipping}{precision}")
         ax.title.set_fontsize(8)
     axes[0][0].set_ylabel("share of runs failed")
     axes[0][0].legend(fontsize=7)

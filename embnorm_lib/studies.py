@@ -235,9 +235,11 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "stability-v2", lambda: _seed_major("stability-bf16-v2", "nanogpt-cpu", ABCD, range(3),
                                               {"max_iters": 1000, "precision": "bf16", **INTERIM_EVAL},
                                               {"lr": LR_GRID_V2[5:]}),
-          note=LR_V2_NOTE + " GPU work: on a CPU without native bf16 matrix units, bf16 autocast is an order of "
-                            "magnitude slower than fp32 (`python -m embnorm_lib.bench --precision --preset "
-                            "nanogpt-cpu` prints the ratio); fp16 with loss scaling is CUDA-only here."),
+          note=LR_V2_NOTE + " Affordable on a CPU with AVX-512 BF16 instructions, where bf16 autocast costs about "
+                            "what fp32 does; on a CPU without them it is an order of magnitude slower, GPU work "
+                            "(`python -m embnorm_lib.bench --precision --preset nanogpt-cpu` prints the ratio on "
+                            "this machine). These runs are CPU autocast: matmuls in bf16, parameters and optimizer "
+                            "in fp32. fp16 with loss scaling is CUDA-only here."),
     Study("stability-deep-v2", "LR boundary of a deeper model: stability-lr-v2's setup with 16 layers, "
                                "none/ln/rms/scaled x seeds 0-2 x peak LR {1e-3, 3e-3, ..., 3e-1, 1} (7 points).",
           "stability-v2", lambda: _seed_major("stability-deep-v2", "nanogpt-cpu", ABCD, range(3),

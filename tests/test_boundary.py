@@ -120,3 +120,20 @@ def test_lr_curves_use_only_seeds_that_finished_every_cell_of_the_grid():
     assert sorted(boundary.complete_seed_runs(runs)["seed"].unique()) == [0, 1, 2]
     assert boundary.complete_seed_runs(runs[runs["seed"] == 0].iloc[1:]).empty
     assert boundary._curve_table(pd.DataFrame()) == "_No seed has finished the whole grid yet._"
+
+
+def test_a_search_in_bf16_says_so_and_an_unset_precision_reads_as_fp32():
+    runs = synthetic_runs().assign(**{"cfg.grad_clip": 1.0, "cfg.n_layer": 4})
+    assert boundary.search_precision(runs) == "fp32"
+    assert boundary.search_precision(runs.assign(**{"cfg.precision": "auto"})) == "fp32"
+    bf16 = runs.assign(**{"cfg.precision": "bf16"})
+    assert boundary.search_precision(bf16) == "bf16"
+    assert boundary.search_words("s", bf16).startswith("- 4 layers, gradient clipping at 1, bf16 (`s`,")
+
+
+def test_the_report_says_which_cpus_trained_a_study_and_how_many_runs_each():
+    runs = synthetic_runs()
+    assert boundary.cpu_words(runs) == "CPU: not recorded."
+    assert boundary.cpu_words(runs.assign(cpu_model="A")) == "CPU: every run trained on A."
+    mixed = runs.assign(cpu_model=["A"] * (len(runs) - 3) + ["B"] * 3)
+    assert boundary.cpu_words(mixed).endswith(f"A: {len(runs) - 3} runs; B: 3 runs.")
