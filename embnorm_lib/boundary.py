@@ -28,7 +28,8 @@ from .stability import VARIANT_ORDER, _order, best_lr_paired, capped_loss, lr_se
 from .studies import STUDIES
 
 STUDY = "stability-lr-v2"
-BOUNDARY_STUDIES = (STUDY, "stability-noclip-v2", "stability-bf16-v2", "stability-deep-v2")
+BOUNDARY_STUDIES = (STUDY, "stability-noclip-v2", "stability-bf16-v2", "stability-deep-v2",
+                    "stability-deep32-v2")
 WORTSMAN_RANGE = (3e-4, 3e-1)  # the LR range over which Wortsman et al. 2023 measure sensitivity
 
 

@@ -125,6 +125,7 @@ def ladder_data(out: Path) -> dict:
 
 # the exploratory LR searches: the base model with / without clipping, and the deeper model (clipping on)
 BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2",
+                 "deep32": "stability-deep32-v2",
                  "bf16": "stability-bf16-v2"}
 
 
@@ -296,19 +297,23 @@ def boundary_figure(data: dict) -> plt.Figure:
     from .plots import arm_color
 
     searches = data.get("lr_boundary", {})
-    width = max(7.6, 2.5 * len(searches))
-    fig, axes = plt.subplots(1, max(len(searches), 1), figsize=(width, 2.6), sharey=True, squeeze=False)
-    for ax, search in zip(axes[0], searches.values(), strict=False):
+    cols = min(max(len(searches), 1), 3)
+    rows = max(-(-len(searches) // cols), 1)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.6, 2.6 * rows), sharey=True, squeeze=False)
+    for ax in axes.flat[len(searches):]:
+        ax.set_visible(False)
+    for ax, search in zip(axes.flat, searches.values(), strict=False):
         frame = pd.DataFrame(search["phase"])
         for variant, sub in frame.groupby("variant", sort=False):
             color = arm_color(variant)
             ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"], "o-", color=color, label=variant, ms=3)
         clipping = f"gradient clipping at {search['grad_clip']}" if search["grad_clip"] else "no gradient clipping"
-        precision = "" if search.get("precision", "fp32") == "fp32" else f", {search['precision']} autocast"
+        precision = "" if search.get("precision", "fp32") == "fp32" else f"\n{search['precision']} autocast"
         ax.set(xscale="log", xlabel="peak learning rate", ylim=(-0.05, 1.05),
                title=f"{search['layers']} layers, {clipping}{precision}")
         ax.title.set_fontsize(8)
-    axes[0][0].set_ylabel("share of runs failed")
+    for row in axes:
+        row[0].set_ylabel("share of runs failed")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     return fig

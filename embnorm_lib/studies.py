@@ -249,6 +249,15 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                             "amendment 1) LR 1 was added because no arm failed on that grid and the 4-layer model "
                             "fails only at LR 1, and LR 1e-3 and 3e-3 because every arm's best LR was the grid's "
                             "lowest. 32 layers would cost twice as much again; run it if 16 layers do not fail."),
+    Study("stability-deep32-v2", "LR boundary of a 32-layer model: stability-lr-v2's setup with 32 layers, "
+                                 "none/ln/rms/scaled x seeds 0-2 x peak LR {0.3, 1}, the two LRs around the 16-layer "
+                                 "boundary.", "stability-v2",
+          lambda: _seed_major("stability-deep32-v2", "nanogpt-cpu", ABCD, range(3),
+                              {"max_iters": 1000, "n_layer": 32, **INTERIM_EVAL}, {"lr": LR_GRID_V2[-2:]}),
+          note=LR_V2_NOTE + " Registered after stability-deep-v2 (exploratory, amendment 1): at 16 layers every arm "
+                            "failed at LR 1 and none below, so the question at 32 layers is whether depth moves "
+                            "any arm's failures down to 0.3; a 32-layer run costs about twice a 16-layer one, so "
+                            "only the two LRs around the 16-layer boundary are run."),
     # H1b, confirmatory (docs/PROTOCOL.md amendment 2): fresh seeds in the regime the search found
     Study("stability-h1b-v2", "H1b, confirmatory: stability-lr-v2's model and budget, fresh seeds 3-7, "
                               "none/ln/rms/scaled x gradient clipping {1.0, off} x peak LR {1, 0.3}, plus every arm "
