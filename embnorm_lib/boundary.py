@@ -282,6 +282,14 @@ def search_precision(runs: pd.DataFrame) -> str:
     return "fp32" if precision in ("auto", "nan") else precision
 
 
+def failure_escapes(phase: pd.DataFrame) -> pd.DataFrame:
+    """The (arm, LR) cells of a phase table where `none` failed at least once and the arm never did: the only
+    places a search could show an embedding norm buying stability (exploratory; H1b's test is registered)."""
+    none_failed = set(phase.loc[(phase["variant"] == "none") & (phase["failed"] > 0), "cfg.lr"])
+    keep = (phase["variant"] != "none") & (phase["failed"] == 0) & phase["cfg.lr"].isin(none_failed)
+    return phase.loc[keep, ["variant", "cfg.lr"]].reset_index(drop=True)
+
+
 def cpu_words(runs: pd.DataFrame) -> str:
     """Which CPUs trained the runs: config, seed and threads fix a run's batches and initial values on any CPU, but
     its last bits depend on the CPU's kernels, so a study trained on several says how many runs each trained."""

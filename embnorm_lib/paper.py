@@ -157,8 +157,10 @@ def lr_boundary_data(study: str, out: Path) -> dict:
     from .boundary import (
         best_lr_of_complete_seeds,
         complete_seed_runs,
+        failure_escapes,
         max_stable_lr_per_seed,
         phase_table,
+        search_label,
         search_precision,
     )
 
@@ -171,7 +173,8 @@ def lr_boundary_data(study: str, out: Path) -> dict:
     return {"runs": len(runs), "planned": len(grid), "lr_points": len(lrs), "lr_min": lrs[0], "lr_max": lrs[-1],
             "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
             "layers": int(runs["cfg.n_layer"].iloc[0]), "grad_clip": _clean(runs["cfg.grad_clip"].iloc[0]),
-            "precision": search_precision(runs),
+            "precision": search_precision(runs), "label": search_label(runs),
+            "escapes": _records(failure_escapes(phase), ["variant", "cfg.lr"]),
             "phase": _records(phase, ["variant", "cfg.lr", "failed", "runs", "val_loss_not_failed"]),
             "failures": _records(phase[phase["failed"] > 0], ["variant", "cfg.lr", "failed", "runs"]),
             "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})

@@ -137,3 +137,10 @@ def test_the_report_says_which_cpus_trained_a_study_and_how_many_runs_each():
     assert boundary.cpu_words(runs.assign(cpu_model="A")) == "CPU: every run trained on A."
     mixed = runs.assign(cpu_model=["A"] * (len(runs) - 3) + ["B"] * 3)
     assert boundary.cpu_words(mixed).endswith(f"A: {len(runs) - 3} runs; B: 3 runs.")
+
+
+def test_an_escape_is_an_lr_where_none_failed_and_the_arm_never_did():
+    phase = boundary.phase_table(synthetic_runs())  # none fails from 0.1 (2 of 3) and at 1; ln only at 1
+    escapes = boundary.failure_escapes(phase)
+    assert escapes.to_dict("records") == [{"variant": "ln", "cfg.lr": 0.1}]
+    assert boundary.failure_escapes(boundary.phase_table(synthetic_runs(ln_breaks_at=1e-1))).empty
