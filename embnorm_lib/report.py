@@ -82,6 +82,14 @@ def _layouts(prov: dict) -> str:
     return layouts_text(prov["layouts"]) or "no sweep log"
 
 
+def compute_words(runs: pd.DataFrame, prov: dict) -> str:
+    """A study's compute: the runs' own wall time summed (what it would cost serially), and the sweeps' wall time
+    with their layouts (a sweep stopped part-way logs no wall time, so the runs' sum is the complete figure)."""
+    run_hours = float(pd.to_numeric(runs["wall_s"], errors="coerce").sum()) / 3600 if "wall_s" in runs else 0.0
+    return (f"compute {run_hours:.1f} h of run time summed over runs, {prov['sweep_wall_s'] / 60:.0f} min of logged "
+            f"sweep wall time ({_layouts(prov)})")
+
+
 def runs_readme(out_dir: str | Path | None = None) -> str:
     out = runs_root(out_dir)
     parts = ["# Committed study results",
@@ -149,7 +157,8 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
         reports = [f"[`{study}/{name}`]({study}/{name})" for name in V2_REPORTS if (out / study / name).is_file()]
         parts += [f"- `{study}`: {text} {len(runs)} of {_planned(study)} runs finished "
                   f"(commit(s) {', '.join(sorted({str(c)[:12] for c in runs['git_commit']}))}), "
-                  f"{int(runs['failed'].astype(bool).sum()) if 'failed' in runs else 0} failed"
+                  f"{int(runs['failed'].astype(bool).sum()) if 'failed' in runs else 0} failed; "
+                  f"{compute_words(runs, study_provenance(study, out))}"
                   + (f"; report: {', '.join(reports)}" if reports else "") + ".", ""]
     bench = out / "bench.json"
     if bench.is_file():

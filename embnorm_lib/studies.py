@@ -248,7 +248,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           note=LR_V2_NOTE + " Registered with peak LR {1e-2, ..., 3e-1}; after seed 0 (the search is exploratory, "
                             "amendment 1) LR 1 was added because no arm failed on that grid and the 4-layer model "
                             "fails only at LR 1, and LR 1e-3 and 3e-3 because every arm's best LR was the grid's "
-                            "lowest. 32 layers would cost twice as much again; run it if 16 layers do not fail."),
+                            "lowest. 32 layers: `stability-deep32-v2`."),
     Study("stability-deep32-v2", "LR boundary of a 32-layer model: stability-lr-v2's setup with 32 layers, "
                                  "none/ln/rms/scaled x seeds 0-2 x peak LR {0.3, 1}, the two LRs around the 16-layer "
                                  "boundary.", "stability-v2",

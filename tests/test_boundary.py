@@ -144,3 +144,13 @@ def test_an_escape_is_an_lr_where_none_failed_and_the_arm_never_did():
     escapes = boundary.failure_escapes(phase)
     assert escapes.to_dict("records") == [{"variant": "ln", "cfg.lr": 0.1}]
     assert boundary.failure_escapes(boundary.phase_table(synthetic_runs(ln_breaks_at=1e-1))).empty
+
+
+def test_a_studys_compute_is_the_runs_wall_time_summed_and_the_logged_sweep_time():
+    from embnorm_lib.report import compute_words
+
+    runs = pd.DataFrame({"wall_s": [1800.0, 1800.0, 3600.0]})
+    prov = {"sweep_wall_s": 2400.0, "layouts": [(2, 1)]}
+    words = compute_words(runs, prov)
+    assert words.startswith("compute 2.0 h of run time summed over runs, 40 min of logged sweep wall time (")
+    assert compute_words(pd.DataFrame({"x": [1]}), {"sweep_wall_s": 0.0, "layouts": []}).startswith("compute 0.0 h")
