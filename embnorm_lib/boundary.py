@@ -344,7 +344,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
     lines = [f"# Stability v2: the learning-rate boundary (`{study}`)", "",
              f"Written by `python -m embnorm_lib.boundary` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"
-             + ("" if done == expected else "; **partial**: the sweep is still running, numbers will change") + "). "
+             + ("" if done == expected else "; **partial**: registered runs are still missing (resume with the sweep), numbers will change") + "). "
              "Figures: `figures/stability-v2/`.", "", cpu_words(runs), "",
              "**Exploratory** (docs/PROTOCOL.md amendment 1): the search for a regime in which the baseline is "
              "unstable. " + STUDIES[study].description + " " + STUDIES[study].note, "",

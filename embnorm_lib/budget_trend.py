@@ -98,7 +98,7 @@ def write_report(out_dir=None, data_path=None, figures_dir=None) -> Path:
     lines = ["# Stability v2: the budget trend", "",
              f"Written by `python -m embnorm_lib.budget_trend` at commit {git_commit()[:12]} from the `runs.csv` of "
              f"{', '.join(f'`{s}`' for s in present)} ({done} of {registered} registered runs of `{REPORT_STUDY}` "
-             "finished" + ("" if done == registered else "; **partial**: the sweep is still running") + "). "
+             "finished" + ("" if done == registered else "; **partial**: registered runs are still missing") + "). "
              "Figure: `figures/stability-v2/budget_trend.png`.", "",
              "**Exploratory** (docs/PROTOCOL.md amendment 1). Paired differences from none in nats/char (95% t "
              "interval over seeds); Holm across the table, separately for the final and the best validation loss; "

@@ -162,7 +162,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
              f"Written by `python -m embnorm_lib.h1b` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
              f"({done} of {expected} registered runs finished; seeds with every cell finished: "
              f"{', '.join(map(str, d['seeds'])) or 'none yet'}"
-             + ("; **partial**: the sweep is still running, numbers will change" if partial else "") + "). "
+             + ("; **partial**: registered runs are still missing (resume with the sweep), numbers will change" if partial else "") + "). "
              "Figure: `figures/stability-v2/h1b_stability_vs_cost.png`.", "",
              STUDIES[study].description + " " + STUDIES[study].note, "",
              "**Confirmatory** (docs/PROTOCOL.md amendment 2): per regime at LR "
