@@ -21,7 +21,7 @@ import pandas as pd
 from . import plots, stats
 from .cli import report_main
 from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
-from .render import compact_markdown
+from .render import PARTIAL, compact_markdown
 from .results import has_index, load_runs, load_series
 from .rundir import study_dir_for
 from .stability import VARIANT_ORDER, _order, best_lr_paired, capped_loss, lr_sensitivity, paired_sensitivity, with_holm
@@ -344,7 +344,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
     lines = [f"# Stability v2: the learning-rate boundary (`{study}`)", "",
              f"Written by `python -m embnorm_lib.boundary` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"
-             + ("" if done == expected else "; **partial**: registered runs are still missing (resume with the sweep), numbers will change") + "). "
+             + ("" if done == expected else PARTIAL) + "). "
              "Figures: `figures/stability-v2/`.", "", cpu_words(runs), "",
              "**Exploratory** (docs/PROTOCOL.md amendment 1): the search for a regime in which the baseline is "
              "unstable. " + STUDIES[study].description + " " + STUDIES[study].note, "",

@@ -18,7 +18,7 @@ from . import plots, stats
 from .cli import report_main
 from .data import load_corpus
 from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
-from .render import compact_markdown
+from .render import PARTIAL, compact_markdown
 from .results import has_index, load_runs
 from .rundir import study_dir_for
 from .stability import VARIANT_ORDER
@@ -98,7 +98,7 @@ def write_report(out_dir=None, data_path=None, figures_dir=None) -> Path:
     lines = ["# Stability v2: the budget trend", "",
              f"Written by `python -m embnorm_lib.budget_trend` at commit {git_commit()[:12]} from the `runs.csv` of "
              f"{', '.join(f'`{s}`' for s in present)} ({done} of {registered} registered runs of `{REPORT_STUDY}` "
-             "finished" + ("" if done == registered else "; **partial**: registered runs are still missing") + "). "
+             "finished" + ("" if done == registered else PARTIAL) + "). "
              "Figure: `figures/stability-v2/budget_trend.png`.", "",
              "**Exploratory** (docs/PROTOCOL.md amendment 1). Paired differences from none in nats/char (95% t "
              "interval over seeds); Holm across the table, separately for the final and the best validation loss; "

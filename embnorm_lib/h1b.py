@@ -22,7 +22,7 @@ from . import plots, stats
 from .boundary import final_out_logits, fisher_vs_none, h1b_family, phase_table
 from .cli import report_main
 from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
-from .render import compact_markdown
+from .render import PARTIAL, compact_markdown
 from .results import has_index, load_runs
 from .rundir import study_dir_for
 from .stability import VARIANT_ORDER, _order
@@ -162,7 +162,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
              f"Written by `python -m embnorm_lib.h1b` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
              f"({done} of {expected} registered runs finished; seeds with every cell finished: "
              f"{', '.join(map(str, d['seeds'])) or 'none yet'}"
-             + ("; **partial**: registered runs are still missing (resume with the sweep), numbers will change" if partial else "") + "). "
+             + (PARTIAL if partial else "") + "). "
              "Figure: `figures/stability-v2/h1b_stability_vs_cost.png`.", "",
              STUDIES[study].description + " " + STUDIES[study].note, "",
              "**Confirmatory** (docs/PROTOCOL.md amendment 2): per regime at LR "

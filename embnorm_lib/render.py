@@ -6,6 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+# what a report of a study with registered runs still missing says beside its run count
+PARTIAL = "; **partial**: registered runs are still missing (resume with the sweep), numbers will change"
+
 
 def to_markdown(frame: pd.DataFrame) -> str:
     head = "| " + " | ".join(frame.columns) + " |"
