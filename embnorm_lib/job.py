@@ -205,6 +205,17 @@ def dirty_files() -> list[str]:
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
+def changed_files_note(changed: list[str]) -> str:
+    """What a user should know when publishing the committed runs changed committed files."""
+    note = f"note: publishing changed {len(changed)} committed file(s): {', '.join(changed[:8])}"
+    if all(f.startswith("figures/") and f.endswith(".pdf") for f in changed):
+        # seen on AMD EPYC: numpy's AVX-512 log10 vs its AVX2 one moved one coordinate of a log-axis figure
+        note += ("\n  only figure PDFs: a PDF stores coordinates to 6 decimals, and numpy's vector code differs "
+                 "between CPUs (e.g. AVX-512 vs AVX2), which can move a last digit; every number and PNG is unchanged "
+                 "and `git checkout figures/` restores the committed bytes")
+    return note
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", nargs="?", default="seeds-final")
@@ -255,7 +266,7 @@ def main(argv=None) -> int:
             print(f"\nfresh vs committed: {same} of {len(merged)} runs have bit-identical final val_loss")
         changed = dirty_files() if not separate else []  # only the committed tree is under git
         if changed:
-            print(f"\nnote: publishing changed {len(changed)} committed file(s): {', '.join(changed[:8])}")
+            print(f"\n{changed_files_note(changed)}")
     except BRIEF_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
