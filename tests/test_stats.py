@@ -37,6 +37,14 @@ def test_holm_on_a_textbook_family():
     assert list(reject) == [True, False, False, True]
 
 
+def test_holm_leaves_the_garbage_collector_as_it_found_it():
+    import gc
+
+    frozen_before = gc.get_freeze_count()
+    stats.holm([0.01, 0.04, float("nan")])
+    assert gc.get_freeze_count() == frozen_before and gc.isenabled()
+
+
 def test_effect_size_on_a_hand_computed_example():
     d_z, g_z = stats.effect_sizes(np.array([1.0, 2.0, 3.0]))  # mean 2, SD 1
     assert d_z == pytest.approx(2.0)
