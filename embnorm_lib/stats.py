@@ -199,12 +199,16 @@ def holm(p_values, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
     ok = ~np.isnan(p)
     if ok.any():
         # statsmodels' Holm branch ends with a full gc.collect(), 0.15 s per family once a study's frames are
-        # in memory (2.7 s of the paper's data); objects frozen before the call are not scanned by it
-        gc.freeze()
+        # in memory (2.7 s of the paper's data); objects frozen before the call are not scanned by it. A caller's
+        # own frozen objects stay frozen: unfreeze() thaws everything, so it runs only if we did the freezing.
+        ours = gc.get_freeze_count() == 0
+        if ours:
+            gc.freeze()
         try:
             r, adj, _, _ = multipletests(p[ok], alpha=alpha, method="holm")
         finally:
-            gc.unfreeze()
+            if ours:
+                gc.unfreeze()
         adjusted[ok], reject[ok] = adj, r
     return reject, adjusted
 

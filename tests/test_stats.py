@@ -43,6 +43,13 @@ def test_holm_leaves_the_garbage_collector_as_it_found_it():
     frozen_before = gc.get_freeze_count()
     stats.holm([0.01, 0.04, float("nan")])
     assert gc.get_freeze_count() == frozen_before and gc.isenabled()
+    gc.freeze()  # a caller that froze its own objects finds them still frozen
+    try:
+        frozen_by_caller = gc.get_freeze_count()
+        stats.holm([0.01, 0.04])
+        assert gc.get_freeze_count() == frozen_by_caller > 0
+    finally:
+        gc.unfreeze()
 
 
 def test_effect_size_on_a_hand_computed_example():
