@@ -74,6 +74,7 @@ def test_the_lr_check_finds_each_arms_planted_best_factor_and_flags_the_grid_edg
     assert list(ladder.best_factors(extended[extended["factor"] <= 4.0])["variant"]) == ["none"]
 
 
+@pytest.mark.committed
 def test_the_registered_ladder_factors_are_what_the_committed_check_gives():
     """Amendment 5: studies.LADDER_LR_CHECKED must equal ladder-lr's best factors for every rung it names."""
     from pathlib import Path
@@ -115,6 +116,19 @@ def test_per_size_comparisons_and_the_fitted_trend_find_the_planted_slope():
     assert fits.loc["rms", "slope_ci_low"] < 0 < fits.loc["rms", "slope_ci_high"]  # no slope planted
     assert ladder.trend_words(fits.loc["rms"]) == "no trend resolved across sizes"
     assert fits.loc["ln", "extrapolated_diff"] == pytest.approx(0.2 - 0.03 * np.log10(1.3e9), abs=0.1)
+
+
+def test_subword_trends_and_the_figure_use_the_loss_per_character():
+    """Amendment 4: for BPE runs the primary metric is per character; a per-token difference must not leak in."""
+    bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
+    bpe["val_loss_per_char"] = bpe["val_loss"]  # the planted slope lives per character...
+    bpe["val_loss"] = bpe["val_loss_per_char"] * 3 + np.where(bpe["variant"] == "ln", 1.0, 0.0)  # ...not per token
+    table = ladder.rung_table(pd.concat([synthetic(), bpe], ignore_index=True))
+    picked = ladder.primary(table)
+    assert set(zip(picked["tokenizer"], picked["metric"])) == {("char", "val_loss"), ("bpe-512", "val_loss_per_char")}
+    fits = ladder.trend(table).set_index(["tokenizer", "variant"])
+    assert fits.loc[("bpe-512", "ln"), "slope_per_decade"] == pytest.approx(-0.03, abs=0.01)
+    assert fits.loc[("bpe-512", "ln"), "slope_per_decade"] == pytest.approx(fits.loc[("char", "ln"), "slope_per_decade"])
 
 
 def test_the_report_renders(tmp_path):

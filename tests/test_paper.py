@@ -22,6 +22,7 @@ def fresh_data():
     return paper.paper_data(REPO / "runs")
 
 
+@pytest.mark.committed
 def test_the_papers_data_is_what_the_committed_studies_give(fresh_data):
     """Fails when runs or analyses change without `python -m embnorm_lib.paper` (the paper would be stale)."""
     committed = json.loads((REPO / "paper" / "data.json").read_text())
@@ -43,6 +44,7 @@ def test_the_papers_data_is_what_the_committed_studies_give(fresh_data):
             assert r["mean_diff"] == pytest.approx((means[r["variant"]] - means["none"]).mean())
 
 
+@pytest.mark.committed
 def test_the_paper_builds(tmp_path, fresh_data):
     import shutil
 
@@ -58,6 +60,7 @@ def test_the_paper_builds(tmp_path, fresh_data):
     assert all((tmp_path / "paper" / "latex" / "figures" / f"{name}.pdf").is_file() for name in figures)
 
 
+@pytest.mark.committed
 @pytest.mark.slow  # test_the_paper_builds compares the whole PDF, figures included, byte for byte
 def test_rebuilding_the_figures_leaves_them_byte_identical(tmp_path):
     paper.write_inputs(REPO / "runs", tmp_path)
