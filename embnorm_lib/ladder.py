@@ -93,14 +93,23 @@ def best_factors(check: pd.DataFrame, seeds: int = 2) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def trend(table: pd.DataFrame, metric: str = "val_loss", at_params: float = LE_SCAO_PARAMS) -> pd.DataFrame:
-    """Per tokenizer and variant: WLS of the rung's mean difference on log10(params), weights from each rung's
-    standard error; the slope per decade of parameters with its 95% interval, and the line's value at `at_params`
-    with the 95% interval of that mean (an extrapolation)."""
+def primary(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each tokenizer's primary metric (amendment 4): final validation loss per character, which is
+    `val_loss` for char runs (a token is a character) and `val_loss_per_char` for subword runs, so tokenizations
+    compare on one scale."""
+    if table.empty:
+        return table
+    return table[table["metric"] == np.where(table["tokenizer"] == "char", "val_loss", "val_loss_per_char")]
+
+
+def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS) -> pd.DataFrame:
+    """Per tokenizer and variant: WLS of the rung's mean difference in the primary metric (per character) on
+    log10(params), weights from each rung's standard error; the slope per decade of parameters with its 95%
+    interval, and the line's value at `at_params` with the 95% interval of that mean (an extrapolation)."""
     import statsmodels.api as sm
 
     rows = []
-    for (tokenizer, variant), sub in table[table["metric"] == metric].groupby(["tokenizer", "variant"], sort=False):
+    for (tokenizer, variant), sub in primary(table).groupby(["tokenizer", "variant"], sort=False):
         sub = sub.dropna(subset=["mean_diff", "ci_low"])
         if len(sub) < 3:
             continue
@@ -143,7 +152,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     table = rung_table(runs)
     lines_trend = trend(table) if len(table) else pd.DataFrame()
     if len(table):
-        fig = plots.plot_ladder(table)
+        fig = plots.plot_ladder(primary(table))
         plots.save(fig, Path(figures_dir or repo_root() / "figures" / "ladder") / f"{study}_delta_vs_params",
                    f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}")
         plt.close(fig)
@@ -158,7 +167,8 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     lines += [f"- **rung {r} ran at the width rule's LR without a completed check** (amendment 5 asks for "
               f"`ladder-lr` at that rung first)." for r in unchecked] + ([""] if unchecked else [])
     lines += ["## Trend across sizes (exploratory)", "",
-             "Weighted least squares of each size's mean difference on log10(non-embedding parameters); the value at "
+             "Weighted least squares of each size's mean difference in final validation loss per character (for BPE "
+             "runs `val_loss_per_char`, not the per-token loss) on log10(non-embedding parameters); the value at "
              f"{LE_SCAO_PARAMS:.2g} parameters is an **extrapolation** far beyond the largest rung, shown beside Le Scao "
              "et al.'s finding that an embedding LayerNorm hurts zero-shot accuracy at that size.", ""]
     if len(lines_trend):

@@ -377,10 +377,10 @@ def plot_position_deltas(deltas: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def plot_ladder(table: pd.DataFrame, metric: str = "val_loss") -> plt.Figure:
-    """The size ladder: each variant's paired difference from none in final validation loss against the
-    non-embedding parameter count (95% t intervals; filled where significant after Holm), one line per tokenizer."""
-    frame = table[table["metric"] == metric]
+def plot_ladder(frame: pd.DataFrame) -> plt.Figure:
+    """The size ladder: each variant's paired difference from none in final validation loss per character
+    (`ladder.primary`'s rows: one metric per tokenizer) against the non-embedding parameter count (95% t
+    intervals; filled where significant after Holm), one line per tokenizer."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for (variant, tokenizer), sub in frame.groupby(["variant", "tokenizer"], sort=False):
         color = arm_color(variant)
