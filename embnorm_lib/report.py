@@ -303,39 +303,41 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if zero_shot:
         text += ("\n\nZero-shot accuracy, confirmatory (suite v2, docs/PROTOCOL.md amendments 1 and 3):\n\n"
                  + "\n".join(zero_shot))
-    ladder_lines = ladder_findings(out)
-    if ladder_lines:
-        text += ("\n\nThe size ladder, per finished size (docs/PROTOCOL.md amendments 4-6; "
-                 "[`runs/ladder/LADDER.md`](runs/ladder/LADDER.md)); no trend across sizes until three have "
-                 "finished:\n\n" + "\n".join(ladder_lines))
+    for study, what in (("ladder", "The size ladder"), ("ladder-bpe", "The subword ladder (BPE tokens)")):
+        ladder_lines = ladder_findings(out, study)
+        if ladder_lines:
+            text += (f"\n\n{what}, per finished size (docs/PROTOCOL.md amendments 4-6; "
+                     f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)); no trend across sizes until three have "
+                     "finished:\n\n" + "\n".join(ladder_lines))
     return text
 
 
-def ladder_findings(out: Path) -> list[str]:
-    """One line per finished rung of the char ladder: each arm's LR and its paired difference in final validation
-    loss from none, worded by the Holm decision within the size."""
+def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
+    """One line per finished rung (and tokenizer) of a ladder study: each arm's LR and its paired difference from
+    none in final validation loss per character (ladder.primary), worded by the Holm decision within the size."""
     from . import ladder
     from .config import LADDER_RUNGS, non_embedding_params
     from .studies import ladder_factor, ladder_lr
 
-    if not has_index("ladder", out):
+    if not has_index(study, out):
         return []
-    runs = load_runs("ladder", out)
-    table = ladder.rung_table(runs)
+    table = ladder.primary(ladder.rung_table(load_runs(study, out)))
     if table.empty:
         return []
     lines = []
-    for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
-        params = non_embedding_params(layers, width)
-        sub = table[(table["params"] == params) & (table["metric"] == "val_loss") & (table["tokenizer"] == "char")]
-        if sub.empty or sub["seeds"].min() < 5:
-            continue
-        lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}" for v in ("none", "ln", "rms"))
-        parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {r.p_holm:.2g}, "
-                 f"{'significant' if r.significant else 'direction not resolved'})" for r in sub.itertuples()]
-        lines.append(f"- rung {rung} ({layers} × {width}, {params / 1e6:.2f}M non-embedding parameters, "
-                     f"{int(sub['seeds'].min())} seeds; LR {lrs}): Δ final val loss vs `none` " + "; ".join(parts)
-                     + " nats/char.")
+    for tokenizer in sorted(set(table["tokenizer"]), key=lambda t: (t != "char", t)):
+        for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
+            params = non_embedding_params(layers, width)
+            sub = table[(table["params"] == params) & (table["tokenizer"] == tokenizer)]
+            if sub.empty or sub["seeds"].min() < 5:
+                continue
+            lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}" for v in ("none", "ln", "rms"))
+            parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {r.p_holm:.2g}, "
+                     f"{'significant' if r.significant else 'direction not resolved'})" for r in sub.itertuples()]
+            name = f"rung {rung}" + ("" if tokenizer == "char" else f", {tokenizer} tokens")
+            lines.append(f"- {name} ({layers} × {width}, {params / 1e6:.2f}M non-embedding parameters, "
+                         f"{int(sub['seeds'].min())} seeds; LR {lrs}): Δ final val loss vs `none` " + "; ".join(parts)
+                         + " nats/char.")
     return lines
 
 

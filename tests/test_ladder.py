@@ -154,3 +154,19 @@ def test_the_readme_line_per_finished_size_words_each_arm_by_holm(tmp_path):
     few = synthetic(seeds=3)
     few.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
     assert ladder_findings(tmp_path) == []  # a size is quoted once its five registered seeds have finished
+
+
+def test_the_subword_ladders_readme_line_quotes_the_loss_per_character(tmp_path):
+    from embnorm_lib.report import ladder_findings
+
+    bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
+    bpe["val_loss_per_char"] = bpe["val_loss"]
+    bpe["val_loss"] = bpe["val_loss_per_char"] * 3  # per token: three times the per-character difference
+    (tmp_path / "ladder-bpe").mkdir()
+    bpe.to_csv(tmp_path / "ladder-bpe" / "runs.csv", index=False)
+    lines = ladder_findings(tmp_path, "ladder-bpe")
+    assert len(lines) == len(LADDER_RUNGS) and lines[1].startswith("- rung 1, bpe-512 tokens (4 × 128")
+    per_char = ladder.primary(ladder.rung_table(bpe))
+    ln = per_char[(per_char["variant"] == "ln") & (per_char["preset"] == "ladder-1")].iloc[0]
+    assert f"`ln` {ln.mean_diff:+.3f} [{ln.ci_low:+.3f}, {ln.ci_high:+.3f}]" in lines[1]
+    assert ladder_findings(tmp_path, "ladder") == []  # the char ladder's lines come from its own study
