@@ -33,11 +33,13 @@ def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
                         tokenizer=runs.get("cfg.tokenizer", pd.Series("char", index=runs.index)))
     rows = []
     for (tokenizer, params), sub in frame.groupby(["tokenizer", "params"]):
+        tokens, flops = train_compute(sub.iloc[0], int(params))
         block = []
         for variant in [v for v in variants if v in set(sub["variant"])]:
             for metric in [m for m in METRICS if m in sub and sub[m].notna().any()]:
                 c = stats.compare(sub, metric, variant)
                 block.append({"tokenizer": tokenizer, "params": int(params), "preset": sub["cfg.preset"].iloc[0],
+                              "train_tokens": tokens, "train_flops": flops,
                               "variant": variant, "metric": metric, "seeds": c.n, "none": c.baseline_mean,
                               "variant_mean": c.variant_mean, "mean_diff": c.mean_diff, "ci_low": c.ci_low,
                               "ci_high": c.ci_high, "p_t": c.p_t})
@@ -46,6 +48,18 @@ def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
             reject, adjusted = stats.holm(part["p_t"].to_numpy(float))
             rows.append(part.assign(p_holm=adjusted, significant=reject))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def train_compute(run: pd.Series, params: int) -> tuple[float, float]:
+    """Tokens a run trained on and its training compute, 6 x (non-embedding parameters + output head) x tokens:
+    the usual estimate (forward and backward matmuls; attention's context term and the norms left out), with the
+    head counted because a 4096-token vocabulary makes it a large share at these widths. NaN where the index lacks
+    the config columns."""
+    need = ("cfg.max_iters", "cfg.batch_size", "cfg.block_size", "cfg.n_embd", "cfg.vocab_size")
+    if any(pd.isna(run.get(k)) for k in need):
+        return float("nan"), float("nan")
+    tokens = float(run["cfg.max_iters"] * run["cfg.batch_size"] * run["cfg.block_size"] * run.get("cfg.grad_accum", 1))
+    return tokens, 6.0 * (params + run["cfg.n_embd"] * run["cfg.vocab_size"]) * tokens
 
 
 def lr_factor(lr: float, variant: str, n_embd: int, rung: int) -> float:
@@ -151,16 +165,20 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         return write_text_stable(study_dir_for(study, out).root / "LADDER.md", lr_check_report(runs, study))
     table = rung_table(runs)
     lines_trend = trend(table) if len(table) else pd.DataFrame()
-    if len(table):
-        fig = plots.plot_ladder(primary(table))
-        plots.save(fig, Path(figures_dir or repo_root() / "figures" / "ladder") / f"{study}_delta_vs_params",
+    figures = ["params"] + (["train_flops"] if len(table) and table["train_flops"].notna().all() else [])
+    for x in figures if len(table) else []:
+        fig = plots.plot_ladder(primary(table), x)
+        name = {"params": "delta_vs_params", "train_flops": "delta_vs_compute"}[x]
+        plots.save(fig, Path(figures_dir or repo_root() / "figures" / "ladder") / f"{study}_{name}",
                    f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}")
         plt.close(fig)
     done, planned = len(runs), len(STUDIES[study].cells())
     lines = [f"# The size ladder (`{study}`)", "",
              f"Written by `python -m embnorm_lib.ladder` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
              f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + "). "
-             f"Figure: `figures/ladder/{study}_delta_vs_params.png`.", "", STUDIES[study].description, "",
+             f"Figures: `figures/ladder/{study}_delta_vs_params.png`, and against training compute "
+             f"(`train_flops`: 6 x (non-embedding parameters + output head) x training tokens) "
+             f"`figures/ladder/{study}_delta_vs_compute.png`.", "", STUDIES[study].description, "",
              "## Per size (the registered paired comparison, Holm within each size)", "",
              compact_markdown(table) if len(table) else "No rung has finished yet.", ""]
     unchecked = sorted({_rung(p) for p in table.get("preset", [])} - set(LADDER_LR_CHECKED))

@@ -377,24 +377,27 @@ def plot_position_deltas(deltas: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def plot_ladder(frame: pd.DataFrame) -> plt.Figure:
+LADDER_X = {"params": "non-embedding parameters", "train_flops": "training compute (FLOPs, 6ND estimate)"}
+
+
+def plot_ladder(frame: pd.DataFrame, x: str = "params") -> plt.Figure:
     """The size ladder: each variant's paired difference from none in final validation loss per character
-    (`ladder.primary`'s rows: one metric per tokenizer) against the non-embedding parameter count (95% t
-    intervals; filled where significant after Holm), one line per tokenizer."""
+    (`ladder.primary`'s rows: one metric per tokenizer) against the non-embedding parameter count or the training
+    compute (95% t intervals; filled where significant after Holm), one line per tokenizer."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for (variant, tokenizer), sub in frame.groupby(["variant", "tokenizer"], sort=False):
         color = arm_color(variant)
         offset = 1.04 if variant == "rms" else 1.0  # rms beside ln, not hidden under it
         style = "-" if tokenizer == "char" else "--"
-        ax.errorbar(sub["params"] * offset, sub["mean_diff"], yerr=interval_error(sub), fmt="o" + style, color=color,
+        ax.errorbar(sub[x] * offset, sub["mean_diff"], yerr=interval_error(sub), fmt="o" + style, color=color,
                     capsize=2, label=f"{variant} ({tokenizer})", mfc="white")
         sig = sub[sub["significant"]]
-        ax.plot(sig["params"] * offset, sig["mean_diff"], "o", color=color)
+        ax.plot(sig[x] * offset, sig["mean_diff"], "o", color=color, zorder=3)  # over errorbar's open markers (2.1)
     from matplotlib.ticker import NullFormatter
 
-    params = frame["params"].astype(float)
-    fig = _finish_delta_vs_log_x(fig, ax, "non-embedding parameters", "Δ final val loss vs none (nats/char)",
-                                 "embedding norm cost by model size")
-    ax.set_xlim(params.min() / 2, params.max() * 2)  # at least a decade, so one finished size reads as a point
+    values = frame[x].astype(float)
+    title = "embedding norm cost by " + ("model size" if x == "params" else "training compute")
+    fig = _finish_delta_vs_log_x(fig, ax, LADDER_X[x], "Δ final val loss vs none (nats/char)", title)
+    ax.set_xlim(values.min() / 2, values.max() * 2)  # at least a decade, so one finished size reads as a point
     ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: minor labels run together
     return fig

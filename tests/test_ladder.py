@@ -102,7 +102,9 @@ def synthetic(slope=-0.03, seeds=5):
             for variant, shift in (("none", 0.0), ("ln", 0.2 + slope * np.log10(params)), ("rms", 0.05)):
                 loss = base + shift + rng.normal(0, 0.005)
                 rows.append({"variant": variant, "seed": seed, "cfg.n_layer": layers, "cfg.n_embd": width,
-                             "cfg.preset": f"ladder-{rung}", "cfg.tokenizer": "char", "val_loss": loss,
+                             "cfg.preset": f"ladder-{rung}", "cfg.tokenizer": "char", "cfg.vocab_size": 65,
+                             "cfg.max_iters": PRESETS[f"ladder-{rung}"]["max_iters"], "cfg.batch_size": 32,
+                             "cfg.block_size": 128, "val_loss": loss,
                              "best_val_loss": loss - 0.01})
     return pd.DataFrame(rows)
 
@@ -140,6 +142,18 @@ def test_the_report_renders(tmp_path):
     assert all(f"**rung {r} ran" not in text for r in LADDER_LR_CHECKED)
     assert "extrapolation" in text and "`ln` (char): the difference falls as the model grows" in text
     assert (tmp_path / "figures" / "ladder_delta_vs_params.png").is_file()
+    assert (tmp_path / "figures" / "ladder_delta_vs_compute.png").is_file()
+
+
+def test_each_size_states_its_training_tokens_and_compute():
+    table = ladder.rung_table(synthetic()).set_index(["preset", "variant", "metric"])
+    layers, width, _ = LADDER_RUNGS[1]
+    row = table.loc[("ladder-1", "ln", "val_loss")]
+    tokens = ladder_iters(layers, width) * 32 * 128
+    assert row["train_tokens"] == tokens
+    assert row["train_flops"] == 6 * (non_embedding_params(layers, width) + width * 65) * tokens
+    bare = ladder.rung_table(synthetic().drop(columns=["cfg.vocab_size"]))
+    assert bare["train_flops"].isna().all()  # not guessed when the index lacks a config column
 
 
 def test_the_readme_line_per_finished_size_words_each_arm_by_holm(tmp_path):
@@ -170,3 +184,18 @@ def test_the_subword_ladders_readme_line_quotes_the_loss_per_character(tmp_path)
     ln = per_char[(per_char["variant"] == "ln") & (per_char["preset"] == "ladder-1")].iloc[0]
     assert f"`ln` {ln.mean_diff:+.3f} [{ln.ci_low:+.3f}, {ln.ci_high:+.3f}]" in lines[1]
     assert ladder_findings(tmp_path, "ladder") == []  # the char ladder's lines come from its own study
+
+
+def test_the_figure_fills_the_significant_sizes_above_the_open_markers():
+    import matplotlib.pyplot as plt
+
+    from embnorm_lib import plots
+
+    table = ladder.primary(ladder.rung_table(synthetic()))
+    fig = plots.plot_ladder(table)
+    lines = fig.axes[0].lines
+    open_markers = [ln for ln in lines if ln.get_marker() == "o" and ln.get_markerfacecolor() == "white"]
+    filled = [ln for ln in lines if ln.get_marker() == "o" and ln.get_markerfacecolor() != "white"]
+    assert filled and sum(len(ln.get_xdata()) for ln in filled) == int(table["significant"].sum())
+    assert min(ln.get_zorder() for ln in filled) > max(ln.get_zorder() for ln in open_markers)
+    plt.close(fig)
