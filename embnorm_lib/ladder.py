@@ -180,7 +180,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              f"(`train_flops`: 6 x (non-embedding parameters + output head) x training tokens) "
              f"`figures/ladder/{study}_delta_vs_compute.png`.", "", STUDIES[study].description, "",
              "## Per size (the registered paired comparison, Holm within each size)", "",
-             compact_markdown(table) if len(table) else "No rung has finished yet.", ""]
+             compact_markdown(_display(table)) if len(table) else "No rung has finished yet.", ""]
     unchecked = sorted({_rung(p) for p in table.get("preset", [])} - set(LADDER_LR_CHECKED))
     lines += [f"- **rung {r} ran at the width rule's LR without a completed check** (amendment 5 asks for "
               f"`ladder-lr` at that rung first)." for r in unchecked] + ([""] if unchecked else [])
@@ -197,6 +197,12 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     else:
         lines += ["Fewer than three sizes have finished: no trend is fitted."]
     return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")
+
+
+def _display(table: pd.DataFrame) -> pd.DataFrame:
+    """Token counts as integers and FLOPs in scientific notation, for the markdown table."""
+    return table.assign(train_tokens=[f"{v:.0f}" if pd.notna(v) else "–" for v in table["train_tokens"]],
+                        train_flops=[f"{v:.3g}" if pd.notna(v) else "–" for v in table["train_flops"]])
 
 
 def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
