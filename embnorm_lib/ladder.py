@@ -165,11 +165,12 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         return write_text_stable(study_dir_for(study, out).root / "LADDER.md", lr_check_report(runs, study))
     table = rung_table(runs)
     lines_trend = trend(table) if len(table) else pd.DataFrame()
-    figures = ["params"] + (["train_flops"] if len(table) and table["train_flops"].notna().all() else [])
-    for x in figures if len(table) else []:
+    axes = {"params": "params", "train_flops": "compute"} if len(table) else {}
+    for x, name in axes.items():
+        if table[x].isna().any():  # compute is not drawn from a guess (train_compute's NaN)
+            continue
         fig = plots.plot_ladder(primary(table), x)
-        name = {"params": "delta_vs_params", "train_flops": "delta_vs_compute"}[x]
-        plots.save(fig, Path(figures_dir or repo_root() / "figures" / "ladder") / f"{study}_{name}",
+        plots.save(fig, Path(figures_dir or repo_root() / "figures" / "ladder") / f"{study}_delta_vs_{name}",
                    f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}")
         plt.close(fig)
     done, planned = len(runs), len(STUDIES[study].cells())
