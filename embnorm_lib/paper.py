@@ -102,8 +102,8 @@ def paper_data(out: Path) -> dict:
 
 
 def ladder_data(out: Path) -> dict:
-    """The size ladder so far: ladder-lr's best factor per checked rung and arm, and the ladder's per-size family
-    (final validation loss) where a rung has finished."""
+    """The size ladder so far: ladder-lr's best factor per checked rung and arm, and each ladder's (char and BPE)
+    per-size family in final validation loss per character (ladder.primary) where a size has runs."""
     from . import ladder
     from .config import LADDER_RUNGS, non_embedding_params
 
@@ -114,12 +114,16 @@ def ladder_data(out: Path) -> dict:
              "best": _records(best, list(best.columns)) if len(best) else [],
              "params": {str(r): non_embedding_params(a, b) for r, (a, b, _) in enumerate(LADDER_RUNGS)},
              "shape": {str(r): f"{a} × {b}" for r, (a, b, _) in enumerate(LADDER_RUNGS)}}
-    if has_index("ladder", out):
-        table = ladder.rung_table(load_runs("ladder", out))
-        if len(table):
-            table = table[table["metric"] == "val_loss"]
-            found["family"] = _records(table, ["params", "preset", "variant", "seeds", "mean_diff", "ci_low",
-                                               "ci_high", "p_holm", "significant"])
+    family = []
+    for study in ("ladder", "ladder-bpe"):  # each size's comparison in nats per character, whatever the tokens
+        if has_index(study, out):
+            table = ladder.primary(ladder.rung_table(load_runs(study, out)))
+            if len(table):
+                family += _records(table, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
+                                           "ci_low", "ci_high", "p_holm", "significant"])
+    if family:
+        found["family"] = family
+    found["subword_runs"] = len(load_runs("ladder-bpe", out)) if has_index("ladder-bpe", out) else 0
     return found
 
 

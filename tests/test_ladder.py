@@ -199,3 +199,25 @@ def test_the_figure_fills_the_significant_sizes_above_the_open_markers():
     assert filled and sum(len(ln.get_xdata()) for ln in filled) == int(table["significant"].sum())
     assert min(ln.get_zorder() for ln in filled) > max(ln.get_zorder() for ln in open_markers)
     plt.close(fig)
+
+
+def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
+    from embnorm_lib.paper import ladder_data
+
+    (tmp_path / "ladder-lr").mkdir()
+    check_runs(rung=1).to_csv(tmp_path / "ladder-lr" / "runs.csv", index=False)
+    assert "family" not in ladder_data(tmp_path) and ladder_data(tmp_path)["subword_runs"] == 0
+    bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
+    bpe["val_loss_per_char"] = bpe["val_loss"]
+    bpe["val_loss"] = bpe["val_loss_per_char"] * 3 + np.where(bpe["variant"] == "ln", 1.0, 0.0)  # per token: off
+    for study, runs in (("ladder", synthetic()), ("ladder-bpe", bpe)):
+        (tmp_path / study).mkdir()
+        runs.to_csv(tmp_path / study / "runs.csv", index=False)
+    found = ladder_data(tmp_path)
+    assert found["subword_runs"] == len(bpe)
+    family = pd.DataFrame(found["family"]).set_index(["tokenizer", "preset", "variant"])
+    per_char = ladder.primary(ladder.rung_table(bpe)).set_index(["preset", "variant"])
+    assert family.loc[("bpe-512", "ladder-1", "ln"), "mean_diff"] == pytest.approx(
+        per_char.loc[("ladder-1", "ln"), "mean_diff"])
+    assert set(family.index.get_level_values("tokenizer")) == {"char", "bpe-512"}
+    assert len(family) == 2 * len(LADDER_RUNGS) * 2  # two tokenizers x sizes x (ln, rms); no per-token row
