@@ -114,16 +114,19 @@ def ladder_data(out: Path) -> dict:
              "best": _records(best, list(best.columns)) if len(best) else [],
              "params": {str(r): non_embedding_params(a, b) for r, (a, b, _) in enumerate(LADDER_RUNGS)},
              "shape": {str(r): f"{a} × {b}" for r, (a, b, _) in enumerate(LADDER_RUNGS)}}
-    family = []
+    family, found["subword_runs"] = [], 0
     for study in ("ladder", "ladder-bpe"):  # each size's comparison in nats per character, whatever the tokens
-        if has_index(study, out):
-            table = ladder.primary(ladder.rung_table(load_runs(study, out)))
-            if len(table):
-                family += _records(table, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
-                                           "ci_low", "ci_high", "p_holm", "significant"])
+        if not has_index(study, out):
+            continue
+        runs = load_runs(study, out)
+        if study == "ladder-bpe":
+            found["subword_runs"] = len(runs)
+        table = ladder.primary(ladder.rung_table(runs))
+        if len(table):
+            family += _records(table, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff", "ci_low",
+                                       "ci_high", "p_holm", "significant"])
     if family:
         found["family"] = family
-    found["subword_runs"] = len(load_runs("ladder-bpe", out)) if has_index("ladder-bpe", out) else 0
     return found
 
 
