@@ -179,7 +179,8 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + "). "
              f"Figures: `figures/ladder/{study}_delta_vs_params.png`, and against training compute "
              f"(`train_flops`: 6 x (non-embedding parameters + output head) x training tokens) "
-             f"`figures/ladder/{study}_delta_vs_compute.png`.", "", STUDIES[study].description, "",
+             f"`figures/ladder/{study}_delta_vs_compute.png`.", "",
+             " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
              "## Per size (the registered paired comparison, Holm within each size)", "",
              compact_markdown(_display(table)) if len(table) else "No rung has finished yet.", ""]
     unchecked = sorted({_rung(p) for p in table.get("preset", [])} - set(LADDER_LR_CHECKED))

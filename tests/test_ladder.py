@@ -145,6 +145,19 @@ def test_the_report_renders(tmp_path):
     assert (tmp_path / "figures" / "ladder_delta_vs_compute.png").is_file()
 
 
+def test_the_subword_report_says_its_lr_was_checked_on_characters_only(tmp_path):
+    bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
+    bpe["val_loss_per_char"] = bpe["val_loss"]
+    (tmp_path / "ladder-bpe").mkdir()
+    bpe.to_csv(tmp_path / "ladder-bpe" / "runs.csv", index=False)
+    text = ladder.write_report("ladder-bpe", tmp_path, tmp_path / "figures").read_text()
+    assert "no subword LR check is registered" in text and "`ln` (bpe-512)" in text
+    char = synthetic()
+    (tmp_path / "ladder").mkdir()
+    char.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    assert "subword LR" not in ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
+
+
 def test_each_size_states_its_training_tokens_and_compute():
     table = ladder.rung_table(synthetic()).set_index(["preset", "variant", "metric"])
     layers, width, _ = LADDER_RUNGS[1]
