@@ -303,10 +303,12 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if zero_shot:
         text += ("\n\nZero-shot accuracy, confirmatory (suite v2, docs/PROTOCOL.md amendments 1 and 3):\n\n"
                  + "\n".join(zero_shot))
-    for study, what in (("ladder", "The size ladder"), ("ladder-bpe", "The subword ladder (BPE tokens)")):
+    for study, what, amendments in (("ladder", "The size ladder", "amendments 4-6"),
+                                    ("ladder-bpe", "The subword ladder (BPE tokens, at the LR checked on characters)",
+                                     "amendments 4 and 7")):
         ladder_lines = ladder_findings(out, study)
         if ladder_lines:
-            text += (f"\n\n{what}, per finished size (docs/PROTOCOL.md amendments 4-6; "
+            text += (f"\n\n{what}, per finished size (docs/PROTOCOL.md {amendments}; "
                      f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)); no trend across sizes until three have "
                      "finished:\n\n" + "\n".join(ladder_lines))
     return text

@@ -197,6 +197,10 @@ def test_the_subword_ladders_readme_line_quotes_the_loss_per_character(tmp_path)
     ln = per_char[(per_char["variant"] == "ln") & (per_char["preset"] == "ladder-1")].iloc[0]
     assert f"`ln` {ln.mean_diff:+.3f} [{ln.ci_low:+.3f}, {ln.ci_high:+.3f}]" in lines[1]
     assert ladder_findings(tmp_path, "ladder") == []  # the char ladder's lines come from its own study
+    from embnorm_lib.report import findings_text
+
+    text = findings_text(tmp_path, studies=())
+    assert "The subword ladder (BPE tokens, at the LR checked on characters)" in text and "amendments 4 and 7" in text
 
 
 def test_the_figure_fills_the_significant_sizes_above_the_open_markers():
