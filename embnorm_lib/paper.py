@@ -115,6 +115,7 @@ def ladder_data(out: Path) -> dict:
              "params": {str(r): non_embedding_params(a, b) for r, (a, b, _) in enumerate(LADDER_RUNGS)},
              "shape": {str(r): f"{a} × {b}" for r, (a, b, _) in enumerate(LADDER_RUNGS)}}
     family, found["subword_runs"] = [], 0
+    found["subword_planned"] = len(STUDIES["ladder-bpe"].cells())
     for study in ("ladder", "ladder-bpe"):  # each size's comparison in nats per character, whatever the tokens
         if not has_index(study, out):
             continue

@@ -5,7 +5,7 @@ import pytest
 
 from embnorm_lib import ladder
 from embnorm_lib.config import LADDER_RUNGS, PRESETS, TRAIN_CHARS_TINY_SHAKESPEARE, ladder_iters, non_embedding_params
-from embnorm_lib.studies import LADDER_LR_AT_128, LADDER_LR_CHECKED, ladder_check_factors, study_cells
+from embnorm_lib.studies import LADDER_LR_AT_128, LADDER_LR_CHECKED, STUDIES, ladder_check_factors, study_cells
 
 
 def test_the_ladder_spans_a_tenth_to_over_ten_million_parameters_with_the_stated_budget(corpus):
@@ -232,6 +232,7 @@ def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
         runs.to_csv(tmp_path / study / "runs.csv", index=False)
     found = ladder_data(tmp_path)
     assert found["subword_runs"] == len(bpe)
+    assert found["subword_planned"] == len(STUDIES["ladder-bpe"].cells()) == 90  # rungs 1-3 x 2 tokenizers x 3 x 5
     family = pd.DataFrame(found["family"]).set_index(["tokenizer", "preset", "variant"])
     per_char = ladder.primary(ladder.rung_table(bpe)).set_index(["preset", "variant"])
     assert family.loc[("bpe-512", "ladder-1", "ln"), "mean_diff"] == pytest.approx(
