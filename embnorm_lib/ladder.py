@@ -1,6 +1,7 @@
 """The size ladder (issue 18): does the embedding norm's cost shrink, stay or flip as the model grows?
 
     python -m embnorm_lib.ladder [ladder|ladder-bpe]   # -> runs/<study>/LADDER.md, figures/ladder/
+    python -m embnorm_lib.ladder ladder-lr|ladder-bpe-lr   # the LR checks -> runs/<study>/LADDER.md
 
 Per rung (model size) the paired comparison of the registered protocol: each variant's final (and best) validation
 loss minus none's, paired by seed, 95% t interval, Holm within the rung (docs/PROTOCOL.md amendment 1: "at each
@@ -21,8 +22,14 @@ from . import stats
 from .cli import report_main
 from .config import non_embedding_params
 
+LR_CHECKS = ("ladder-lr", "ladder-bpe-lr")  # the studies that check the LR rule (on characters, on subwords)
 LE_SCAO_PARAMS = 1.3e9  # the model size of Le Scao et al. 2022's embedding-norm ablation
 METRICS = ("val_loss", "val_loss_per_char", "best_val_loss")  # per token, per character (BPE runs), best
+
+
+def _tokenizers(runs: pd.DataFrame) -> pd.Series:
+    """Each run's tokenizer; an index written before the tokenizer field existed holds char runs only."""
+    return runs.get("cfg.tokenizer", pd.Series("char", index=runs.index)).fillna("char")
 
 
 def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
@@ -30,7 +37,7 @@ def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
     Holm within each rung."""
     frame = runs.assign(params=[non_embedding_params(int(a), int(b))
                                 for a, b in zip(runs["cfg.n_layer"], runs["cfg.n_embd"], strict=True)],
-                        tokenizer=runs.get("cfg.tokenizer", pd.Series("char", index=runs.index)))
+                        tokenizer=_tokenizers(runs))
     rows = []
     for (tokenizer, params), sub in frame.groupby(["tokenizer", "params"]):
         tokens, flops = train_compute(sub.iloc[0], int(params))
@@ -74,16 +81,21 @@ def _rung(preset: str) -> int:
 
 
 def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
-    """ladder-lr: per rung, arm and LR factor, the final validation loss over the check's seeds (mean, SD, runs
-    failed: diverged or non-finite), with the factor relative to the width rule."""
+    """An LR check (ladder-lr, ladder-bpe-lr): per tokenizer, rung, arm and LR factor, the final validation loss
+    over the check's seeds (mean, SD, runs failed: diverged or non-finite), with the factor relative to the width
+    rule. The loss is per token; within one tokenizer per character is a fixed multiple of it (the same validation
+    text), so the ranking of factors is the same on either scale."""
     frame = runs.assign(factor=[lr_factor(lr, v, int(w), _rung(p)) for lr, v, w, p in
                                 zip(runs["cfg.lr"], runs["variant"], runs["cfg.n_embd"], runs["cfg.preset"],
                                     strict=True)],
-                        failed=~np.isfinite(runs["val_loss"].astype(float)) | runs.get("diverged", False))
+                        failed=~np.isfinite(runs["val_loss"].astype(float)) | runs.get("diverged", False),
+                        tokenizer=_tokenizers(runs))
     rows = []
-    for (preset, variant, factor), sub in frame.groupby(["cfg.preset", "variant", "factor"], sort=True):
+    for (tokenizer, preset, variant, factor), sub in frame.groupby(["tokenizer", "cfg.preset", "variant", "factor"],
+                                                                   sort=True):
         ok = sub[~sub["failed"]]["val_loss"].astype(float)
-        rows.append({"preset": preset, "rung": _rung(preset), "variant": variant, "factor": factor,
+        rows.append({"tokenizer": tokenizer, "preset": preset, "rung": _rung(preset), "variant": variant,
+                     "factor": factor,
                      "lr": float(sub["cfg.lr"].iloc[0]), "seeds": len(sub), "failed": int(sub["failed"].sum()),
                      "val_loss_mean": float(ok.mean()) if len(ok) == len(sub) else float("nan"),
                      "val_loss_sd": float(ok.std(ddof=1)) if len(ok) > 1 else float("nan")})
@@ -97,11 +109,12 @@ def best_factors(check: pd.DataFrame, seeds: int = 2) -> pd.DataFrame:
     from .studies import ladder_check_factors
 
     rows = []
-    for (rung, variant), sub in check.groupby(["rung", "variant"], sort=True):
+    for (tokenizer, rung, variant), sub in check.groupby(["tokenizer", "rung", "variant"], sort=True):
         if (sub["seeds"] < seeds).any() or not set(ladder_check_factors(int(rung), variant)) <= set(sub["factor"]):
             continue
         best = sub.loc[sub["val_loss_mean"].idxmin()]
-        rows.append({"rung": int(rung), "variant": variant, "best_factor": float(best["factor"]),
+        rows.append({"tokenizer": tokenizer, "rung": int(rung), "variant": variant,
+                     "best_factor": float(best["factor"]),
                      "best_lr": float(best["lr"]), "val_loss_mean": float(best["val_loss_mean"]),
                      "bracketed": bool(sub["factor"].min() < best["factor"] < sub["factor"].max())})
     return pd.DataFrame(rows)
@@ -161,7 +174,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
-    if study == "ladder-lr":
+    if study in LR_CHECKS:
         return write_text_stable(study_dir_for(study, out).root / "LADDER.md", lr_check_report(runs, study))
     table = rung_table(runs)
     lines_trend = trend(table) if len(table) else pd.DataFrame()
@@ -208,37 +221,50 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
+    """ladder-lr registers each arm's best factor for the ladder (amendment 5); ladder-bpe-lr is exploratory and
+    only says whether the subword ladder's factor, checked on characters, is also best on subwords."""
     from .io import git_commit
     from .render import compact_markdown
-    from .studies import LADDER_LR_CHECKED, STUDIES
+    from .studies import LADDER_LR_CHECKED, STUDIES, ladder_factor
 
     check = lr_check(runs)
     best = best_factors(check)
     done, planned = len(runs), len(STUDIES[study].cells())
-    lines = [f"# The ladder's learning-rate check (`{study}`)", "",
+    subword = study == "ladder-bpe-lr"
+    title = ("The subword learning-rate check, exploratory" if subword else "The ladder's learning-rate check")
+    use = ("Amendment 8: exploratory; the subword ladder keeps the factor checked on characters (amendment 7), and "
+           "this check only says whether that factor is also best on subwords." if subword else
+           "Amendment 5: the ladder runs each arm at its best factor (rms at ln's).")
+    lines = [f"# {title} (`{study}`)", "",
              f"Written by `python -m embnorm_lib.ladder {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {planned} registered runs finished"
-             + ("; **partial**: the larger rungs are GPU work" if done < planned else "") + ").", "",
-             STUDIES[study].description, "",
-             "## Final validation loss by LR factor (factor 1 = the width rule)", "",
+             + ("; **partial**" + ("" if subword else ": the larger rungs are GPU work") if done < planned else "")
+             + ").", "",
+             " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
+             "## Final validation loss by LR factor (factor 1 = the width rule; per token for BPE)", "",
              compact_markdown(check), "",
              "## Best factor per rung and arm", "",
              "The factor with the lowest mean final validation loss over the check's seeds; `bracketed` is false "
-             "where it is the grid's smallest or largest factor (the optimum may lie beyond). Amendment 5: the "
-             "ladder runs each arm at its best factor (rms at ln's).", "",
+             "where it is the grid's smallest or largest factor (the optimum may lie beyond). " + use, "",
              compact_markdown(best) if len(best) else "No rung has all its check runs yet.", ""]
     for r in best.itertuples():
-        registered = LADDER_LR_CHECKED.get(r.rung, {}).get(r.variant)
-        state = ("registered for the ladder" if registered == r.best_factor else
-                 "**not yet registered** in studies.LADDER_LR_CHECKED" if registered is None else
-                 f"**differs from the registered factor {registered:g}**")
-        lines.append(f"- rung {r.rung}, `{r.variant}`: best factor {r.best_factor:g} (LR {r.best_lr:.3g})"
+        where = f"rung {r.rung}" + ("" if r.tokenizer == "char" else f", {r.tokenizer}")
+        if subword:
+            used = ladder_factor(r.rung, r.variant)
+            state = (f"the subword ladder's factor {used:g} (checked on characters) is also best here"
+                     if used == r.best_factor else f"**the subword ladder ran at {used:g}** (checked on characters)")
+        else:
+            registered = LADDER_LR_CHECKED.get(r.rung, {}).get(r.variant)
+            state = ("registered for the ladder" if registered == r.best_factor else
+                     "**not yet registered** in studies.LADDER_LR_CHECKED" if registered is None else
+                     f"**differs from the registered factor {registered:g}**")
+        lines.append(f"- {where}, `{r.variant}`: best factor {r.best_factor:g} (LR {r.best_lr:.3g})"
                      + ("" if r.bracketed else ", at the grid's edge") + f"; {state}.")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    return report_main(argv, __doc__, ["ladder", "ladder-bpe", "ladder-lr"],
+    return report_main(argv, __doc__, ["ladder", "ladder-bpe", *LR_CHECKS],
                        lambda study, a: write_report(study, a.out_dir, a.figures_dir))
 
 

@@ -296,7 +296,15 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           lambda: _ladder_cells("ladder-bpe", range(1, 4), ABC, range(5), tokenizers=("bpe-512", "bpe-4096")),
           note="Each arm runs at the character ladder's LR for its rung (ladder_factor): ladder-lr checked the LR "
                "on characters only and no subword LR check is registered, so a subword difference may partly "
-               "reflect an LR tuned for another tokenization."),
+               "reflect an LR tuned for another tokenization. `ladder-bpe-lr` (exploratory, amendment 8) checks "
+               "the LR on subwords at rung 1."),
+    Study("ladder-bpe-lr", "Subword LR check, exploratory (amendment 8): rung 1 with BPE tokens (bpe-4096 first, "
+                           "then bpe-512), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1, "
+                           "at ladder-bpe's budget.", "ladder",
+          lambda: _ladder_cells("ladder-bpe-lr", [1], ["none", "ln"], range(2), tokenizers=("bpe-4096", "bpe-512"),
+                                factors=LADDER_LR_FACTORS),
+          note="Asks whether the LR checked on characters (the factor ladder-bpe runs at) is also best on subwords; "
+               "it does not change ladder-bpe's registered analysis (amendment 7)."),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
           lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
 )}

@@ -5,7 +5,8 @@ import pytest
 
 from embnorm_lib import ladder
 from embnorm_lib.config import LADDER_RUNGS, PRESETS, TRAIN_CHARS_TINY_SHAKESPEARE, ladder_iters, non_embedding_params
-from embnorm_lib.studies import LADDER_LR_AT_128, LADDER_LR_CHECKED, STUDIES, ladder_check_factors, study_cells
+from embnorm_lib.studies import (LADDER_LR_AT_128, LADDER_LR_CHECKED, STUDIES, ladder_check_factors, ladder_lr,
+                                 study_cells)
 
 
 def test_the_ladder_spans_a_tenth_to_over_ten_million_parameters_with_the_stated_budget(corpus):
@@ -72,6 +73,40 @@ def test_the_lr_check_finds_each_arms_planted_best_factor_and_flags_the_grid_edg
     assert ladder_check_factors(0, "ln")[-1] > 4.0
     assert list(ladder.best_factors(extended)["variant"]) == ["ln", "none"]
     assert list(ladder.best_factors(extended[extended["factor"] <= 4.0])["variant"]) == ["none"]
+
+
+def test_the_subword_lr_check_covers_both_tokenizers_and_reuses_the_subword_ladders_runs(corpus):
+    from embnorm_lib.reuse import _identity_key
+
+    cells = study_cells("ladder-bpe-lr")
+    assert len(cells) == 2 * 2 * 5 * 2  # tokenizers x arms x factors x seeds
+    tokenizers = [c.config().tokenizer for c in cells]
+    assert tokenizers == sorted(tokenizers, key=lambda t: t != "bpe-4096")  # bpe-4096 runs first
+    assert {c.preset for c in cells} == {"ladder-1"} and {c.variant for c in cells} == {"none", "ln"}
+    ladder_runs = {_identity_key(c.config()) for c in study_cells("ladder-bpe") if c.preset == "ladder-1"}
+    shared = [c for c in cells if _identity_key(c.config()) in ladder_runs]
+    # the subword ladder's own seeds 0-1 at the factor it ran at, per tokenizer and arm: copied, not trained again
+    assert len(shared) == 8 and {c.seed for c in shared} == {0, 1}
+    assert all(ladder.lr_factor(c.config().lr, c.variant, 128, 1) == LADDER_LR_CHECKED[1][c.variant] for c in shared)
+
+
+def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_ran_there(tmp_path):
+    planted = {"bpe-4096": {"none": 2.0, "ln": 1.0}, "bpe-512": {"none": LADDER_LR_CHECKED[1]["none"], "ln": 0.5}}
+    runs = pd.concat([check_runs(best, rung=1).assign(**{"cfg.tokenizer": tok}) for tok, best in planted.items()],
+                     ignore_index=True)
+    best = ladder.best_factors(ladder.lr_check(runs)).set_index(["tokenizer", "variant"])
+    for tok, arms in planted.items():
+        for variant, factor in arms.items():
+            assert best.loc[(tok, variant), "best_factor"] == factor
+    (tmp_path / "ladder-bpe-lr").mkdir()
+    runs.to_csv(tmp_path / "ladder-bpe-lr" / "runs.csv", index=False)
+    text = ladder.write_report("ladder-bpe-lr", tmp_path, tmp_path / "figures").read_text()
+    assert "exploratory" in text.splitlines()[0]
+    assert f"rung 1, bpe-4096, `none`: best factor 2 (LR {ladder_lr('none', 128, 2.0):.3g}); **the subword ladder " \
+           f"ran at {LADDER_LR_CHECKED[1]['none']:g}**" in text
+    assert f"rung 1, bpe-512, `none`: best factor {LADDER_LR_CHECKED[1]['none']:g}" in text
+    assert "the subword ladder's factor" in text and "registered for the ladder" not in text
+    assert not (tmp_path / "figures").exists()  # a check draws no ladder figure
 
 
 @pytest.mark.committed
