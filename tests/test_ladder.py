@@ -107,6 +107,15 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     assert f"rung 1, bpe-512, `none`: best factor {LADDER_LR_CHECKED[1]['none']:g}" in text
     assert "the subword ladder's factor" in text and "registered for the ladder" not in text
     assert not (tmp_path / "figures").exists()  # a check draws no ladder figure
+    from embnorm_lib.report import subword_lr_findings
+
+    lines = subword_lr_findings(tmp_path)
+    assert [line.split(" (")[0] for line in lines] == ["- rung 1, bpe-4096 tokens", "- rung 1, bpe-512 tokens"]
+    assert lines[0].index("`none` best at 2 ×") < lines[0].index("`ln` best at 1 ×")  # arms in registry order
+    assert f"the subword ladder ran at {LADDER_LR_CHECKED[1]['none']:g})" in lines[0] and "(2 seeds per LR)" in lines[0]
+    partial = runs[(runs["cfg.tokenizer"] == "bpe-512") | (runs["seed"] == 0)]
+    partial.to_csv(tmp_path / "ladder-bpe-lr" / "runs.csv", index=False)
+    assert [line.split(" (")[0] for line in subword_lr_findings(tmp_path)] == ["- rung 1, bpe-512 tokens"]
 
 
 @pytest.mark.committed

@@ -67,3 +67,23 @@ def test_rebuilding_the_figures_leaves_them_byte_identical(tmp_path):
     first = {p.name: p.read_bytes() for p in (tmp_path / "figures").iterdir()}
     paper.write_inputs(REPO / "runs", tmp_path)
     assert first == {p.name: p.read_bytes() for p in (tmp_path / "figures").iterdir()}
+
+
+@pytest.mark.committed
+def test_the_subword_lr_checks_sentence_renders_each_arms_best_beside_its_character_factor(tmp_path, fresh_data):
+    import shutil
+
+    typst = pytest.importorskip("typst")
+    shutil.copytree(REPO / "paper", tmp_path / "paper")
+    data = json.loads(json.dumps(fresh_data))
+    assert "subword_check" not in data["ladder"] or data["ladder"]["subword_check"]  # absent or complete arms only
+    data["ladder"]["subword_check"] = [  # a planted check result: the sentence must quote it, not compute its own
+        {"tokenizer": "bpe-4096", "rung": 1, "variant": "none", "best_factor": 2, "best_lr": 0.01, "bracketed": True,
+         "val_loss_mean": 5, "ladder_factor": 0.5},
+        {"tokenizer": "bpe-4096", "rung": 1, "variant": "ln", "best_factor": 1, "best_lr": 0.003, "bracketed": True,
+         "val_loss_mean": 5, "ladder_factor": 1}]
+    (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
+    html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert "none with bpe-4096 tokens best at 2 times its rule, against the 0.5 it was checked at on characters; " \
+           "and ln with bpe-4096 tokens best at 1 times its rule" in text
