@@ -5,8 +5,14 @@ import pytest
 
 from embnorm_lib import ladder
 from embnorm_lib.config import LADDER_RUNGS, PRESETS, TRAIN_CHARS_TINY_SHAKESPEARE, ladder_iters, non_embedding_params
-from embnorm_lib.studies import (LADDER_LR_AT_128, LADDER_LR_CHECKED, STUDIES, ladder_check_factors, ladder_lr,
-                                 study_cells)
+from embnorm_lib.studies import (
+    LADDER_LR_AT_128,
+    LADDER_LR_CHECKED,
+    STUDIES,
+    ladder_check_factors,
+    ladder_lr,
+    study_cells,
+)
 
 
 def test_the_ladder_spans_a_tenth_to_over_ten_million_parameters_with_the_stated_budget(corpus):
