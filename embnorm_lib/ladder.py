@@ -34,7 +34,7 @@ def _tokenizers(runs: pd.DataFrame) -> pd.Series:
 
 def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
     """Per rung (and tokenizer), variant and metric: the paired difference from none with its 95% t interval,
-    Holm within each rung."""
+    Holm within each rung over the final loss per character and the best loss of each arm."""
     frame = runs.assign(params=[non_embedding_params(int(a), int(b))
                                 for a, b in zip(runs["cfg.n_layer"], runs["cfg.n_embd"], strict=True)],
                         tokenizer=_tokenizers(runs))
@@ -52,7 +52,10 @@ def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
                               "ci_high": c.ci_high, "p_t": c.p_t})
         if block:
             part = pd.DataFrame(block)
-            reject, adjusted = stats.holm(part["p_t"].to_numpy(float))
+            # the family (amendments 4, 7): final loss per character and best loss, per arm; a subword run's
+            # per-token loss is the same test (a fixed multiple on the same text), shown beside it, not counted
+            in_family = part["metric"] != ("val_loss" if tokenizer != "char" else "val_loss_per_char")
+            reject, adjusted = stats.holm(part["p_t"].where(in_family).to_numpy(float))
             rows.append(part.assign(p_holm=adjusted, significant=reject))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
@@ -196,6 +199,10 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
              "## Per size (the registered paired comparison, Holm within each size)", "",
              compact_markdown(_display(table)) if len(table) else "No rung has finished yet.", ""]
+    if len(table):
+        lines += ["## Per seed (a description)", "",
+                  "Each run's final validation loss per character: the spread behind each interval.", "",
+                  compact_markdown(per_seed(runs)), ""]
     unchecked = sorted({_rung(p) for p in table.get("preset", [])} - set(LADDER_LR_CHECKED))
     lines += [f"- **rung {r} ran at the width rule's LR without a completed check** (amendment 5 asks for "
               f"`ladder-lr` at that rung first)." for r in unchecked] + ([""] if unchecked else [])
@@ -214,10 +221,27 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")
 
 
+def per_seed(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per tokenizer, rung and seed: each arm's final validation loss per character (`val_loss_per_char` for
+    subword runs, `val_loss` for char runs), arms as columns in registry order."""
+    from .results import arm_order
+
+    tokenizer = _tokenizers(runs)
+    per_char = runs["val_loss_per_char"] if "val_loss_per_char" in runs else pd.Series(np.nan, index=runs.index)
+    frame = runs.assign(tokenizer=tokenizer, loss=np.where(tokenizer == "char", runs["val_loss"], per_char))
+    wide = frame.pivot_table(index=["tokenizer", "cfg.preset", "seed"], columns="variant", values="loss")
+    wide = wide[sorted(wide.columns, key=arm_order)].reset_index().rename(columns={"cfg.preset": "preset"})
+    wide.columns.name = None
+    return wide
+
+
 def _display(table: pd.DataFrame) -> pd.DataFrame:
-    """Token counts as integers and FLOPs in scientific notation, for the markdown table."""
+    """Token counts as integers and FLOPs in scientific notation, for the markdown table; a row outside the Holm
+    family (a subword run's per-token loss) has no decision of its own."""
     return table.assign(train_tokens=[f"{v:.0f}" if pd.notna(v) else "–" for v in table["train_tokens"]],
-                        train_flops=[f"{v:.3g}" if pd.notna(v) else "–" for v in table["train_flops"]])
+                        train_flops=[f"{v:.3g}" if pd.notna(v) else "–" for v in table["train_flops"]],
+                        significant=[str(bool(s)) if pd.notna(p) else "–"
+                                     for s, p in zip(table["significant"], table["p_holm"], strict=True)])
 
 
 def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:

@@ -380,19 +380,25 @@ def plot_position_deltas(deltas: pd.DataFrame) -> plt.Figure:
 LADDER_X = {"params": "non-embedding parameters", "train_flops": "training compute (FLOPs, 6ND estimate)"}
 
 
+TOKENIZER_MARKERS = {"char": "o", "bpe-512": "s", "bpe-4096": "^"}  # one shape per tokenizer in the ladder figures
+
+
 def plot_ladder(frame: pd.DataFrame, x: str = "params") -> plt.Figure:
     """The size ladder: each variant's paired difference from none in final validation loss per character
     (`ladder.primary`'s rows: one metric per tokenizer) against the non-embedding parameter count or the training
     compute (95% t intervals; filled where significant after Holm), one line per tokenizer."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    tokenizers = list(dict.fromkeys(frame["tokenizer"]))
     for (variant, tokenizer), sub in frame.groupby(["variant", "tokenizer"], sort=False):
         color = arm_color(variant)
-        offset = 1.04 if variant == "rms" else 1.0  # rms beside ln, not hidden under it
+        # rms beside ln and each tokenizer beside the others at one size, not hidden under them
+        offset = (1.04 if variant == "rms" else 1.0) * (1.0 + 0.1 * tokenizers.index(tokenizer))
+        marker = TOKENIZER_MARKERS.get(tokenizer, "D")
         style = "-" if tokenizer == "char" else "--"
-        ax.errorbar(sub[x] * offset, sub["mean_diff"], yerr=interval_error(sub), fmt="o" + style, color=color,
+        ax.errorbar(sub[x] * offset, sub["mean_diff"], yerr=interval_error(sub), fmt=marker + style, color=color,
                     capsize=2, label=f"{variant} ({tokenizer})", mfc="white")
         sig = sub[sub["significant"]]
-        ax.plot(sig[x] * offset, sig["mean_diff"], "o", color=color, zorder=3)  # over errorbar's open markers (2.1)
+        ax.plot(sig[x] * offset, sig["mean_diff"], marker, color=color, zorder=3)  # over the open markers (2.1)
     from matplotlib.ticker import NullFormatter
 
     values = frame[x].astype(float)

@@ -170,6 +170,34 @@ def test_per_size_comparisons_and_the_fitted_trend_find_the_planted_slope():
     assert fits.loc["ln", "extrapolated_diff"] == pytest.approx(0.2 - 0.03 * np.log10(1.3e9), abs=0.1)
 
 
+def test_a_sizes_holm_family_counts_the_loss_per_character_not_its_per_token_copy():
+    """Amendment 7: per size one family on the final loss per character and the best loss; a subword run's per-token
+    loss is the same paired test on a fixed multiple, so counting it too would make Holm stricter than registered."""
+    from embnorm_lib import stats
+
+    bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
+    bpe["val_loss_per_char"] = bpe["val_loss"] / 3
+    table = ladder.rung_table(bpe)
+    for _, size in table.groupby("params"):
+        family = size[size["metric"] != "val_loss"]
+        assert len(family) == 4 and size[size["metric"] == "val_loss"]["p_holm"].isna().all()
+        assert family["p_holm"].to_numpy() == pytest.approx(stats.holm(family["p_t"].to_numpy())[1])
+    char = ladder.rung_table(synthetic())
+    assert char["p_holm"].notna().all() and set(char["metric"]) == {"val_loss", "best_val_loss"}
+
+
+def test_the_per_seed_table_shows_each_runs_loss_per_character():
+    bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
+    bpe["val_loss_per_char"] = bpe["val_loss"] / 3
+    runs = pd.concat([synthetic(), bpe], ignore_index=True)
+    table = ladder.per_seed(runs)
+    assert list(table.columns) == ["tokenizer", "preset", "seed", "none", "ln", "rms"]
+    assert len(table) == 2 * len(LADDER_RUNGS) * 5
+    row = table[(table["tokenizer"] == "bpe-512") & (table["preset"] == "ladder-1") & (table["seed"] == 2)].iloc[0]
+    source = bpe[(bpe["cfg.preset"] == "ladder-1") & (bpe["seed"] == 2) & (bpe["variant"] == "ln")].iloc[0]
+    assert row["ln"] == pytest.approx(source["val_loss_per_char"])  # per character, not the per-token loss
+
+
 def test_subword_trends_and_the_figure_use_the_loss_per_character():
     """Amendment 4: for BPE runs the primary metric is per character; a per-token difference must not leak in."""
     bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
@@ -265,6 +293,27 @@ def test_the_figure_fills_the_significant_sizes_above_the_open_markers():
     filled = [ln for ln in lines if ln.get_marker() == "o" and ln.get_markerfacecolor() != "white"]
     assert filled and sum(len(ln.get_xdata()) for ln in filled) == int(table["significant"].sum())
     assert min(ln.get_zorder() for ln in filled) > max(ln.get_zorder() for ln in open_markers)
+    plt.close(fig)
+
+
+def test_the_figure_tells_the_tokenizers_apart_at_one_size():
+    import matplotlib.pyplot as plt
+
+    from embnorm_lib import plots
+
+    runs = []
+    for tokenizer in ("bpe-512", "bpe-4096"):
+        bpe = synthetic().assign(**{"cfg.tokenizer": tokenizer})
+        bpe["val_loss_per_char"] = bpe["val_loss"]
+        runs.append(bpe)
+    table = ladder.primary(ladder.rung_table(pd.concat(runs, ignore_index=True)))
+    fig = plots.plot_ladder(table)
+    series = {c.get_label(): c.lines[0] for c in fig.axes[0].containers}  # each errorbar: label -> data line
+    assert len(series) == 4
+    markers = {label.split("(")[1]: line.get_marker() for label, line in series.items()}
+    assert len(set(markers.values())) == 2  # one marker per tokenizer, whatever the arm's colour
+    xs = [tuple(np.round(np.asarray(line.get_xdata(), dtype=float), 3)) for line in series.values()]
+    assert len(set(xs)) == len(xs)  # no two (arm, tokenizer) series drawn at the same x
     plt.close(fig)
 
 
