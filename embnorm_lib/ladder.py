@@ -123,6 +123,15 @@ def best_factors(check: pd.DataFrame, seeds: int = 2) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def beside_ladder_factor(best: pd.DataFrame) -> pd.DataFrame:
+    """best_factors' rows with the factor the ladder runs each arm at (`ladder_factor`: ladder-lr's registered one,
+    rms at ln's), so a subword check's best reads beside the character-checked factor it may differ from."""
+    from .studies import ladder_factor
+
+    return best.assign(ladder_factor=[ladder_factor(int(r), v) for r, v in zip(best["rung"], best["variant"],
+                                                                                strict=True)]) if len(best) else best
+
+
 def primary(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of each tokenizer's primary metric (amendment 4): final validation loss per character, which is
     `val_loss` for char runs (a token is a character) and `val_loss_per_char` for subword runs, so tokenizations
@@ -249,7 +258,7 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
     only says whether the subword ladder's factor, checked on characters, is also best on subwords."""
     from .io import git_commit
     from .render import compact_markdown
-    from .studies import LADDER_LR_CHECKED, STUDIES, ladder_factor
+    from .studies import LADDER_LR_CHECKED, STUDIES
 
     check = lr_check(runs)
     best = best_factors(check)
@@ -271,10 +280,10 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
              "The factor with the lowest mean final validation loss over the check's seeds; `bracketed` is false "
              "where it is the grid's smallest or largest factor (the optimum may lie beyond). " + use, "",
              compact_markdown(best) if len(best) else "No rung has all its check runs yet.", ""]
-    for r in best.itertuples():
+    for r in beside_ladder_factor(best).itertuples():
         where = f"rung {r.rung}" + ("" if r.tokenizer == "char" else f", {r.tokenizer}")
         if subword:
-            used = ladder_factor(r.rung, r.variant)
+            used = r.ladder_factor
             state = (f"the subword ladder's factor {used:g} (checked on characters) is also best here"
                      if used == r.best_factor else f"**the subword ladder ran at {used:g}** (checked on characters)")
         else:

@@ -129,11 +129,8 @@ def ladder_data(out: Path) -> dict:
     if family:
         found["family"] = family
     if has_index("ladder-bpe-lr", out):  # the exploratory subword LR check (amendment 8), where an arm is complete
-        from .studies import ladder_factor
-
-        sub_best = ladder.best_factors(ladder.lr_check(load_runs("ladder-bpe-lr", out)))
-        found["subword_check"] = [{**r, "ladder_factor": ladder_factor(r["rung"], r["variant"])}
-                                  for r in _records(sub_best, list(sub_best.columns))] if len(sub_best) else []
+        sub_best = ladder.beside_ladder_factor(ladder.best_factors(ladder.lr_check(load_runs("ladder-bpe-lr", out))))
+        found["subword_check"] = _records(sub_best, list(sub_best.columns)) if len(sub_best) else []
     return found
 
 
