@@ -123,13 +123,23 @@ def best_factors(check: pd.DataFrame, seeds: int = 2) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def beside_ladder_factor(best: pd.DataFrame) -> pd.DataFrame:
+def beside_ladder_factor(best: pd.DataFrame, check: pd.DataFrame | None = None) -> pd.DataFrame:
     """best_factors' rows with the factor the ladder runs each arm at (`ladder_factor`: ladder-lr's registered one,
-    rms at ln's), so a subword check's best reads beside the character-checked factor it may differ from."""
+    rms at ln's), so a subword check's best reads beside the character-checked factor it may differ from. Given the
+    check itself, also the mean loss at that factor (`ladder_factor_val_loss`) and how much higher it is than the
+    best (`gap_to_best`, zero where they agree), so a different best reads with its size."""
     from .studies import ladder_factor
 
-    return best.assign(ladder_factor=[ladder_factor(int(r), v) for r, v in zip(best["rung"], best["variant"],
-                                                                                strict=True)]) if len(best) else best
+    if not len(best):
+        return best
+    out = best.assign(ladder_factor=[ladder_factor(int(r), v) for r, v in zip(best["rung"], best["variant"],
+                                                                               strict=True)])
+    if check is None:
+        return out
+    keyed = check.set_index(["tokenizer", "rung", "variant", "factor"])["val_loss_mean"]
+    at = [float(keyed.get((t, r, v, f), np.nan)) for t, r, v, f in
+          zip(out["tokenizer"], out["rung"], out["variant"], out["ladder_factor"], strict=True)]
+    return out.assign(ladder_factor_val_loss=at, gap_to_best=np.asarray(at) - out["val_loss_mean"].to_numpy(float))
 
 
 def primary(table: pd.DataFrame) -> pd.DataFrame:
@@ -280,12 +290,13 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
              "The factor with the lowest mean final validation loss over the check's seeds; `bracketed` is false "
              "where it is the grid's smallest or largest factor (the optimum may lie beyond). " + use, "",
              compact_markdown(best) if len(best) else "No rung has all its check runs yet.", ""]
-    for r in beside_ladder_factor(best).itertuples():
+    for r in beside_ladder_factor(best, check).itertuples():
         where = f"rung {r.rung}" + ("" if r.tokenizer == "char" else f", {r.tokenizer}")
         if subword:
             used = r.ladder_factor
             state = (f"the subword ladder's factor {used:g} (checked on characters) is also best here"
-                     if used == r.best_factor else f"**the subword ladder ran at {used:g}** (checked on characters)")
+                     if used == r.best_factor else f"**the subword ladder ran at {used:g}** (checked on characters), where the mean loss is "
+                     f"{r.gap_to_best:.4f} higher ({r.ladder_factor_val_loss:.4f}; per token)")
         else:
             registered = LADDER_LR_CHECKED.get(r.rung, {}).get(r.variant)
             state = ("registered for the ladder" if registered == r.best_factor else

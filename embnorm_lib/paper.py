@@ -129,7 +129,8 @@ def ladder_data(out: Path) -> dict:
     if family:
         found["family"] = family
     if has_index("ladder-bpe-lr", out):  # the exploratory subword LR check (amendment 8), where an arm is complete
-        sub_best = ladder.beside_ladder_factor(ladder.best_factors(ladder.lr_check(load_runs("ladder-bpe-lr", out))))
+        sub_check = ladder.lr_check(load_runs("ladder-bpe-lr", out))
+        sub_best = ladder.beside_ladder_factor(ladder.best_factors(sub_check), sub_check)
         found["subword_check"] = _records(sub_best, list(sub_best.columns)) if len(sub_best) else []
     return found
 

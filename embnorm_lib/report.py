@@ -327,12 +327,14 @@ def subword_lr_findings(out: Path, study: str = "ladder-bpe-lr") -> list[str]:
     if not has_index(study, out):
         return []
     check = ladder.lr_check(load_runs(study, out))
-    best = ladder.beside_ladder_factor(ladder.best_factors(check))
+    best = ladder.beside_ladder_factor(ladder.best_factors(check), check)
     lines = []
     for (tokenizer, rung), sub in (best.groupby(["tokenizer", "rung"], sort=False) if len(best) else []):
         seeds = int(check[(check["tokenizer"] == tokenizer) & (check["rung"] == rung)]["seeds"].min())
         arms = [f"`{r.variant}` best at {r.best_factor:g} × the width rule (LR {r.best_lr:.3g}"
-                + ("" if r.bracketed else ", at the grid's edge") + f"; the subword ladder ran at {r.ladder_factor:g})"
+                + ("" if r.bracketed else ", at the grid's edge") + f"; the subword ladder ran at {r.ladder_factor:g}"
+                + ("" if r.best_factor == r.ladder_factor else
+                   f", {r.gap_to_best:.4f} nats/token higher in mean loss") + ")"
                 for r in sorted(sub.itertuples(), key=lambda r: arm_order(r.variant))]
         lines.append(f"- rung {rung}, {tokenizer} tokens ({seeds} seeds per LR): " + "; ".join(arms) + ".")
     return lines

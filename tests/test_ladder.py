@@ -110,6 +110,9 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     assert "exploratory" in text.splitlines()[0]
     assert f"rung 1, bpe-4096, `none`: best factor 2 (LR {ladder_lr('none', 128, 2.0):.3g}); **the subword ladder " \
            f"ran at {LADDER_LR_CHECKED[1]['none']:g}**" in text
+    # the planted parabola puts the ladder's factor (0.5) two factors of two from the best (2): 0.1 * 2**2 higher
+    gap = 0.1 * (np.log2(2.0) - np.log2(LADDER_LR_CHECKED[1]["none"])) ** 2
+    assert f"where the mean loss is {gap:.4f} higher" in text and text.count("where the mean loss is") == 2
     assert f"rung 1, bpe-512, `none`: best factor {LADDER_LR_CHECKED[1]['none']:g}" in text
     assert "the subword ladder's factor" in text and "registered for the ladder" not in text
     assert not (tmp_path / "figures").exists()  # a check draws no ladder figure
@@ -118,7 +121,9 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     lines = subword_lr_findings(tmp_path)
     assert [line.split(" (")[0] for line in lines] == ["- rung 1, bpe-4096 tokens", "- rung 1, bpe-512 tokens"]
     assert lines[0].index("`none` best at 2 ×") < lines[0].index("`ln` best at 1 ×")  # arms in registry order
-    assert f"the subword ladder ran at {LADDER_LR_CHECKED[1]['none']:g})" in lines[0] and "(2 seeds per LR)" in lines[0]
+    assert f"the subword ladder ran at {LADDER_LR_CHECKED[1]['none']:g}, {gap:.4f} nats/token higher in mean loss)" \
+        in lines[0] and "(2 seeds per LR)" in lines[0]
+    assert f"the subword ladder ran at {LADDER_LR_CHECKED[1]['ln']:g})" in lines[0]  # no gap where they agree
     partial = runs[(runs["cfg.tokenizer"] == "bpe-512") | (runs["seed"] == 0)]
     partial.to_csv(tmp_path / "ladder-bpe-lr" / "runs.csv", index=False)
     assert [line.split(" (")[0] for line in subword_lr_findings(tmp_path)] == ["- rung 1, bpe-512 tokens"]
