@@ -142,6 +142,34 @@ def beside_ladder_factor(best: pd.DataFrame, check: pd.DataFrame | None = None) 
     return out.assign(ladder_factor_val_loss=at, gap_to_best=np.asarray(at) - out["val_loss_mean"].to_numpy(float))
 
 
+def at_best_factors(runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """A description, not a test (amendment 8, item 3): per tokenizer and rung, each arm's final validation loss per
+    character at its own best factor (mean over the check's seeds) and, paired by seed, its mean difference from
+    `none` at none's best factor. With two seeds no interval is given."""
+    from .results import arm_order
+
+    if not len(best):
+        return pd.DataFrame()
+    frame = runs.assign(tokenizer=_tokenizers(runs), rung=[_rung(p) for p in runs["cfg.preset"]],
+                        factor=[lr_factor(lr, v, int(w), _rung(p)) for lr, v, w, p in
+                                zip(runs["cfg.lr"], runs["variant"], runs["cfg.n_embd"], runs["cfg.preset"],
+                                    strict=True)])
+    frame = frame.assign(loss=np.where(frame["tokenizer"] == "char", frame["val_loss"],
+                                       frame.get("val_loss_per_char", np.nan)))
+    rows = []
+    for (tokenizer, rung), arms in best.groupby(["tokenizer", "rung"], sort=True):
+        chosen = {r.variant: r.best_factor for r in arms.itertuples()}
+        per_seed = {v: frame[(frame["tokenizer"] == tokenizer) & (frame["rung"] == rung) & (frame["variant"] == v)
+                             & (frame["factor"] == f)].set_index("seed")["loss"].astype(float)
+                    for v, f in chosen.items()}
+        for variant in sorted(chosen, key=arm_order):
+            diff = (per_seed[variant] - per_seed["none"]).dropna() if "none" in per_seed else pd.Series(dtype=float)
+            rows.append({"tokenizer": tokenizer, "rung": int(rung), "variant": variant, "factor": chosen[variant],
+                         "seeds": len(per_seed[variant]), "val_loss_per_char": float(per_seed[variant].mean()),
+                         "diff_vs_none": float(diff.mean()) if variant != "none" and len(diff) else float("nan")})
+    return pd.DataFrame(rows)
+
+
 def primary(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of each tokenizer's primary metric (amendment 4): final validation loss per character, which is
     `val_loss` for char runs (a token is a character) and `val_loss_per_char` for subword runs, so tokenizations
@@ -295,7 +323,8 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
         if subword:
             used = r.ladder_factor
             state = (f"the subword ladder's factor {used:g} (checked on characters) is also best here"
-                     if used == r.best_factor else f"**the subword ladder ran at {used:g}** (checked on characters), where the mean loss is "
+                     if used == r.best_factor else
+                     f"**the subword ladder ran at {used:g}** (checked on characters), where the mean loss is "
                      f"{r.gap_to_best:.4f} higher ({r.ladder_factor_val_loss:.4f}; per token)")
         else:
             registered = LADDER_LR_CHECKED.get(r.rung, {}).get(r.variant)
@@ -304,6 +333,12 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
                      f"**differs from the registered factor {registered:g}**")
         lines.append(f"- {where}, `{r.variant}`: best factor {r.best_factor:g} (LR {r.best_lr:.3g})"
                      + ("" if r.bracketed else ", at the grid's edge") + f"; {state}.")
+    if subword and len(best):
+        lines += ["", "## Each arm at its own best factor (a description, not a test)", "",
+                  "Final validation loss per character, mean over the check's seeds, each arm at the factor above; "
+                  "`diff_vs_none` pairs the seeds with `none` at its own best factor. Two seeds give no interval: "
+                  "amendment 8 makes any comparison at subword-checked LRs exploratory.", "",
+                  compact_markdown(at_best_factors(runs, best))]
     return "\n".join(lines) + "\n"
 
 

@@ -326,8 +326,10 @@ def subword_lr_findings(out: Path, study: str = "ladder-bpe-lr") -> list[str]:
 
     if not has_index(study, out):
         return []
-    check = ladder.lr_check(load_runs(study, out))
+    runs = load_runs(study, out)
+    check = ladder.lr_check(runs)
     best = ladder.beside_ladder_factor(ladder.best_factors(check), check)
+    at_best = ladder.at_best_factors(runs, best)
     lines = []
     for (tokenizer, rung), sub in (best.groupby(["tokenizer", "rung"], sort=False) if len(best) else []):
         seeds = int(check[(check["tokenizer"] == tokenizer) & (check["rung"] == rung)]["seeds"].min())
@@ -336,7 +338,11 @@ def subword_lr_findings(out: Path, study: str = "ladder-bpe-lr") -> list[str]:
                 + ("" if r.best_factor == r.ladder_factor else
                    f", {r.gap_to_best:.4f} nats/token higher in mean loss") + ")"
                 for r in sorted(sub.itertuples(), key=lambda r: arm_order(r.variant))]
-        lines.append(f"- rung {rung}, {tokenizer} tokens ({seeds} seeds per LR): " + "; ".join(arms) + ".")
+        here = at_best[(at_best["tokenizer"] == tokenizer) & (at_best["rung"] == rung)].dropna(subset=["diff_vs_none"])
+        described = [f"`{r.variant}` {r.diff_vs_none:+.3f}" for r in here.itertuples()]
+        lines.append(f"- rung {rung}, {tokenizer} tokens ({seeds} seeds per LR): " + "; ".join(arms) + "."
+                     + (" Each arm at its own best factor, final val loss vs `none` at its own (a description, no "
+                        "test): " + ", ".join(described) + " nats/char." if described else ""))
     return lines
 
 

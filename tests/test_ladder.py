@@ -100,6 +100,9 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     planted = {"bpe-4096": {"none": 2.0, "ln": 1.0}, "bpe-512": {"none": LADDER_LR_CHECKED[1]["none"], "ln": 0.5}}
     runs = pd.concat([check_runs(best, rung=1).assign(**{"cfg.tokenizer": tok}) for tok, best in planted.items()],
                      ignore_index=True)
+    lower = (runs["cfg.tokenizer"] == "bpe-4096") & (runs["variant"] == "ln")
+    runs.loc[lower, "val_loss"] -= 0.2  # ln lower at every factor: the best factors stay, the arms' levels differ
+    runs["val_loss_per_char"] = runs["val_loss"] / 4  # a fixed tokens-per-character ratio
     best = ladder.best_factors(ladder.lr_check(runs)).set_index(["tokenizer", "variant"])
     for tok, arms in planted.items():
         for variant, factor in arms.items():
@@ -124,6 +127,14 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     assert f"the subword ladder ran at {LADDER_LR_CHECKED[1]['none']:g}, {gap:.4f} nats/token higher in mean loss)" \
         in lines[0] and "(2 seeds per LR)" in lines[0]
     assert f"the subword ladder ran at {LADDER_LR_CHECKED[1]['ln']:g})" in lines[0]  # no gap where they agree
+    # each arm at its own best factor, paired by seed: ln's 0.2 nats/token lower is 0.05 nats/char
+    assert lines[0].endswith("(a description, no test): `ln` -0.050 nats/char.")
+    assert lines[1].endswith("(a description, no test): `ln` +0.000 nats/char.")
+    described = ladder.at_best_factors(runs, ladder.best_factors(ladder.lr_check(runs))).set_index(["tokenizer",
+                                                                                                   "variant"])
+    assert described.loc[("bpe-4096", "ln"), "factor"] == 1.0 and described.loc[("bpe-512", "ln"), "factor"] == 0.5
+    assert np.isnan(described.loc[("bpe-4096", "none"), "diff_vs_none"])
+    assert "## Each arm at its own best factor (a description, not a test)" in text
     partial = runs[(runs["cfg.tokenizer"] == "bpe-512") | (runs["seed"] == 0)]
     partial.to_csv(tmp_path / "ladder-bpe-lr" / "runs.csv", index=False)
     assert [line.split(" (")[0] for line in subword_lr_findings(tmp_path)] == ["- rung 1, bpe-512 tokens"]

@@ -82,9 +82,12 @@ def test_the_subword_lr_checks_sentence_renders_each_arms_best_beside_its_charac
          "val_loss_mean": 5, "ladder_factor": 0.5, "ladder_factor_val_loss": 5.1234, "gap_to_best": 0.1234},
         {"tokenizer": "bpe-4096", "rung": 1, "variant": "ln", "best_factor": 1, "best_lr": 0.003, "bracketed": True,
          "val_loss_mean": 5, "ladder_factor": 1, "ladder_factor_val_loss": 5, "gap_to_best": 0}]
+    data["ladder"]["subword_at_best"] = [{"tokenizer": "bpe-4096", "rung": 1, "variant": "ln", "factor": 1, "seeds": 2,
+                                          "val_loss_per_char": 1.5, "diff_vs_none": -0.0567}]
     (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
     html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
     assert "none with bpe-4096 tokens best at 2 times its rule, against the 0.5 it was checked at on characters " \
            "(a mean loss 0.1234 nats per token lower than at 0.5); " \
            "and ln with bpe-4096 tokens best at 1 times its rule, against the 1 it was checked at on characters." in text
+    assert "differed from that of none by −0.057 nats per character ( ln , bpe-4096) (a description of two seeds" in text
