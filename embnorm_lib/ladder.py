@@ -83,16 +83,28 @@ def _rung(preset: str) -> int:
     return int(preset.rsplit("-", 1)[1])
 
 
+def _with_factors(runs: pd.DataFrame) -> pd.DataFrame:
+    """Check runs tagged with their tokenizer, rung and LR factor relative to the width rule."""
+    return runs.assign(tokenizer=_tokenizers(runs), rung=[_rung(p) for p in runs["cfg.preset"]],
+                       factor=[lr_factor(lr, v, int(w), _rung(p)) for lr, v, w, p in
+                               zip(runs["cfg.lr"], runs["variant"], runs["cfg.n_embd"], runs["cfg.preset"],
+                                   strict=True)])
+
+
+def _loss_per_char(runs: pd.DataFrame) -> np.ndarray:
+    """Each run's final validation loss per character: `val_loss` for char runs (a token is a character),
+    `val_loss_per_char` for subword runs."""
+    per_char = runs["val_loss_per_char"] if "val_loss_per_char" in runs else pd.Series(np.nan, index=runs.index)
+    return np.where(_tokenizers(runs) == "char", runs["val_loss"], per_char)
+
+
 def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
     """An LR check (ladder-lr, ladder-bpe-lr): per tokenizer, rung, arm and LR factor, the final validation loss
     over the check's seeds (mean, SD, runs failed: diverged or non-finite), with the factor relative to the width
     rule. The loss is per token; within one tokenizer per character is a fixed multiple of it (the same validation
     text), so the ranking of factors is the same on either scale."""
-    frame = runs.assign(factor=[lr_factor(lr, v, int(w), _rung(p)) for lr, v, w, p in
-                                zip(runs["cfg.lr"], runs["variant"], runs["cfg.n_embd"], runs["cfg.preset"],
-                                    strict=True)],
-                        failed=~np.isfinite(runs["val_loss"].astype(float)) | runs.get("diverged", False),
-                        tokenizer=_tokenizers(runs))
+    frame = _with_factors(runs).assign(
+        failed=~np.isfinite(runs["val_loss"].astype(float)) | runs.get("diverged", False))
     rows = []
     for (tokenizer, preset, variant, factor), sub in frame.groupby(["tokenizer", "cfg.preset", "variant", "factor"],
                                                                    sort=True):
@@ -150,12 +162,7 @@ def at_best_factors(runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
 
     if not len(best):
         return pd.DataFrame()
-    frame = runs.assign(tokenizer=_tokenizers(runs), rung=[_rung(p) for p in runs["cfg.preset"]],
-                        factor=[lr_factor(lr, v, int(w), _rung(p)) for lr, v, w, p in
-                                zip(runs["cfg.lr"], runs["variant"], runs["cfg.n_embd"], runs["cfg.preset"],
-                                    strict=True)])
-    frame = frame.assign(loss=np.where(frame["tokenizer"] == "char", frame["val_loss"],
-                                       frame.get("val_loss_per_char", np.nan)))
+    frame = _with_factors(runs).assign(loss=_loss_per_char(runs))
     rows = []
     for (tokenizer, rung), arms in best.groupby(["tokenizer", "rung"], sort=True):
         chosen = {r.variant: r.best_factor for r in arms.itertuples()}
@@ -168,6 +175,15 @@ def at_best_factors(runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
                          "seeds": len(per_seed[variant]), "val_loss_per_char": float(per_seed[variant].mean()),
                          "diff_vs_none": float(diff.mean()) if variant != "none" and len(diff) else float("nan")})
     return pd.DataFrame(rows)
+
+
+def check_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """An LR check's three tables, as its report, the README findings and the paper read them: the per-factor
+    check (lr_check), each complete arm's best beside the ladder's factor (beside_ladder_factor) and each arm at its
+    own best factor (at_best_factors)."""
+    check = lr_check(runs)
+    best = beside_ladder_factor(best_factors(check), check)
+    return check, best, at_best_factors(runs, best)
 
 
 def primary(table: pd.DataFrame) -> pd.DataFrame:
@@ -273,9 +289,7 @@ def per_seed(runs: pd.DataFrame) -> pd.DataFrame:
     subword runs, `val_loss` for char runs), arms as columns in registry order."""
     from .results import arm_order
 
-    tokenizer = _tokenizers(runs)
-    per_char = runs["val_loss_per_char"] if "val_loss_per_char" in runs else pd.Series(np.nan, index=runs.index)
-    frame = runs.assign(tokenizer=tokenizer, loss=np.where(tokenizer == "char", runs["val_loss"], per_char))
+    frame = runs.assign(tokenizer=_tokenizers(runs), loss=_loss_per_char(runs))
     wide = frame.pivot_table(index=["tokenizer", "cfg.preset", "seed"], columns="variant", values="loss")
     wide = wide[sorted(wide.columns, key=arm_order)].reset_index().rename(columns={"cfg.preset": "preset"})
     wide.columns.name = None
@@ -298,8 +312,7 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
     from .render import compact_markdown
     from .studies import LADDER_LR_CHECKED, STUDIES
 
-    check = lr_check(runs)
-    best = best_factors(check)
+    check, best, at_best = check_summary(runs)
     done, planned = len(runs), len(STUDIES[study].cells())
     subword = study == "ladder-bpe-lr"
     title = ("The subword learning-rate check, exploratory" if subword else "The ladder's learning-rate check")
@@ -317,8 +330,9 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
              "## Best factor per rung and arm", "",
              "The factor with the lowest mean final validation loss over the check's seeds; `bracketed` is false "
              "where it is the grid's smallest or largest factor (the optimum may lie beyond). " + use, "",
-             compact_markdown(best) if len(best) else "No rung has all its check runs yet.", ""]
-    for r in beside_ladder_factor(best, check).itertuples():
+             (compact_markdown(best.drop(columns=["ladder_factor", "ladder_factor_val_loss", "gap_to_best"]))
+              if len(best) else "No rung has all its check runs yet."), ""]
+    for r in best.itertuples():
         where = f"rung {r.rung}" + ("" if r.tokenizer == "char" else f", {r.tokenizer}")
         if subword:
             used = r.ladder_factor
@@ -338,7 +352,7 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
                   "Final validation loss per character, mean over the check's seeds, each arm at the factor above; "
                   "`diff_vs_none` pairs the seeds with `none` at its own best factor. Two seeds give no interval: "
                   "amendment 8 makes any comparison at subword-checked LRs exploratory.", "",
-                  compact_markdown(at_best_factors(runs, best))]
+                  compact_markdown(at_best)]
     return "\n".join(lines) + "\n"
 
 

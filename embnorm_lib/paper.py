@@ -129,11 +129,8 @@ def ladder_data(out: Path) -> dict:
     if family:
         found["family"] = family
     if has_index("ladder-bpe-lr", out):  # the exploratory subword LR check (amendment 8), where an arm is complete
-        sub_runs = load_runs("ladder-bpe-lr", out)
-        sub_check = ladder.lr_check(sub_runs)
-        sub_best = ladder.beside_ladder_factor(ladder.best_factors(sub_check), sub_check)
+        _, sub_best, at_best = ladder.check_summary(load_runs("ladder-bpe-lr", out))
         found["subword_check"] = _records(sub_best, list(sub_best.columns)) if len(sub_best) else []
-        at_best = ladder.at_best_factors(sub_runs, sub_best)
         found["subword_at_best"] = (_records(at_best.dropna(subset=["diff_vs_none"]), list(at_best.columns))
                                     if len(at_best) else [])
     return found

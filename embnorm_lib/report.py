@@ -326,10 +326,7 @@ def subword_lr_findings(out: Path, study: str = "ladder-bpe-lr") -> list[str]:
 
     if not has_index(study, out):
         return []
-    runs = load_runs(study, out)
-    check = ladder.lr_check(runs)
-    best = ladder.beside_ladder_factor(ladder.best_factors(check), check)
-    at_best = ladder.at_best_factors(runs, best)
+    check, best, at_best = ladder.check_summary(load_runs(study, out))
     lines = []
     for (tokenizer, rung), sub in (best.groupby(["tokenizer", "rung"], sort=False) if len(best) else []):
         seeds = int(check[(check["tokenizer"] == tokenizer) & (check["rung"] == rung)]["seeds"].min())
