@@ -186,6 +186,60 @@ def check_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
     return check, best, at_best_factors(runs, best)
 
 
+def budget_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per tokenizer, rung and arm, what the note owes (issue 18): the shape, the training budget, the LR(s) run and
+    the compute spent — finished runs, how many were trained for this study (the rest reused from another, e.g. the
+    LR check's seeds 0-1), the median wall minutes per run and the summed run-hours of those trained here, with the
+    device and threads per run. Wall time is per run: runs side by side overlap, so the sweep took less."""
+    from .results import arm_order, reused_mask
+
+    def column(name):
+        return runs[name] if name in runs else pd.Series(np.nan, index=runs.index)
+
+    frame = runs.assign(tokenizer=_tokenizers(runs), here=~reused_mask(runs), wall=column("wall_s"),
+                        device_=column("device"), threads=column("torch_threads"), lr_=column("cfg.lr"))
+    rows = []
+    for (tokenizer, preset, variant), sub in frame.groupby(["tokenizer", "cfg.preset", "variant"]):
+        first, here = sub.iloc[0], sub[sub["here"]]
+        tokens, _ = train_compute(first, 0)
+        layers, width, iters = (first.get(k, np.nan) for k in ("cfg.n_layer", "cfg.n_embd", "cfg.max_iters"))
+        shaped = pd.notna(layers) and pd.notna(width)
+        rows.append({"tokenizer": tokenizer, "preset": preset, "variant": variant,
+                     "n_layer": int(layers) if shaped else "–", "n_embd": int(width) if shaped else "–",
+                     "params": non_embedding_params(int(layers), int(width)) if shaped else "–",
+                     "iters": int(iters) if pd.notna(iters) else "–", "train_tokens": tokens,
+                     "lr": ", ".join(f"{v:.3g}" for v in sorted(sub["lr_"].dropna().unique())) or "–",
+                     "runs": len(sub), "trained_here": len(here),
+                     "min_per_run": sub["wall"].median() / 60, "run_hours_here": here["wall"].sum(min_count=1) / 3600,
+                     "device": ", ".join(sorted(sub["device_"].dropna().astype(str).unique())) or "–",
+                     "threads": ", ".join(f"{t:g}" for t in sorted(sub["threads"].dropna().unique())) or "–"})
+    return pd.DataFrame(sorted(rows, key=lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"]))))
+
+
+def budget_section(runs: pd.DataFrame) -> list[str]:
+    """The report's lines on sizes, budgets, LRs and compute (budget_table rendered, numbers rounded for reading)."""
+    from .render import compact_markdown
+
+    table = budget_table(runs)
+    if table.empty:
+        return []
+    shown = table.assign(train_tokens=[f"{v:.0f}" if pd.notna(v) else "–" for v in table["train_tokens"]],
+                         min_per_run=[f"{v:.1f}" if pd.notna(v) else "–" for v in table["min_per_run"]],
+                         run_hours_here=[f"{v:.2f}" if pd.notna(v) else "–" for v in table["run_hours_here"]])
+    return ["## Sizes, budgets, LRs and compute", "",
+            "Per rung and arm: the shape, iterations and training tokens, the LR(s) run, finished runs and those "
+            "trained for this study (the rest reused bitwise from another study), median wall minutes per run and the "
+            "summed run-hours of the runs trained here. Wall time is per run; runs side by side overlap. "
+            + budget_words(table), "", compact_markdown(shown), ""]
+
+
+def budget_words(table: pd.DataFrame) -> str:
+    """One sentence of what a study's runs cost, from budget_table."""
+    hours = table["run_hours_here"].sum(min_count=1)
+    return (f"{int(table['runs'].sum())} runs finished, {int(table['trained_here'].sum())} of them trained for this "
+            "study" + (f" ({hours:.1f} run-hours summed over runs)" if pd.notna(hours) else "") + ".")
+
+
 def primary(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of each tokenizer's primary metric (amendment 4): final validation loss per character, which is
     `val_loss` for char runs (a token is a character) and `val_loss_per_char` for subword runs, so tokenizations
@@ -266,6 +320,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         lines += ["## Per seed (a description)", "",
                   "Each run's final validation loss per character: the spread behind each interval.", "",
                   compact_markdown(per_seed(runs)), ""]
+    lines += budget_section(runs)
     unchecked = sorted({_rung(p) for p in table.get("preset", [])} - set(LADDER_LR_CHECKED))
     lines += [f"- **rung {r} ran at the width rule's LR without a completed check** (amendment 5 asks for "
               f"`ladder-lr` at that rung first)." for r in unchecked] + ([""] if unchecked else [])
@@ -353,7 +408,8 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
                   "`diff_vs_none` pairs the seeds with `none` at its own best factor. Two seeds give no interval: "
                   "amendment 8 makes any comparison at subword-checked LRs exploratory.", "",
                   compact_markdown(at_best)]
-    return "\n".join(lines) + "\n"
+    lines += [""] + budget_section(runs)
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def main(argv=None) -> int:

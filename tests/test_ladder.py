@@ -235,6 +235,7 @@ def test_the_report_renders(tmp_path):
     assert all(f"**rung {r} ran at the width rule's LR without a completed check**" in text for r in unchecked)
     assert all(f"**rung {r} ran" not in text for r in LADDER_LR_CHECKED)
     assert "extrapolation" in text and "`ln` (char): the difference falls as the model grows" in text
+    assert "## Sizes, budgets, LRs and compute" in text and "75 runs finished, 75 of them trained" in text
     assert (tmp_path / "figures" / "ladder_delta_vs_params.png").is_file()
     assert (tmp_path / "figures" / "ladder_delta_vs_compute.png").is_file()
 
@@ -261,6 +262,25 @@ def test_each_size_states_its_training_tokens_and_compute():
     assert row["train_flops"] == 6 * (non_embedding_params(layers, width) + width * 65) * tokens
     bare = ladder.rung_table(synthetic().drop(columns=["cfg.vocab_size"]))
     assert bare["train_flops"].isna().all()  # not guessed when the index lacks a config column
+
+
+def test_the_budget_table_gives_each_arms_shape_budget_lr_and_the_compute_trained_here():
+    runs = synthetic()
+    runs["cfg.lr"] = [ladder_lr(v, w) for v, w in zip(runs["variant"], runs["cfg.n_embd"], strict=True)]
+    runs["wall_s"] = 60.0 * (1 + runs["seed"])  # 1..5 minutes: median 3
+    runs["device"], runs["torch_threads"] = "cpu", 1
+    runs["reused_from"] = np.where(runs["seed"] < 2, "ladder-lr/x", "")  # seeds 0-1 came from the check
+    table = ladder.budget_table(runs)
+    assert list(table["preset"])[:3] == ["ladder-0"] * 3 and list(table["variant"])[:3] == ["none", "ln", "rms"]
+    row = table[(table["preset"] == "ladder-1") & (table["variant"] == "ln")].iloc[0]
+    layers, width, _ = LADDER_RUNGS[1]
+    assert (row["n_layer"], row["n_embd"], row["params"]) == (layers, width, non_embedding_params(layers, width))
+    assert row["iters"] == ladder_iters(layers, width) and row["train_tokens"] == row["iters"] * 32 * 128
+    assert row["lr"] == f"{ladder_lr('ln', width):.3g}" and (row["runs"], row["trained_here"]) == (5, 3)
+    assert row["min_per_run"] == pytest.approx(3.0) and row["run_hours_here"] == pytest.approx((3 + 4 + 5) / 60)
+    assert "15 runs finished, 9 of them" in ladder.budget_words(table[table["preset"] == "ladder-1"])
+    bare = ladder.budget_table(synthetic())  # an index without wall times says so rather than claiming zero
+    assert bare["run_hours_here"].isna().all() and "run-hours" not in ladder.budget_words(bare)
 
 
 def test_the_readme_line_per_finished_size_words_each_arm_by_holm(tmp_path):
