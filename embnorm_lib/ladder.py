@@ -20,7 +20,7 @@ from scipy import stats as scipy_stats
 
 from . import stats
 from .cli import report_main
-from .config import non_embedding_params
+from .config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM, non_embedding_params
 
 LR_CHECKS = ("ladder-lr", "ladder-bpe-lr")  # the studies that check the LR rule (on characters, on subwords)
 LE_SCAO_PARAMS = 1.3e9  # the model size of Le Scao et al. 2022's embedding-norm ablation
@@ -208,6 +208,7 @@ def budget_table(runs: pd.DataFrame) -> pd.DataFrame:
                      "n_layer": int(layers) if shaped else "–", "n_embd": int(width) if shaped else "–",
                      "params": non_embedding_params(int(layers), int(width)) if shaped else "–",
                      "iters": int(iters) if pd.notna(iters) else "–", "train_tokens": tokens,
+                     "tokens_per_param": tokens / non_embedding_params(int(layers), int(width)) if shaped else np.nan,
                      "lr": ", ".join(f"{v:.3g}" for v in sorted(sub["lr_"].dropna().unique())) or "–",
                      "runs": len(sub), "trained_here": len(here),
                      "min_per_run": sub["wall"].median() / 60, "run_hours_here": here["wall"].sum(min_count=1) / 3600,
@@ -223,13 +224,17 @@ def budget_section(runs: pd.DataFrame) -> list[str]:
     table = budget_table(runs)
     if table.empty:
         return []
-    shown = table.assign(train_tokens=[f"{v:.0f}" if pd.notna(v) else "–" for v in table["train_tokens"]],
-                         min_per_run=[f"{v:.1f}" if pd.notna(v) else "–" for v in table["min_per_run"]],
-                         run_hours_here=[f"{v:.2f}" if pd.notna(v) else "–" for v in table["run_hours_here"]])
+    def rounded(column, spec):
+        return [format(v, spec) if pd.notna(v) else "–" for v in table[column]]
+
+    shown = table.assign(train_tokens=rounded("train_tokens", ".0f"), tokens_per_param=rounded("tokens_per_param", ".1f"),
+                         min_per_run=rounded("min_per_run", ".1f"), run_hours_here=rounded("run_hours_here", ".2f"))
     return ["## Sizes, budgets, LRs and compute", "",
-            "Per rung and arm: the shape, iterations and training tokens, the LR(s) run, finished runs and those "
-            "trained for this study (the rest reused bitwise from another study), median wall minutes per run and the "
-            "summed run-hours of the runs trained here. Wall time is per run; runs side by side overlap. "
+            "Per rung and arm: the shape, iterations, training tokens and tokens per non-embedding parameter (the "
+            f"rule asks {LADDER_TOKENS_PER_PARAM}; the {LADDER_EPOCH_CAP}-pass cap binds where it is lower), the LR(s) "
+            "run, finished runs and those trained for this study (the rest reused bitwise from another study), median "
+            "wall minutes per run and the summed run-hours of the runs trained here. Wall time is per run; runs side "
+            "by side overlap. "
             + budget_words(table), "", compact_markdown(shown), ""]
 
 

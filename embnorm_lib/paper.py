@@ -105,15 +105,30 @@ def ladder_data(out: Path) -> dict:
     """The size ladder so far: ladder-lr's best factor per checked rung and arm, and each ladder's (char and BPE)
     per-size family in final validation loss per character (ladder.primary) where a size has runs."""
     from . import ladder
-    from .config import LADDER_RUNGS, non_embedding_params
+    from .config import (
+        LADDER_EPOCH_CAP,
+        LADDER_RUNGS,
+        LADDER_TOKENS_PER_ITER,
+        LADDER_TOKENS_PER_PARAM,
+        PRESETS,
+        non_embedding_params,
+    )
 
     check_runs = load_runs("ladder-lr", out)
+    # the character ladder's budget per rung, from its presets: where the 10-pass cap binds, size and tokens per
+    # parameter move together, which any trend across sizes mixes in
+    tokens = [PRESETS[f"ladder-{r}"]["max_iters"] * LADDER_TOKENS_PER_ITER for r in range(len(LADDER_RUNGS))]
+    per_param = [t / non_embedding_params(a, b) for t, (a, b, _) in zip(tokens, LADDER_RUNGS, strict=True)]
+    capped = [r for r, t in enumerate(tokens) if t < LADDER_TOKENS_PER_PARAM * non_embedding_params(*LADDER_RUNGS[r][:2])]
     best = ladder.best_factors(ladder.lr_check(check_runs))
     found = {"rungs": len(LADDER_RUNGS), "check_runs": len(check_runs),
              "check_planned": len(STUDIES["ladder-lr"].cells()),
              "best": _records(best, list(best.columns)) if len(best) else [],
              "params": {str(r): non_embedding_params(a, b) for r, (a, b, _) in enumerate(LADDER_RUNGS)},
-             "shape": {str(r): f"{a} × {b}" for r, (a, b, _) in enumerate(LADDER_RUNGS)}}
+             "shape": {str(r): f"{a} × {b}" for r, (a, b, _) in enumerate(LADDER_RUNGS)},
+             "budget": {"tokens_per_param_rule": LADDER_TOKENS_PER_PARAM, "epoch_cap": LADDER_EPOCH_CAP,
+                        "first_capped": capped[0] if capped else None, "capped_tokens": tokens[capped[0]] if capped else None,
+                        "tokens_per_param": {str(r): v for r, v in enumerate(per_param)}}}
     family, found["subword_runs"] = [], 0
     found["subword_planned"] = len(STUDIES["ladder-bpe"].cells())
     for study in ("ladder", "ladder-bpe"):  # each size's comparison in nats per character, whatever the tokens

@@ -2,6 +2,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO
 
 from embnorm_lib import ladder
 from embnorm_lib.config import LADDER_RUNGS, PRESETS, TRAIN_CHARS_TINY_SHAKESPEARE, ladder_iters, non_embedding_params
@@ -276,6 +277,7 @@ def test_the_budget_table_gives_each_arms_shape_budget_lr_and_the_compute_traine
     layers, width, _ = LADDER_RUNGS[1]
     assert (row["n_layer"], row["n_embd"], row["params"]) == (layers, width, non_embedding_params(layers, width))
     assert row["iters"] == ladder_iters(layers, width) and row["train_tokens"] == row["iters"] * 32 * 128
+    assert row["tokens_per_param"] == pytest.approx(row["train_tokens"] / row["params"])
     assert row["lr"] == f"{ladder_lr('ln', width):.3g}" and (row["runs"], row["trained_here"]) == (5, 3)
     assert row["min_per_run"] == pytest.approx(3.0) and row["run_hours_here"] == pytest.approx((3 + 4 + 5) / 60)
     assert "15 runs finished, 9 of them" in ladder.budget_words(table[table["preset"] == "ladder-1"])
@@ -374,3 +376,19 @@ def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
         per_char.loc[("ladder-1", "ln"), "mean_diff"])
     assert set(family.index.get_level_values("tokenizer")) == {"char", "bpe-512"}
     assert len(family) == 2 * len(LADDER_RUNGS) * 2  # two tokenizers x sizes x (ln, rms); no per-token row
+
+
+@pytest.mark.committed
+def test_the_papers_ladder_data_says_where_the_pass_cap_binds_and_what_it_does_to_tokens_per_parameter(corpus):
+    from embnorm_lib.config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM
+    from embnorm_lib.paper import ladder_data
+
+    budget = ladder_data(REPO / "runs")["budget"]
+    sizes = [non_embedding_params(layers, width) for layers, width, _ in LADDER_RUNGS]
+    capped = [r for r, n in enumerate(sizes) if LADDER_TOKENS_PER_PARAM * n > LADDER_EPOCH_CAP * len(corpus.train)]
+    assert capped and budget["first_capped"] == capped[0]
+    cap_tokens = budget["capped_tokens"]
+    assert LADDER_EPOCH_CAP * len(corpus.train) <= cap_tokens < LADDER_EPOCH_CAP * len(corpus.train) + 32 * 128
+    for r in capped:  # every capped rung trains on the same tokens, so its tokens per parameter fall with size
+        assert budget["tokens_per_param"][str(r)] == pytest.approx(cap_tokens / sizes[r])
+    assert budget["tokens_per_param"][str(len(sizes) - 1)] < 1 < LADDER_TOKENS_PER_PARAM
