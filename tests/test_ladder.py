@@ -9,6 +9,7 @@ from embnorm_lib.config import LADDER_RUNGS, PRESETS, TRAIN_CHARS_TINY_SHAKESPEA
 from embnorm_lib.studies import (
     LADDER_LR_AT_128,
     LADDER_LR_CHECKED,
+    LADDER_LR_EXTENDED,
     STUDIES,
     ladder_check_factors,
     ladder_lr,
@@ -157,6 +158,19 @@ def test_the_registered_ladder_factors_are_what_the_committed_check_gives():
     for rung, by_arm in LADDER_LR_CHECKED.items():
         for variant, factor in by_arm.items():
             assert found.get((rung, variant)) == factor, (rung, variant)
+
+
+@pytest.mark.committed
+def test_an_arm_whose_checked_best_sits_at_the_grids_edge_has_its_next_factor_registered():
+    """Amendment 6: a best at the smallest or largest factor run so far sends the check one factor of two beyond it
+    (studies.LADDER_LR_EXTENDED) before the ladder's rung may use it."""
+    from embnorm_lib.results import load_runs
+
+    best = ladder.best_factors(ladder.lr_check(load_runs("ladder-lr", REPO / "runs")))
+    for r in best[~best["bracketed"]].itertuples():
+        factors = ladder_check_factors(r.rung, r.variant)
+        beyond = r.best_factor / 2 if r.best_factor == min(factors) else r.best_factor * 2
+        assert beyond in LADDER_LR_EXTENDED.get(r.rung, {}).get(r.variant, []), (r.rung, r.variant, beyond)
 
 
 def synthetic(slope=-0.03, seeds=5):
