@@ -245,6 +245,58 @@ def budget_words(table: pd.DataFrame) -> str:
             "study" + (f" ({hours:.1f} run-hours summed over runs)" if pd.notna(hours) else "") + ".")
 
 
+def fit_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per tokenizer, rung, arm and LR, how closely the model fits its training split (a description): the mean
+    over seeds of the training loss at the end (`final_train_loss`: the last ten training batches), the final and
+    the best validation loss, the gap between final validation and training loss, and how far validation loss rose
+    after its best. Per token, which for char runs is per character: both losses of a row share one unit."""
+    from .results import arm_order
+
+    frame = runs.assign(tokenizer=_tokenizers(runs), lr_=runs["cfg.lr"] if "cfg.lr" in runs else np.nan)
+    frame = frame.assign(gap=frame["val_loss"] - frame["final_train_loss"],
+                         val_rise=frame["val_loss"] - frame["best_val_loss"])
+    rows = []
+    for (tokenizer, preset, variant, lr), sub in frame.groupby(["tokenizer", "cfg.preset", "variant", "lr_"],
+                                                               dropna=False):
+        rows.append({"tokenizer": tokenizer, "preset": preset, "variant": variant, "lr": lr, "seeds": len(sub),
+                     "train_loss": sub["final_train_loss"].mean(), "val_loss": sub["val_loss"].mean(),
+                     "gap": sub["gap"].mean(), "best_val_loss": sub["best_val_loss"].mean(),
+                     "val_rise": sub["val_rise"].mean()})
+    key = lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"]), r["lr"])  # noqa: E731
+    return pd.DataFrame(sorted(rows, key=key))
+
+
+def fit_words(table: pd.DataFrame) -> list[str]:
+    """Per tokenizer, the gap between validation and training loss at each rung (mean over its rows), small first."""
+    lines = []
+    for tokenizer, sub in table.groupby("tokenizer"):
+        by_rung = sub.assign(rung=sub["preset"].map(_rung)).groupby("rung")["gap"].mean()
+        unit = "nats/char" if tokenizer == "char" else "nats/token"
+        lines.append(f"- {tokenizer}: validation minus training loss, mean over the rung's arms and LRs: "
+                     + ", ".join(f"rung {r} {g:+.3f}" for r, g in by_rung.items()) + f" {unit}.")
+    return lines
+
+
+def fit_section(runs: pd.DataFrame) -> list[str]:
+    """The report's lines on the fit to the training split (fit_table rendered)."""
+    from .render import compact_markdown
+
+    needed = {"final_train_loss", "val_loss", "best_val_loss"}
+    if runs.empty or not needed <= set(runs):
+        return []
+    table = fit_table(runs)
+    shown = table.assign(lr=[f"{v:.3g}" if pd.notna(v) else "–" for v in table["lr"]],
+                         **{c: table[c].round(4) for c in ("train_loss", "val_loss", "gap", "best_val_loss",
+                                                           "val_rise")})
+    return ["## Fit to the training split (a description)", "",
+            "Mean over seeds, per token (a character for char runs): `train_loss` is the mean of the last ten "
+            "training batches, `val_loss` the final validation loss on the whole split, `gap` their difference and "
+            "`val_rise` how far the final validation loss sits above the best one seen. The validation split is the "
+            "corpus's last tenth (text the training split does not hold), so some gap is there at any size; a gap that "
+            "grows with size while the budget is capped at ten passes says the larger models fit their training "
+            "text in ways that do not carry over to unseen text.", "", *fit_words(table), "", compact_markdown(shown), ""]
+
+
 def primary(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of each tokenizer's primary metric (amendment 4): final validation loss per character, which is
     `val_loss` for char runs (a token is a character) and `val_loss_per_char` for subword runs, so tokenizations
@@ -325,7 +377,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         lines += ["## Per seed (a description)", "",
                   "Each run's final validation loss per character: the spread behind each interval.", "",
                   compact_markdown(per_seed(runs)), ""]
-    lines += budget_section(runs)
+    lines += budget_section(runs) + fit_section(runs)
     unchecked = sorted({_rung(p) for p in table.get("preset", [])} - set(LADDER_LR_CHECKED))
     lines += [f"- **rung {r} ran at the width rule's LR without a completed check** (amendment 5 asks for "
               f"`ladder-lr` at that rung first)." for r in unchecked] + ([""] if unchecked else [])
@@ -413,7 +465,7 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
                   "`diff_vs_none` pairs the seeds with `none` at its own best factor. Two seeds give no interval: "
                   "amendment 8 makes any comparison at subword-checked LRs exploratory.", "",
                   compact_markdown(at_best)]
-    lines += [""] + budget_section(runs)
+    lines += [""] + budget_section(runs) + fit_section(runs)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -244,8 +244,10 @@ def test_subword_trends_and_the_figure_use_the_loss_per_character():
 
 def test_the_report_renders(tmp_path):
     (tmp_path / "ladder").mkdir()
-    synthetic().to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    synthetic().assign(final_train_loss=lambda r: r["val_loss"] - 0.2).to_csv(tmp_path / "ladder" / "runs.csv",
+                                                                                 index=False)
     text = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
+    assert "## Fit to the training split (a description)" in text and "rung 4 +0.200 nats/char" in text
     unchecked = sorted(set(range(len(LADDER_RUNGS))) - set(LADDER_LR_CHECKED))
     assert all(f"**rung {r} ran at the width rule's LR without a completed check**" in text for r in unchecked)
     assert all(f"**rung {r} ran" not in text for r in LADDER_LR_CHECKED)
@@ -406,3 +408,24 @@ def test_the_papers_ladder_data_says_where_the_pass_cap_binds_and_what_it_does_t
     for r in capped:  # every capped rung trains on the same tokens, so its tokens per parameter fall with size
         assert budget["tokens_per_param"][str(r)] == pytest.approx(cap_tokens / sizes[r])
     assert budget["tokens_per_param"][str(len(sizes) - 1)] < 1 < LADDER_TOKENS_PER_PARAM
+
+
+def test_the_fit_table_gives_each_arms_train_and_validation_loss_their_gap_and_the_rise_after_the_best():
+    runs = synthetic(seeds=2)
+    runs["cfg.lr"] = [ladder_lr(v, w) for v, w in zip(runs["variant"], runs["cfg.n_embd"], strict=True)]
+    runs["final_train_loss"] = runs["val_loss"] - 0.1 * (1 + runs["cfg.preset"].str[-1].astype(int))  # gap grows
+    table = ladder.fit_table(runs)
+    assert len(table) == len(LADDER_RUNGS) * 3 and (table["seeds"] == 2).all()
+    row = table[(table["preset"] == "ladder-2") & (table["variant"] == "rms")].iloc[0]
+    mine = runs[(runs["cfg.preset"] == "ladder-2") & (runs["variant"] == "rms")]
+    assert row["train_loss"] == pytest.approx(mine["final_train_loss"].mean())
+    assert row["val_loss"] == pytest.approx(mine["val_loss"].mean()) and row["gap"] == pytest.approx(0.3)
+    assert row["val_rise"] == pytest.approx(0.01) and row["lr"] == pytest.approx(ladder_lr("rms", LADDER_RUNGS[2][1]))
+    words = ladder.fit_words(table)
+    assert words == ["- char: validation minus training loss, mean over the rung's arms and LRs: "
+                     + ", ".join(f"rung {r} {0.1 * (1 + r):+.3f}" for r in range(len(LADDER_RUNGS))) + " nats/char."]
+    section = ladder.fit_section(runs)
+    assert section[0] == "## Fit to the training split (a description)" and words[0] in section
+    assert ladder.fit_section(synthetic()) == []  # an index without training losses draws no table of NaNs
+    two_lrs = pd.concat([runs, runs.assign(**{"cfg.lr": runs["cfg.lr"] * 2, "val_loss": runs["val_loss"] + 1})])
+    assert len(ladder.fit_table(two_lrs)) == 2 * len(table)  # an LR check keeps each LR its own row
