@@ -306,14 +306,25 @@ def primary(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["metric"] == np.where(table["tokenizer"] == "char", "val_loss", "val_loss_per_char")]
 
 
+def finished(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the sizes (rung and tokenizer) where every arm has all the registered seeds: a size is quoted
+    and enters the trend only then, not on the seeds that a check's reused runs give it early."""
+    from .studies import LADDER_SEEDS
+
+    if table.empty:
+        return table
+    return table[table.groupby(["tokenizer", "params"])["seeds"].transform("min") >= len(LADDER_SEEDS)]
+
+
 def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS) -> pd.DataFrame:
-    """Per tokenizer and variant: WLS of the rung's mean difference in the primary metric (per character) on
-    log10(params), weights from each rung's standard error; the slope per decade of parameters with its 95%
-    interval, and the line's value at `at_params` with the 95% interval of that mean (an extrapolation)."""
+    """Per tokenizer and variant, over the finished sizes: WLS of the size's mean difference in the primary metric
+    (per character) on log10(params), weights from each size's standard error; the slope per decade of parameters
+    with its 95% interval, and the line's value at `at_params` with the 95% interval of that mean (an
+    extrapolation)."""
     import statsmodels.api as sm
 
     rows = []
-    for (tokenizer, variant), sub in primary(table).groupby(["tokenizer", "variant"], sort=False):
+    for (tokenizer, variant), sub in primary(finished(table)).groupby(["tokenizer", "variant"], sort=False):
         sub = sub.dropna(subset=["mean_diff", "ci_low"])
         if len(sub) < 3:
             continue
@@ -337,6 +348,45 @@ def trend_words(row) -> str:
     if row["slope_ci_low"] > 0:
         return "the difference rises as the model grows"
     return "no trend resolved across sizes"
+
+
+def scale_answer(table: pd.DataFrame, fits: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Issue 18's question per tokenizer and arm with a fitted trend: does the difference from none shrink, grow or
+    flip as the model grows? Exploratory, and worded only as far as the tests resolve it: `flips` needs finished
+    sizes whose Holm decisions resolve both signs; `shrinks` / `grows` a slope whose interval excludes zero,
+    towards / away from zero given the sign of the mean difference over the sizes; otherwise `no change resolved`.
+    Beside it, the sizes where a cost or a gain is resolved, and the line's value at 1.3B (an extrapolation)."""
+    fits = trend(table) if fits is None else fits
+    sizes = primary(finished(table))
+    rows = []
+    for fit in fits.to_dict("records"):
+        sub = sizes[(sizes["tokenizer"] == fit["tokenizer"]) & (sizes["variant"] == fit["variant"])]
+        costs = sorted(sub[sub["significant"] & (sub["mean_diff"] > 0)]["params"])
+        gains = sorted(sub[sub["significant"] & (sub["mean_diff"] < 0)]["params"])
+        towards_zero = np.sign(fit["slope_per_decade"]) != np.sign(sub["mean_diff"].mean())
+        slope_resolved = fit["slope_ci_high"] < 0 or fit["slope_ci_low"] > 0
+        answer = ("flips" if costs and gains else
+                  ("shrinks" if towards_zero else "grows") if slope_resolved else "no change resolved")
+        rows.append({**fit, "sizes": len(sub), "params_min": int(sub["params"].min()),
+                     "params_max": int(sub["params"].max()), "cost_at": costs, "gain_at": gains, "answer": answer})
+    return pd.DataFrame(rows)
+
+
+def _millions(params) -> str:
+    return ", ".join(f"{p / 1e6:.2f}M" for p in params)
+
+
+def scale_words(row) -> str:
+    """One sentence for a row of scale_answer (exploratory): the answer, what resolves it and the extrapolation."""
+    resolved = ([f"a cost resolved at {_millions(row['cost_at'])}"] if row["cost_at"] else []) + \
+        ([f"a gain resolved at {_millions(row['gain_at'])}"] if row["gain_at"] else [])
+    return (f"`{row['variant']}` ({row['tokenizer']}, {row['sizes']} sizes, {row['params_min'] / 1e6:.2f}M to "
+            f"{row['params_max'] / 1e6:.2f}M non-embedding parameters): **{row['answer']}** — "
+            + ("; ".join(resolved) if resolved else "no size resolves a difference after Holm")
+            + f"; slope {row['slope_per_decade']:+.3f} [{row['slope_ci_low']:+.3f}, {row['slope_ci_high']:+.3f}] "
+            f"nats/char per decade of parameters; the line at {row['at_params'] / 1e9:.1f}B parameters "
+            f"{row['extrapolated_diff']:+.3f} [{row['extrapolated_ci_low']:+.3f}, {row['extrapolated_ci_high']:+.3f}] "
+            "nats/char (an extrapolation).")
 
 
 def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
@@ -391,8 +441,12 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         lines += [f"- `{r['variant']}` ({r['tokenizer']}): {trend_words(r)} (slope {r['slope_per_decade']:+.3f} "
                   f"[{r['slope_ci_low']:+.3f}, {r['slope_ci_high']:+.3f}] nats/char per decade)."
                   for _, r in lines_trend.iterrows()]
+        lines += ["", "Does the difference shrink, grow or flip with size? `flips` needs finished sizes whose Holm "
+                  "decisions resolve both signs; `shrinks` / `grows` a slope whose interval excludes zero; otherwise "
+                  "no change is resolved.", ""]
+        lines += [f"- {scale_words(r)}" for r in scale_answer(table, lines_trend).to_dict("records")]
     else:
-        lines += ["Fewer than three sizes have finished: no trend is fitted."]
+        lines += ["Fewer than three sizes have finished (all their registered seeds): no trend is fitted."]
     return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")
 
 

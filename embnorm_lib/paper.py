@@ -129,20 +129,31 @@ def ladder_data(out: Path) -> dict:
              "budget": {"tokens_per_param_rule": LADDER_TOKENS_PER_PARAM, "epoch_cap": LADDER_EPOCH_CAP,
                         "first_capped": capped[0] if capped else None, "capped_tokens": tokens[capped[0]] if capped else None,
                         "tokens_per_param": {str(r): v for r, v in enumerate(per_param)}}}
-    family, found["subword_runs"] = [], 0
+    family, scale, found["subword_runs"] = [], [], 0
     found["subword_planned"] = len(STUDIES["ladder-bpe"].cells())
+    finished_rungs: set[int] = set()
     for study in ("ladder", "ladder-bpe"):  # each size's comparison in nats per character, whatever the tokens
         if not has_index(study, out):
             continue
         runs = load_runs(study, out)
         if study == "ladder-bpe":
             found["subword_runs"] = len(runs)
-        table = ladder.primary(ladder.rung_table(runs))
+        sizes = ladder.rung_table(runs)
+        table = ladder.primary(sizes)
         if len(table):
             family += _records(table, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff", "ci_low",
                                        "ci_high", "p_holm", "significant"])
+            answers = ladder.scale_answer(sizes)
+            scale += _records(answers, ["tokenizer", "variant", "sizes", "params_min", "params_max", "answer",
+                                        "slope_per_decade", "slope_ci_low", "slope_ci_high", "at_params",
+                                        "extrapolated_diff", "extrapolated_ci_low", "extrapolated_ci_high"]) \
+                if len(answers) else []
+            if study == "ladder":
+                finished_rungs = {int(p.split("-")[1]) for p in ladder.finished(table)["preset"]}
     if family:
         found["family"] = family
+    found["scale"] = scale
+    found["unfinished_rungs"] = [r for r in range(len(LADDER_RUNGS)) if r not in finished_rungs]
     if has_index("ladder-bpe-lr", out):  # the exploratory subword LR check (amendment 8), where an arm is complete
         _, sub_best, at_best = ladder.check_summary(load_runs("ladder-bpe-lr", out))
         found["subword_check"] = _records(sub_best, list(sub_best.columns)) if len(sub_best) else []

@@ -307,10 +307,15 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
                                     ("ladder-bpe", "The subword ladder (BPE tokens, at the LR checked on characters)",
                                      "amendments 4 and 7")):
         ladder_lines = ladder_findings(out, study)
+        scale_lines = ladder_scale_findings(out, study)
         if ladder_lines:
             text += (f"\n\n{what}, per finished size (docs/PROTOCOL.md {amendments}; "
-                     f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)); no trend across sizes until three have "
-                     "finished:\n\n" + "\n".join(ladder_lines))
+                     f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md))"
+                     + ("" if scale_lines else "; no trend across sizes until three have finished")
+                     + ":\n\n" + "\n".join(ladder_lines))
+        if scale_lines:
+            text += ("\n\nAcross its finished sizes, exploratory (does the difference shrink, grow or flip as the "
+                     "model grows?):\n\n" + "\n".join(scale_lines))
     check_lines = subword_lr_findings(out)
     if check_lines:
         text += ("\n\nThe subword LR check, exploratory (docs/PROTOCOL.md amendment 8; "
@@ -348,7 +353,7 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
     none in final validation loss per character (ladder.primary), worded by the Holm decision within the size."""
     from . import ladder
     from .config import LADDER_RUNGS, non_embedding_params
-    from .studies import ladder_factor, ladder_lr
+    from .studies import LADDER_SEEDS, ladder_factor, ladder_lr
 
     if not has_index(study, out):
         return []
@@ -360,7 +365,7 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
         for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
             params = non_embedding_params(layers, width)
             sub = table[(table["params"] == params) & (table["tokenizer"] == tokenizer)]
-            if sub.empty or sub["seeds"].min() < 5:
+            if sub.empty or sub["seeds"].min() < len(LADDER_SEEDS):
                 continue
             lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}" for v in ("none", "ln", "rms"))
             parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {r.p_holm:.2g}, "
@@ -370,6 +375,20 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
                          f"{int(sub['seeds'].min())} seeds; LR {lrs}): Δ final val loss vs `none` " + "; ".join(parts)
                          + " nats/char.")
     return lines
+
+
+def ladder_scale_findings(out: Path, study: str = "ladder") -> list[str]:
+    """Once three sizes of a ladder have finished: per tokenizer and arm, whether the difference from none shrinks,
+    grows or flips with size (ladder.scale_answer: exploratory, worded by what its tests resolve)."""
+    from . import ladder
+
+    if not has_index(study, out):
+        return []
+    table = ladder.rung_table(load_runs(study, out))
+    if table.empty:
+        return []
+    answers = ladder.scale_answer(table)
+    return [f"- {ladder.scale_words(r)}" for r in answers.to_dict("records")]
 
 
 def scale_finding(out: Path) -> str:

@@ -135,6 +135,8 @@ LADDER_LR_FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0]
 LADDER_LR_CHECKED: dict[int, dict[str, float]] = {0: {"none": 0.5, "ln": 4.0}, 1: {"none": 0.5, "ln": 1.0}}
 # Amendment 6: where an arm's best is at the grid's edge, its check at that rung goes on by factors of two beyond it
 LADDER_LR_EXTENDED: dict[int, dict[str, list[float]]] = {0: {"ln": [8.0]}, 2: {"none": [0.125]}}
+# the ladders' registered seeds per arm and size (amendment 4): a size is finished, and quoted, with all of them
+LADDER_SEEDS = range(5)
 
 
 def ladder_check_factors(rung: int, variant: str) -> list[float]:
@@ -288,12 +290,12 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("ladder", "Size ladder: rungs 0-4 (0.1M-14M non-embedding parameters; char, block 128, batch 32; 20 "
                     "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
                     "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rungs "
-                    "2-4 are GPU work (sweep --pack on).", "ladder",
-          lambda: _ladder_cells("ladder", range(5), ABC, range(5))),
+                    "3-4 are GPU work (sweep --pack on); rung 2 also runs on CPU (minutes per run: the budget table).", "ladder",
+          lambda: _ladder_cells("ladder", range(5), ABC, LADDER_SEEDS)),
     Study("ladder-bpe", "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
                         "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
                         "token. Rungs 2-3 are GPU work.", "ladder",
-          lambda: _ladder_cells("ladder-bpe", range(1, 4), ABC, range(5), tokenizers=("bpe-512", "bpe-4096")),
+          lambda: _ladder_cells("ladder-bpe", range(1, 4), ABC, LADDER_SEEDS, tokenizers=("bpe-512", "bpe-4096")),
           note="Each arm runs at the character ladder's LR for its rung (ladder_factor): ladder-lr checked the LR "
                "on characters only and no subword LR check is registered, so a subword difference may partly "
                "reflect an LR tuned for another tokenization. `ladder-bpe-lr` (exploratory, amendment 8) checks "

@@ -173,14 +173,14 @@ def test_an_arm_whose_checked_best_sits_at_the_grids_edge_has_its_next_factor_re
         assert beyond in LADDER_LR_EXTENDED.get(r.rung, {}).get(r.variant, []), (r.rung, r.variant, beyond)
 
 
-def synthetic(slope=-0.03, seeds=5):
+def synthetic(slope=-0.03, seeds=5, ln_at_zero=0.2):
     rng = np.random.default_rng(0)
     rows = []
     for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
         params = non_embedding_params(layers, width)
         for seed in range(seeds):
             base = 2.0 - 0.1 * rung + rng.normal(0, 0.01)
-            for variant, shift in (("none", 0.0), ("ln", 0.2 + slope * np.log10(params)), ("rms", 0.05)):
+            for variant, shift in (("none", 0.0), ("ln", ln_at_zero + slope * np.log10(params)), ("rms", 0.05)):
                 loss = base + shift + rng.normal(0, 0.005)
                 rows.append({"variant": variant, "seed": seed, "cfg.n_layer": layers, "cfg.n_embd": width,
                              "cfg.preset": f"ladder-{rung}", "cfg.tokenizer": "char", "cfg.vocab_size": 65,
@@ -199,6 +199,39 @@ def test_per_size_comparisons_and_the_fitted_trend_find_the_planted_slope():
     assert fits.loc["rms", "slope_ci_low"] < 0 < fits.loc["rms", "slope_ci_high"]  # no slope planted
     assert ladder.trend_words(fits.loc["rms"]) == "no trend resolved across sizes"
     assert fits.loc["ln", "extrapolated_diff"] == pytest.approx(0.2 - 0.03 * np.log10(1.3e9), abs=0.1)
+
+
+def test_the_scale_answer_says_shrinks_grows_or_flips_only_where_the_tests_resolve_it():
+    shrinking = ladder.scale_answer(ladder.rung_table(synthetic(ln_at_zero=0.3))).set_index("variant")
+    assert shrinking.loc["ln", "answer"] == "shrinks"  # a cost at every size, falling by 0.03 per decade
+    assert shrinking.loc["rms", "answer"] == "no change resolved"  # a constant cost, resolved at every size
+    assert len(shrinking.loc["rms", "cost_at"]) == len(LADDER_RUNGS) and not shrinking.loc["rms", "gain_at"]
+    grows = ladder.scale_answer(ladder.rung_table(synthetic(slope=0.03, ln_at_zero=-0.1))).set_index("variant")
+    assert grows.loc["ln", "answer"] == "grows"  # a cost that rises with size
+    flips = ladder.scale_answer(ladder.rung_table(synthetic(slope=-0.05, ln_at_zero=0.3))).set_index("variant")
+    assert flips.loc["ln", "answer"] == "flips"  # a cost at 0.1M (+0.05), a gain at 14M (-0.06)
+    assert flips.loc["ln", "cost_at"] and flips.loc["ln", "gain_at"]
+    words = ladder.scale_words(flips.loc["ln"].to_dict() | {"variant": "ln"})
+    assert "**flips**" in words and "a gain resolved at" in words and "(an extrapolation)" in words
+
+
+def test_a_size_enters_the_trend_and_the_findings_only_with_all_its_registered_seeds(tmp_path):
+    from embnorm_lib.report import findings_text
+
+    runs = synthetic()
+    early = runs[(runs["cfg.preset"] != "ladder-4") | (runs["seed"] < 2)]  # rung 4: the check's two reused seeds
+    assert ladder.trend(ladder.rung_table(early))["rungs"].eq(len(LADDER_RUNGS) - 1).all()
+    two_sizes = runs[runs["cfg.preset"].isin(["ladder-0", "ladder-1"]) | (runs["seed"] < 2)]
+    assert ladder.trend(ladder.rung_table(two_sizes)).empty and ladder.scale_answer(ladder.rung_table(two_sizes)).empty
+    (tmp_path / "ladder").mkdir()
+    two_sizes.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    text = findings_text(tmp_path, studies=())
+    assert "no trend across sizes until three have finished" in text and "Across its finished sizes" not in text
+    runs.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    text = findings_text(tmp_path, studies=())
+    assert "no trend across sizes until three have finished" not in text
+    assert "Across its finished sizes, exploratory" in text and "`ln` (char, 5 sizes" in text
+    assert "**flips**" in text  # the default plant: +0.05 at 0.1M, -0.01 at 14M
 
 
 def test_a_sizes_holm_family_counts_the_loss_per_character_not_its_per_token_copy():

@@ -91,3 +91,34 @@ def test_the_subword_lr_checks_sentence_renders_each_arms_best_beside_its_charac
            "(a mean loss 0.1234 nats per token lower than at 0.5); " \
            "and ln with bpe-4096 tokens best at 1 times its rule, against the 1 it was checked at on characters." in text
     assert "differed from that of none by −0.057 nats per character ( ln , bpe-4096) (a description of two seeds" in text
+
+
+@pytest.mark.committed
+def test_the_ladders_trend_sentence_quotes_the_scale_answer_and_names_the_unfinished_rungs(tmp_path, fresh_data):
+    import shutil
+
+    typst = pytest.importorskip("typst")
+    shutil.copytree(REPO / "paper", tmp_path / "paper")
+    data = json.loads(json.dumps(fresh_data))
+
+    def render(ladder_part):
+        data["ladder"].update(ladder_part)
+        (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
+        html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html")
+        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.decode()))
+
+    text = render({"scale": [], "unfinished_rungs": [2, 3, 4]})
+    assert "Rungs 2, 3 and 4 of the character ladder have not finished" in text
+    assert "no trend across sizes is claimed yet" in text and "Across its" not in text
+    planted = {"tokenizer": "char", "variant": "ln", "sizes": 3, "params_min": 98304, "params_max": 2654208,
+               "answer": "shrinks", "slope_per_decade": -0.0123, "slope_ci_low": -0.0456, "slope_ci_high": -0.0011,
+               "at_params": 1.3e9, "extrapolated_diff": -0.0789, "extrapolated_ci_low": -0.3, "extrapolated_ci_high": 0.2}
+    text = render({"scale": [planted], "unfinished_rungs": [3, 4]})
+    assert "Rungs 3 and 4 of the character ladder have not finished" in text
+    assert "no trend across sizes is claimed yet" not in text
+    assert "Across its 3 finished sizes with char tokens (0.10M to 2.65M non-embedding parameters), ln ’s difference " \
+           "from none moves towards zero as the model grows (exploratory: a weighted line on log parameters, slope " \
+           "−0.012 [−0.046, −0.001] nats/char per decade). Carried to 1.3B parameters the line gives −0.079 [−0.300, " \
+           "+0.200] nats/char: an extrapolation far beyond the data, set beside the finding of Le Scao et al." in text
+    text = render({"scale": [planted], "unfinished_rungs": []})
+    assert "have not finished" not in text and "has not finished" not in text
