@@ -306,17 +306,19 @@ def primary(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["metric"] == np.where(table["tokenizer"] == "char", "val_loss", "val_loss_per_char")]
 
 
-def finished(table: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the sizes (rung and tokenizer) where every arm has all the registered seeds: a size is quoted
-    and enters the trend only then, not on the seeds that a check's reused runs give it early."""
+def finished(table: pd.DataFrame, seeds: int | None = None) -> pd.DataFrame:
+    """The rows of the sizes (rung and tokenizer) where every arm has all the registered seeds (`seeds`; the
+    ladders' five by default): a size is quoted and enters the trend only then, not on the seeds that a check's
+    reused runs give it early."""
     from .studies import LADDER_SEEDS
 
     if table.empty:
         return table
-    return table[table.groupby(["tokenizer", "params"])["seeds"].transform("min") >= len(LADDER_SEEDS)]
+    wanted = len(LADDER_SEEDS) if seeds is None else seeds
+    return table[table.groupby(["tokenizer", "params"])["seeds"].transform("min") >= wanted]
 
 
-def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS) -> pd.DataFrame:
+def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS, seeds: int | None = None) -> pd.DataFrame:
     """Per tokenizer and variant, over the finished sizes: WLS of the size's mean difference in the primary metric
     (per character) on log10(params), weights from each size's standard error; the slope per decade of parameters
     with its 95% interval, and the line's value at `at_params` with the 95% interval of that mean (an
@@ -324,7 +326,7 @@ def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS) -> pd.DataFram
     import statsmodels.api as sm
 
     rows = []
-    for (tokenizer, variant), sub in primary(finished(table)).groupby(["tokenizer", "variant"], sort=False):
+    for (tokenizer, variant), sub in primary(finished(table, seeds)).groupby(["tokenizer", "variant"], sort=False):
         sub = sub.dropna(subset=["mean_diff", "ci_low"])
         if len(sub) < 3:
             continue
@@ -350,14 +352,14 @@ def trend_words(row) -> str:
     return "no trend resolved across sizes"
 
 
-def scale_answer(table: pd.DataFrame, fits: pd.DataFrame | None = None) -> pd.DataFrame:
+def scale_answer(table: pd.DataFrame, fits: pd.DataFrame | None = None, seeds: int | None = None) -> pd.DataFrame:
     """Issue 18's question per tokenizer and arm with a fitted trend: does the difference from none shrink, grow or
     flip as the model grows? Exploratory, and worded only as far as the tests resolve it: `flips` needs finished
     sizes whose Holm decisions resolve both signs; `shrinks` / `grows` a slope whose interval excludes zero,
     towards / away from zero given the sign of the mean difference over the sizes; otherwise `no change resolved`.
     Beside it, the sizes where a cost or a gain is resolved, and the line's value at 1.3B (an extrapolation)."""
-    fits = trend(table) if fits is None else fits
-    sizes = primary(finished(table))
+    fits = trend(table, seeds=seeds) if fits is None else fits
+    sizes = primary(finished(table, seeds))
     rows = []
     for fit in fits.to_dict("records"):
         sub = sizes[(sizes["tokenizer"] == fit["tokenizer"]) & (sizes["variant"] == fit["variant"])]
@@ -397,15 +399,17 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     from .render import compact_markdown
     from .results import load_runs
     from .rundir import study_dir_for
-    from .studies import LADDER_LR_CHECKED, STUDIES
+    from .studies import LADDER_LR_CHECKED, STUDIES, registered_seeds
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
     if study in LR_CHECKS:
         return write_text_stable(study_dir_for(study, out).root / "LADDER.md", lr_check_report(runs, study))
     table = rung_table(runs)
-    lines_trend = trend(table) if len(table) else pd.DataFrame()
-    axes = {"params": "params", "train_flops": "compute"} if len(table) else {}
+    seeds = registered_seeds(study)
+    across_sizes = len({c.preset for c in STUDIES[study].cells()}) > 1  # a one-size study has no trend or figure
+    lines_trend = trend(table, seeds=seeds) if len(table) else pd.DataFrame()
+    axes = {"params": "params", "train_flops": "compute"} if len(table) and across_sizes else {}
     for x, name in axes.items():
         if table[x].isna().any():  # compute is not drawn from a guess (train_compute's NaN)
             continue
@@ -414,12 +418,12 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
                    f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}")
         plt.close(fig)
     done, planned = len(runs), len(STUDIES[study].cells())
-    lines = [f"# The size ladder (`{study}`)", "",
+    lines = [f"# {'The size ladder' if across_sizes else 'One size of the ladder'} (`{study}`)", "",
              f"Written by `python -m embnorm_lib.ladder` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
-             f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + "). "
-             f"Figures: `figures/ladder/{study}_delta_vs_params.png`, and against training compute "
-             f"(`train_flops`: 6 x (non-embedding parameters + output head) x training tokens) "
-             f"`figures/ladder/{study}_delta_vs_compute.png`.", "",
+             f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + ")."
+             + (f" Figures: `figures/ladder/{study}_delta_vs_params.png`, and against training compute "
+                f"(`train_flops`: 6 x (non-embedding parameters + output head) x training tokens) "
+                f"`figures/ladder/{study}_delta_vs_compute.png`." if across_sizes else ""), "",
              " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
              "## Per size (the registered paired comparison, Holm within each size)", "",
              compact_markdown(_display(table)) if len(table) else "No rung has finished yet.", ""]
@@ -431,6 +435,8 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     unchecked = sorted({_rung(p) for p in table.get("preset", [])} - set(LADDER_LR_CHECKED))
     lines += [f"- **rung {r} ran at the width rule's LR without a completed check** (amendment 5 asks for "
               f"`ladder-lr` at that rung first)." for r in unchecked] + ([""] if unchecked else [])
+    if not across_sizes:
+        return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines).rstrip("\n") + "\n")
     lines += ["## Trend across sizes (exploratory)", "",
              "Weighted least squares of each size's mean difference in final validation loss per character (for BPE "
              "runs `val_loss_per_char`, not the per-token loss) on log10(non-embedding parameters); the value at "
@@ -444,7 +450,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         lines += ["", "Does the difference shrink, grow or flip with size? `flips` needs finished sizes whose Holm "
                   "decisions resolve both signs; `shrinks` / `grows` a slope whose interval excludes zero; otherwise "
                   "no change is resolved.", ""]
-        lines += [f"- {scale_words(r)}" for r in scale_answer(table, lines_trend).to_dict("records")]
+        lines += [f"- {scale_words(r)}" for r in scale_answer(table, lines_trend, seeds).to_dict("records")]
     else:
         lines += ["Fewer than three sizes have finished (all their registered seeds): no trend is fitted."]
     return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")

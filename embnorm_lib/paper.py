@@ -20,7 +20,7 @@ import pandas as pd
 from .io import read_json, repo_root, runs_root, write_bytes_if_changed
 from .results import has_index, load_runs
 from .rundir import study_dir_for
-from .studies import STUDIES
+from .studies import STUDIES, registered_seeds
 
 PAPER_DIR = "paper"
 # Facts quoted from other papers (kept here, not typed into the source, so the source types no number at all)
@@ -154,6 +154,12 @@ def ladder_data(out: Path) -> dict:
         found["family"] = family
     found["scale"] = scale
     found["unfinished_rungs"] = [r for r in range(len(LADDER_RUNGS)) if r not in finished_rungs]
+    if has_index("ladder-bpe-rep", out):  # amendment 9's replication on fresh seeds, quoted once it has finished
+        rep = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-rep", out))),
+                              registered_seeds("ladder-bpe-rep"))
+        if len(rep):
+            found["replication"] = _records(rep, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
+                                                  "ci_low", "ci_high", "p_holm", "significant"])
     if has_index("ladder-bpe-lr", out):  # the exploratory subword LR check (amendment 8), where an arm is complete
         _, sub_best, at_best = ladder.check_summary(load_runs("ladder-bpe-lr", out))
         found["subword_check"] = _records(sub_best, list(sub_best.columns)) if len(sub_best) else []

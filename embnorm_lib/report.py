@@ -321,6 +321,11 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
         text += ("\n\nThe subword LR check, exploratory (docs/PROTOCOL.md amendment 8; "
                  "[`runs/ladder-bpe-lr/LADDER.md`](runs/ladder-bpe-lr/LADDER.md)); it changes no registered "
                  "analysis:\n\n" + "\n".join(check_lines))
+    replication = ladder_findings(out, "ladder-bpe-rep")
+    if replication:
+        text += ("\n\nThe subword replication, confirmatory (docs/PROTOCOL.md amendment 9; "
+                 "[`runs/ladder-bpe-rep/LADDER.md`](runs/ladder-bpe-rep/LADDER.md)): the size where the subword "
+                 "ladder's seeds split, on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
     return text
 
 
@@ -353,7 +358,7 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
     none in final validation loss per character (ladder.primary), worded by the Holm decision within the size."""
     from . import ladder
     from .config import LADDER_RUNGS, non_embedding_params
-    from .studies import LADDER_SEEDS, ladder_factor, ladder_lr
+    from .studies import ladder_factor, ladder_lr, registered_seeds
 
     if not has_index(study, out):
         return []
@@ -365,7 +370,7 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
         for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
             params = non_embedding_params(layers, width)
             sub = table[(table["params"] == params) & (table["tokenizer"] == tokenizer)]
-            if sub.empty or sub["seeds"].min() < len(LADDER_SEEDS):
+            if sub.empty or sub["seeds"].min() < registered_seeds(study):
                 continue
             lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}" for v in ("none", "ln", "rms"))
             parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {r.p_holm:.2g}, "
@@ -381,13 +386,14 @@ def ladder_scale_findings(out: Path, study: str = "ladder") -> list[str]:
     """Once three sizes of a ladder have finished: per tokenizer and arm, whether the difference from none shrinks,
     grows or flips with size (ladder.scale_answer: exploratory, worded by what its tests resolve)."""
     from . import ladder
+    from .studies import registered_seeds
 
     if not has_index(study, out):
         return []
     table = ladder.rung_table(load_runs(study, out))
     if table.empty:
         return []
-    answers = ladder.scale_answer(table)
+    answers = ladder.scale_answer(table, seeds=registered_seeds(study))
     return [f"- {ladder.scale_words(r)}" for r in answers.to_dict("records")]
 
 

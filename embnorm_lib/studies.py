@@ -137,6 +137,7 @@ LADDER_LR_CHECKED: dict[int, dict[str, float]] = {0: {"none": 0.5, "ln": 4.0}, 1
 LADDER_LR_EXTENDED: dict[int, dict[str, list[float]]] = {0: {"ln": [8.0]}, 2: {"none": [0.125]}}
 # the ladders' registered seeds per arm and size (amendment 4): a size is finished, and quoted, with all of them
 LADDER_SEEDS = range(5)
+LADDER_REP_SEEDS = range(5, 15)  # amendment 9's replication: fresh seeds, analysed alone
 
 
 def ladder_check_factors(rung: int, variant: str) -> list[float]:
@@ -307,9 +308,20 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                                 factors=LADDER_LR_FACTORS),
           note="Asks whether the LR checked on characters (the factor ladder-bpe runs at) is also best on subwords; "
                "it does not change ladder-bpe's registered analysis (amendment 7)."),
+    Study("ladder-bpe-rep", "Subword replication, confirmatory (amendment 9): rung 1 with bpe-4096 tokens, "
+                            "none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", "ladder",
+          lambda: _ladder_cells("ladder-bpe-rep", [1], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
+          note="Asks again, on ten seeds that did not prompt the question, whether an embedding norm changes the "
+               "final loss per character where ladder-bpe's five seeds split into two levels (amendment 9); "
+               "analysed alone, seeds 0-4 not pooled in."),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
           lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
 )}
+
+
+def registered_seeds(name: str) -> int:
+    """How many seeds a study registers per cell: a ladder size is finished, and quoted, with all of them."""
+    return len({c.seed for c in study_cells(name)})
 
 
 def studies_of(analysis: str) -> list[str]:

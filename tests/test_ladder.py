@@ -462,3 +462,36 @@ def test_the_fit_table_gives_each_arms_train_and_validation_loss_their_gap_and_t
     assert ladder.fit_section(synthetic()) == []  # an index without training losses draws no table of NaNs
     two_lrs = pd.concat([runs, runs.assign(**{"cfg.lr": runs["cfg.lr"] * 2, "val_loss": runs["val_loss"] + 1})])
     assert len(ladder.fit_table(two_lrs)) == 2 * len(table)  # an LR check keeps each LR its own row
+
+
+def test_the_subword_replication_repeats_ladder_bpes_bpe4096_rung_1_on_fresh_seeds_only():
+    """Amendment 9: the same configs as ladder-bpe at rung 1 with bpe-4096 tokens, seeds 5-14, nothing else."""
+    from dataclasses import asdict
+
+    original = {c.variant: asdict(c.config()) for c in study_cells("ladder-bpe")
+                if c.preset == "ladder-1" and dict(c.overrides).get("tokenizer") == "bpe-4096" and c.seed == 0}
+    replication = study_cells("ladder-bpe-rep")
+    assert len(replication) == 30 and sorted({c.seed for c in replication}) == list(range(5, 15))
+    assert not {c.seed for c in replication} & {c.seed for c in study_cells("ladder-bpe")}
+    for c in replication:
+        assert {**asdict(c.config()), "seed": 0} == original[c.variant]
+
+
+def test_the_replication_is_quoted_once_its_ten_seeds_have_finished_and_its_report_fits_no_trend(tmp_path):
+    from embnorm_lib.report import findings_text
+
+    runs = synthetic(seeds=10)
+    runs = runs[runs["cfg.preset"] == "ladder-1"].assign(**{"cfg.tokenizer": "bpe-4096", "cfg.vocab_size": 4096})
+    runs["seed"] += 5
+    runs["val_loss_per_char"] = runs["val_loss"]
+    (tmp_path / "ladder-bpe-rep").mkdir()
+    runs[runs["seed"] < 14].to_csv(tmp_path / "ladder-bpe-rep" / "runs.csv", index=False)  # nine of ten seeds
+    assert "subword replication" not in findings_text(tmp_path, studies=())
+    runs.to_csv(tmp_path / "ladder-bpe-rep" / "runs.csv", index=False)
+    text = findings_text(tmp_path, studies=())
+    assert "The subword replication, confirmatory (docs/PROTOCOL.md amendment 9" in text
+    assert "- rung 1, bpe-4096 tokens (4 × 128, 0.79M non-embedding parameters, 10 seeds;" in text
+    report = ladder.write_report("ladder-bpe-rep", tmp_path, tmp_path / "figures").read_text()
+    assert report.startswith("# One size of the ladder (`ladder-bpe-rep`)") and "10 | " in report
+    assert "Trend across sizes" not in report and "Figures:" not in report
+    assert not (tmp_path / "figures").exists()

@@ -122,3 +122,26 @@ def test_the_ladders_trend_sentence_quotes_the_scale_answer_and_names_the_unfini
            "+0.200] nats/char: an extrapolation far beyond the data, set beside the finding of Le Scao et al." in text
     text = render({"scale": [planted], "unfinished_rungs": []})
     assert "have not finished" not in text and "has not finished" not in text
+
+
+@pytest.mark.committed
+def test_the_subword_replications_sentence_quotes_each_arm_by_its_holm_decision(tmp_path, fresh_data):
+    import shutil
+
+    typst = pytest.importorskip("typst")
+    shutil.copytree(REPO / "paper", tmp_path / "paper")
+    data = json.loads(json.dumps(fresh_data))
+    assert "replication" not in data["ladder"] or all(r["seeds"] == 10 for r in data["ladder"]["replication"])
+    row = {"tokenizer": "bpe-4096", "params": 786432, "preset": "ladder-1", "seeds": 10}
+    data["ladder"]["replication"] = [
+        {**row, "variant": "ln", "mean_diff": -0.0612, "ci_low": -0.0934, "ci_high": -0.0291, "p_holm": 0.0043,
+         "significant": True},
+        {**row, "variant": "rms", "mean_diff": -0.0201, "ci_low": -0.0654, "ci_high": 0.0252, "p_holm": 0.41,
+         "significant": False}]
+    (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
+    html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert "at rung 1 with bpe-4096 tokens, a replication on 10 fresh seeds (amendment 9" in text
+    assert "ln ’s final validation loss differing from that of none by −0.061 [−0.093, −0.029] nats/char " \
+           "(Holm p = 0.004); and rms ’s final validation loss not resolvably differing from that of none by " \
+           "−0.020 [−0.065, +0.025] nats/char (Holm p = 0.410)." in text
