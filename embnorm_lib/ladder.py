@@ -403,7 +403,14 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
+    figures = Path(figures_dir or repo_root() / "figures" / "ladder")
+    footer = f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}"
     if study in LR_CHECKS:
+        if len(runs):
+            check = lr_check(runs)
+            fig = plots.plot_lr_check(check, best_factors(check))
+            plots.save(fig, figures / f"{study}_lr_curves", footer)
+            plt.close(fig)
         return write_text_stable(study_dir_for(study, out).root / "LADDER.md", lr_check_report(runs, study))
     table = rung_table(runs)
     seeds = registered_seeds(study)
@@ -414,8 +421,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         if table[x].isna().any():  # compute is not drawn from a guess (train_compute's NaN)
             continue
         fig = plots.plot_ladder(primary(table), x)
-        plots.save(fig, Path(figures_dir or repo_root() / "figures" / "ladder") / f"{study}_delta_vs_{name}",
-                   f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}")
+        plots.save(fig, figures / f"{study}_delta_vs_{name}", footer)
         plt.close(fig)
     done, planned = len(runs), len(STUDIES[study].cells())
     lines = [f"# {'The size ladder' if across_sizes else 'One size of the ladder'} (`{study}`)", "",
@@ -495,7 +501,8 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
              f"Written by `python -m embnorm_lib.ladder {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {planned} registered runs finished"
              + ("; **partial**" + ("" if subword else ": the larger rungs are GPU work") if done < planned else "")
-             + ").", "",
+             + f"). Figure: `figures/ladder/{study}_lr_curves.png` (each arm's loss against its LR factor, the best "
+             "of a complete grid filled).", "",
              " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
              "## Final validation loss by LR factor (factor 1 = the width rule; per token for BPE)", "",
              compact_markdown(check), "",

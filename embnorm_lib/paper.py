@@ -120,10 +120,13 @@ def ladder_data(out: Path) -> dict:
     tokens = [PRESETS[f"ladder-{r}"]["max_iters"] * LADDER_TOKENS_PER_ITER for r in range(len(LADDER_RUNGS))]
     per_param = [t / non_embedding_params(a, b) for t, (a, b, _) in zip(tokens, LADDER_RUNGS, strict=True)]
     capped = [r for r, t in enumerate(tokens) if t < LADDER_TOKENS_PER_PARAM * non_embedding_params(*LADDER_RUNGS[r][:2])]
-    best = ladder.best_factors(ladder.lr_check(check_runs))
+    check = ladder.lr_check(check_runs) if len(check_runs) else pd.DataFrame()
+    best = ladder.best_factors(check) if len(check) else pd.DataFrame()
     found = {"rungs": len(LADDER_RUNGS), "check_runs": len(check_runs),
              "check_planned": len(STUDIES["ladder-lr"].cells()),
              "best": _records(best, list(best.columns)) if len(best) else [],
+             "check": _records(check, ["tokenizer", "rung", "variant", "factor", "seeds", "failed", "val_loss_mean"])
+             if len(check) else [],
              "params": {str(r): non_embedding_params(a, b) for r, (a, b, _) in enumerate(LADDER_RUNGS)},
              "shape": {str(r): f"{a} × {b}" for r, (a, b, _) in enumerate(LADDER_RUNGS)},
              "budget": {"tokens_per_param_rule": LADDER_TOKENS_PER_PARAM, "epoch_cap": LADDER_EPOCH_CAP,
@@ -339,6 +342,27 @@ def budget_figure(data: dict) -> plt.Figure:
     return fig
 
 
+def ladder_figure(data: dict) -> plt.Figure:
+    """The size ladder: on top the character ladder's LR check, one panel per rung (each arm's mean final loss
+    against its LR factor, the registered best filled); below, each norm's difference from none against model size,
+    per tokenizer (plots.plot_ladder)."""
+    from .plots import plot_ladder, plot_lr_check
+
+    found = data.get("ladder", {})
+    check = pd.DataFrame(found.get("check", []))
+    check = check[check["tokenizer"] == "char"] if len(check) else check
+    panels = check.groupby(["tokenizer", "rung"]).ngroups if len(check) else 0
+    fig = plt.figure(figsize=(7.6, 5.6))
+    grid = fig.add_gridspec(2, max(panels, 1), height_ratios=(1, 1.2))
+    if panels:
+        plot_lr_check(check, pd.DataFrame(found.get("best", [])), axes=[fig.add_subplot(grid[0, i]) for i in range(panels)])
+    family = pd.DataFrame(found.get("family", []))
+    if len(family):
+        plot_ladder(family, "params", ax=fig.add_subplot(grid[1, :]))
+    fig.tight_layout()
+    return fig
+
+
 def boundary_figure(data: dict) -> plt.Figure:
     """Share of runs failed against the peak LR per arm, one panel per exploratory search (clipping, depth,
     precision)."""
@@ -372,7 +396,8 @@ def write_inputs(out: Path, paper_dir: Path, data: dict | None = None) -> dict:
 
     data = paper_data(out) if data is None else data
     write_bytes_if_changed(paper_dir / "data.json", (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
-    for name, make in (("forest", forest_figure), ("budget", budget_figure), ("boundary", boundary_figure)):
+    for name, make in (("forest", forest_figure), ("budget", budget_figure), ("boundary", boundary_figure),
+                       ("ladder", ladder_figure)):
         fig = make(data)
         buffer = io.BytesIO()
         with plt.rc_context({"svg.hashsalt": "embnorm"}):  # fixed element ids: rebuilds are byte-identical

@@ -383,11 +383,11 @@ LADDER_X = {"params": "non-embedding parameters", "train_flops": "training compu
 TOKENIZER_MARKERS = {"char": "o", "bpe-512": "s", "bpe-4096": "^"}  # one shape per tokenizer in the ladder figures
 
 
-def plot_ladder(frame: pd.DataFrame, x: str = "params") -> plt.Figure:
+def plot_ladder(frame: pd.DataFrame, x: str = "params", ax=None) -> plt.Figure:
     """The size ladder: each variant's paired difference from none in final validation loss per character
     (`ladder.primary`'s rows: one metric per tokenizer) against the non-embedding parameter count or the training
-    compute (95% t intervals; filled where significant after Holm), one line per tokenizer."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    compute (95% t intervals; filled where significant after Holm), one line per tokenizer. Into `ax` if given."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8)) if ax is None else (ax.figure, ax)
     tokenizers = list(dict.fromkeys(frame["tokenizer"]))
     for (variant, tokenizer), sub in frame.groupby(["variant", "tokenizer"], sort=False):
         color = arm_color(variant)
@@ -406,4 +406,41 @@ def plot_ladder(frame: pd.DataFrame, x: str = "params") -> plt.Figure:
     fig = _finish_delta_vs_log_x(fig, ax, LADDER_X[x], "Δ final val loss vs none (nats/char)", title)
     ax.set_xlim(values.min() / 2, values.max() * 2)  # at least a decade, so one finished size reads as a point
     ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: minor labels run together
+    return fig
+
+
+def plot_lr_check(check: pd.DataFrame, best: pd.DataFrame, axes=None) -> plt.Figure:
+    """An LR check (`ladder.lr_check`): per tokenizer and rung one panel of each arm's mean final validation loss
+    (per token) against its LR factor relative to the width rule; the best factor of an arm whose grid is complete
+    (`ladder.best_factors`) is filled, and a factor with a failed run is left out. Into `axes` if given (one per
+    panel, in tokenizer then rung order)."""
+    panels = list(check.groupby(["tokenizer", "rung"], sort=True))
+    if axes is None:
+        fig, grid = plt.subplots(1, max(len(panels), 1), figsize=(2.4 * max(len(panels), 1), 2.6), squeeze=False)
+        axes = list(grid.flat)
+    fig = axes[0].figure
+    from fractions import Fraction
+
+    from matplotlib.ticker import FuncFormatter, NullLocator
+
+    from .results import arm_order
+
+    chosen = {(r.tokenizer, r.rung, r.variant): r.best_factor for r in best.itertuples()} if len(best) else {}
+    for ax, ((tokenizer, rung), sub) in zip(axes, panels, strict=False):
+        for variant in sorted(set(sub["variant"]), key=arm_order):
+            arm = sub[sub["variant"] == variant]
+            arm = arm.dropna(subset=["val_loss_mean"]).sort_values("factor")
+            color = arm_color(variant)
+            ax.plot(arm["factor"], arm["val_loss_mean"], "o-", color=color, mfc="white", label=variant, ms=4)
+            picked = arm[arm["factor"] == chosen.get((tokenizer, rung, variant))]
+            ax.plot(picked["factor"], picked["val_loss_mean"], "o", color=color, ms=5, zorder=3)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: str(Fraction(v).limit_denominator(64))))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_title(f"rung {rung}" + ("" if tokenizer == "char" else f", {tokenizer}"), fontsize=9)
+        ax.set_xlabel("LR / width rule", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].set_ylabel("final val loss (per token)", fontsize=8)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))  # room for the footer under the axis labels
     return fig

@@ -120,7 +120,8 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     assert f"where the mean loss is {gap:.4f} higher" in text and text.count("where the mean loss is") == 2
     assert f"rung 1, bpe-512, `none`: best factor {LADDER_LR_CHECKED[1]['none']:g}" in text
     assert "the subword ladder's factor" in text and "registered for the ladder" not in text
-    assert not (tmp_path / "figures").exists()  # a check draws no ladder figure
+    drawn = sorted(f.name for f in (tmp_path / "figures").iterdir())  # a check draws its LR curves, no ladder figure
+    assert drawn == ["ladder-bpe-lr_lr_curves.pdf", "ladder-bpe-lr_lr_curves.png"]
     from embnorm_lib.report import subword_lr_findings
 
     lines = subword_lr_findings(tmp_path)
@@ -495,3 +496,26 @@ def test_the_replication_is_quoted_once_its_ten_seeds_have_finished_and_its_repo
     assert report.startswith("# One size of the ladder (`ladder-bpe-rep`)") and "10 | " in report
     assert "Trend across sizes" not in report and "Figures:" not in report
     assert not (tmp_path / "figures").exists()
+
+
+def test_the_lr_check_figure_fills_each_arms_best_factor_and_the_report_points_at_it(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from embnorm_lib import plots
+
+    check = ladder.lr_check(check_runs({"none": 0.5, "ln": 2.0}))
+    fig = plots.plot_lr_check(check, ladder.best_factors(check))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["none", "ln"]  # registry order
+    filled = [ln for ln in ax.lines if ln.get_linestyle() == "None"]
+    assert sorted(float(ln.get_xdata()[0]) for ln in filled) == [0.5, 2.0]
+    plt.close(fig)
+    partial = check[check["factor"] != 4.0]  # a grid not yet complete has no best to fill
+    fig = plots.plot_lr_check(partial, ladder.best_factors(partial))
+    assert all(len(ln.get_xdata()) == 0 for ln in fig.axes[0].lines if ln.get_linestyle() == "None")
+    plt.close(fig)
+    (tmp_path / "ladder-lr").mkdir()
+    check_runs(rung=1).to_csv(tmp_path / "ladder-lr" / "runs.csv", index=False)
+    text = ladder.write_report("ladder-lr", tmp_path, tmp_path / "figures").read_text()
+    assert "Figure: `figures/ladder/ladder-lr_lr_curves.png`" in text
+    assert (tmp_path / "figures" / "ladder-lr_lr_curves.png").is_file()
