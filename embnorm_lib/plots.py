@@ -414,22 +414,21 @@ def plot_lr_check(check: pd.DataFrame, best: pd.DataFrame, axes=None) -> plt.Fig
     (per token) against its LR factor relative to the width rule; the best factor of an arm whose grid is complete
     (`ladder.best_factors`) is filled, and a factor with a failed run is left out. Into `axes` if given (one per
     panel, in tokenizer then rung order)."""
-    panels = list(check.groupby(["tokenizer", "rung"], sort=True))
-    if axes is None:
-        fig, grid = plt.subplots(1, max(len(panels), 1), figsize=(2.4 * max(len(panels), 1), 2.6), squeeze=False)
-        axes = list(grid.flat)
-    fig = axes[0].figure
     from fractions import Fraction
 
     from matplotlib.ticker import FuncFormatter, NullLocator
 
     from .results import arm_order
 
+    panels = list(check.groupby(["tokenizer", "rung"], sort=True))
+    if axes is None:
+        fig, grid = plt.subplots(1, max(len(panels), 1), figsize=(2.4 * max(len(panels), 1), 2.6), squeeze=False)
+        axes = list(grid.flat)
+    fig = axes[0].figure
     chosen = {(r.tokenizer, r.rung, r.variant): r.best_factor for r in best.itertuples()} if len(best) else {}
     for ax, ((tokenizer, rung), sub) in zip(axes, panels, strict=False):
         for variant in sorted(set(sub["variant"]), key=arm_order):
-            arm = sub[sub["variant"] == variant]
-            arm = arm.dropna(subset=["val_loss_mean"]).sort_values("factor")
+            arm = sub[sub["variant"] == variant].dropna(subset=["val_loss_mean"]).sort_values("factor")
             color = arm_color(variant)
             ax.plot(arm["factor"], arm["val_loss_mean"], "o-", color=color, mfc="white", label=variant, ms=4)
             picked = arm[arm["factor"] == chosen.get((tokenizer, rung, variant))]

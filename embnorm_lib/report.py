@@ -365,12 +365,12 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
     table = ladder.primary(ladder.rung_table(load_runs(study, out)))
     if table.empty:
         return []
-    lines = []
+    lines, seeds = [], registered_seeds(study)
     for tokenizer in sorted(set(table["tokenizer"]), key=lambda t: (t != "char", t)):
         for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
             params = non_embedding_params(layers, width)
             sub = table[(table["params"] == params) & (table["tokenizer"] == tokenizer)]
-            if sub.empty or sub["seeds"].min() < registered_seeds(study):
+            if sub.empty or sub["seeds"].min() < seeds:
                 continue
             lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}" for v in ("none", "ln", "rms"))
             parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {r.p_holm:.2g}, "
