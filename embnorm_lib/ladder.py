@@ -397,7 +397,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     from . import plots
     from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
     from .render import compact_markdown
-    from .results import load_runs
+    from .results import arm_order, load_runs
     from .rundir import study_dir_for
     from .studies import LADDER_LR_CHECKED, STUDIES, registered_seeds
 
@@ -438,9 +438,12 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
                   "Each run's final validation loss per character: the spread behind each interval.", "",
                   compact_markdown(per_seed(runs)), ""]
     lines += budget_section(runs) + fit_section(runs)
-    unchecked = sorted({_rung(p) for p in table.get("preset", [])} - set(LADDER_LR_CHECKED))
-    lines += [f"- **rung {r} ran at the width rule's LR without a completed check** (amendment 5 asks for "
-              f"`ladder-lr` at that rung first)." for r in unchecked] + ([""] if unchecked else [])
+    # per arm: a rung's check completes arm by arm, and rms runs at ln's factor
+    unchecked = sorted({(_rung(p), v) for p, v in zip(runs.get("cfg.preset", []), runs.get("variant", []), strict=True)
+                        if ("ln" if v == "rms" else v) not in LADDER_LR_CHECKED.get(_rung(p), {})},
+                       key=lambda rv: (rv[0], arm_order(rv[1])))
+    lines += [f"- **rung {r} ran `{v}` at the width rule's LR without a completed check** (amendment 5 asks for "
+              f"`ladder-lr` at that rung first)." for r, v in unchecked] + ([""] if unchecked else [])
     if not across_sizes:
         return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines).rstrip("\n") + "\n")
     lines += ["## Trend across sizes (exploratory)", "",

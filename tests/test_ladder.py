@@ -282,9 +282,12 @@ def test_the_report_renders(tmp_path):
                                                                                  index=False)
     text = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
     assert "## Fit to the training split (a description)" in text and "rung 4 +0.200 nats/char" in text
-    unchecked = sorted(set(range(len(LADDER_RUNGS))) - set(LADDER_LR_CHECKED))
-    assert all(f"**rung {r} ran at the width rule's LR without a completed check**" in text for r in unchecked)
-    assert all(f"**rung {r} ran" not in text for r in LADDER_LR_CHECKED)
+    for rung in range(len(LADDER_RUNGS)):
+        for variant in ("ln", "rms"):  # none, ln and rms are all in the index; rms follows ln's check
+            checked = "ln" in LADDER_LR_CHECKED.get(rung, {})
+            assert (f"**rung {rung} ran `{variant}` at the width rule's LR without a completed check**" in text) \
+                is not checked
+        assert (f"**rung {rung} ran `none`" in text) is ("none" not in LADDER_LR_CHECKED.get(rung, {}))
     assert "extrapolation" in text and "`ln` (char): the difference falls as the model grows" in text
     assert "## Sizes, budgets, LRs and compute" in text and "75 runs finished, 75 of them trained" in text
     assert (tmp_path / "figures" / "ladder_delta_vs_params.png").is_file()
