@@ -145,3 +145,25 @@ def test_the_subword_replications_sentence_quotes_each_arm_by_its_holm_decision(
     assert "ln ’s final validation loss differing from that of none by −0.061 [−0.093, −0.029] nats/char " \
            "(Holm p = 0.004); and rms ’s final validation loss not resolvably differing from that of none by " \
            "−0.020 [−0.065, +0.025] nats/char (Holm p = 0.410)." in text
+
+
+@pytest.mark.committed
+def test_the_ladder_table_has_one_row_per_size_and_names_what_holm_resolves(tmp_path, fresh_data):
+    import shutil
+
+    typst = pytest.importorskip("typst")
+    shutil.copytree(REPO / "paper", tmp_path / "paper")
+    data = json.loads(json.dumps(fresh_data))
+    size = {"tokenizer": "char", "params": 2654208, "preset": "ladder-2", "seeds": 5}
+    data["ladder"]["family"] = [
+        {**size, "variant": "ln", "mean_diff": 0.0234, "ci_low": 0.0111, "ci_high": 0.0357, "p_holm": 0.021,
+         "significant": True},
+        {**size, "variant": "rms", "mean_diff": 0.0051, "ci_low": -0.0052, "ci_high": 0.0154, "p_holm": 0.33,
+         "significant": False}]
+    (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
+    html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert "Significant after Holm: ln at 2.65M parameters with char tokens, +0.023 [+0.011, +0.036] nats/char " \
+           "(Holm p = 0.021)." in text
+    row = re.search(r"<tr>\s*<td>char</td>\s*<td>2\.65M</td>.*?</tr>", html, re.S)
+    assert row and "<strong>+0.023" in row.group(0) and "+0.005" in row.group(0) and "<strong>+0.005" not in row.group(0)
