@@ -145,6 +145,12 @@ def test_the_subword_replications_sentence_quotes_each_arm_by_its_holm_decision(
     assert "ln ’s final validation loss differing from that of none by −0.061 [−0.093, −0.029] nats/char " \
            "(Holm p = 0.004); and rms ’s final validation loss not resolvably differing from that of none by " \
            "−0.020 [−0.065, +0.025] nats/char (Holm p = 0.410)." in text
+    # the abstract and the recommendations carry it too, worded by the same decisions
+    assert "a replication on fresh seeds registered before it ran tells another story: LayerNorm lowered validation " \
+           "loss by 0.061 nats/char (Holm p = 0.004) and RMSNorm did not resolvably change validation loss " \
+           "(−0.020 nats/char) (Holm p = 0.410)." in text
+    assert "The advice is about character tokens: with bpe-4096 subword tokens at 0.79M parameters, LayerNorm " \
+           "lowered validation loss by 0.061 nats/char and RMSNorm did not resolvably change" in text
 
 
 @pytest.mark.committed
