@@ -32,9 +32,14 @@ def _tokenizers(runs: pd.DataFrame) -> pd.Series:
     return runs.get("cfg.tokenizer", pd.Series("char", index=runs.index)).fillna("char")
 
 
-def rung_table(runs: pd.DataFrame, variants=("ln", "rms")) -> pd.DataFrame:
-    """Per rung (and tokenizer), variant and metric: the paired difference from none with its 95% t interval,
-    Holm within each rung over the final loss per character and the best loss of each arm."""
+def rung_table(runs: pd.DataFrame, variants=None) -> pd.DataFrame:
+    """Per rung (and tokenizer), variant (every arm but none in the runs, unless given) and metric: the paired
+    difference from none with its 95% t interval, Holm within each rung over the final loss per character and the
+    best loss of each arm."""
+    from .results import arm_order
+
+    if variants is None:
+        variants = sorted(set(runs["variant"]) - {"none"}, key=arm_order)
     frame = runs.assign(params=[non_embedding_params(int(a), int(b))
                                 for a, b in zip(runs["cfg.n_layer"], runs["cfg.n_embd"], strict=True)],
                         tokenizer=_tokenizers(runs))

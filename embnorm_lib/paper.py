@@ -163,6 +163,12 @@ def ladder_data(out: Path) -> dict:
         if len(rep):
             found["replication"] = _records(rep, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
                                                   "ci_low", "ci_high", "p_holm", "significant"])
+    if has_index("ladder-bpe-scale", out):  # amendment 10, exploratory: what carries the subword gain
+        scale_rows = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-scale", out))),
+                                     registered_seeds("ladder-bpe-scale"))
+        if len(scale_rows):
+            found["subword_scale"] = _records(scale_rows, ["tokenizer", "params", "variant", "seeds", "mean_diff",
+                                                           "ci_low", "ci_high", "p_holm", "significant"])
     if has_index("ladder-bpe-lr", out):  # the exploratory subword LR check (amendment 8), where an arm is complete
         _, sub_best, at_best = ladder.check_summary(load_runs("ladder-bpe-lr", out))
         found["subword_check"] = _records(sub_best, list(sub_best.columns)) if len(sub_best) else []

@@ -321,6 +321,10 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
         text += ("\n\nThe subword LR check, exploratory (docs/PROTOCOL.md amendment 8; "
                  "[`runs/ladder-bpe-lr/LADDER.md`](runs/ladder-bpe-lr/LADDER.md)); it changes no registered "
                  "analysis:\n\n" + "\n".join(check_lines))
+    scale_vs_norm = subword_scale_findings(out)
+    if scale_vs_norm:
+        text += ("\n\nScale vs normalization on subwords, exploratory (docs/PROTOCOL.md amendment 10; "
+                 "[`runs/ladder-bpe-scale/LADDER.md`](runs/ladder-bpe-scale/LADDER.md)):\n\n" + "\n".join(scale_vs_norm))
     replication = ladder_findings(out, "ladder-bpe-rep")
     if replication:
         text += ("\n\nThe subword replication, confirmatory (docs/PROTOCOL.md amendment 9; "
@@ -372,13 +376,30 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
             sub = table[(table["params"] == params) & (table["tokenizer"] == tokenizer)]
             if sub.empty or sub["seeds"].min() < seeds:
                 continue
-            lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}" for v in ("none", "ln", "rms"))
+            lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}"
+                            for v in ["none", *dict.fromkeys(sub["variant"])])
             parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {r.p_holm:.2g}, "
                      f"{'significant' if r.significant else 'direction not resolved'})" for r in sub.itertuples()]
             name = f"rung {rung}" + ("" if tokenizer == "char" else f", {tokenizer} tokens")
             lines.append(f"- {name} ({layers} × {width}, {params / 1e6:.2f}M non-embedding parameters, "
                          f"{int(sub['seeds'].min())} seeds; LR {lrs}): Δ final val loss vs `none` " + "; ".join(parts)
                          + " nats/char.")
+    return lines
+
+
+def subword_scale_findings(out: Path, study: str = "ladder-bpe-scale") -> list[str]:
+    """Once finished: each arm's difference from none (ladder_findings), then how much of ln's difference
+    normalizing alone (ln_matched) and rescaling alone (scaled_unit) carry, as a share (a description)."""
+    from . import ladder
+
+    lines = ladder_findings(out, study)
+    if not lines:
+        return []
+    diff = ladder.primary(ladder.rung_table(load_runs(study, out))).set_index("variant")["mean_diff"]
+    if {"ln", "ln_matched", "scaled_unit"} <= set(diff.index) and diff["ln"] != 0:
+        lines.append(f"- Of `ln`'s difference, normalizing alone (`ln_matched`) carries "
+                     f"{diff['ln_matched'] / diff['ln']:.0%} and rescaling alone (`scaled_unit`) "
+                     f"{diff['scaled_unit'] / diff['ln']:.0%} (a description).")
     return lines
 
 

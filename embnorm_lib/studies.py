@@ -146,13 +146,18 @@ def ladder_check_factors(rung: int, variant: str) -> list[float]:
     return sorted({*LADDER_LR_FACTORS, *LADDER_LR_EXTENDED.get(rung, {}).get(variant, [])})
 
 
+# the arm whose LR (rule and checked factor) an arm takes on the ladder: rms and ln_matched are LayerNorms (ln's),
+# scaled_unit has no norm (none's)
+LADDER_LR_ARM = {"rms": "ln", "ln_matched": "ln", "scaled_unit": "none"}
+
+
 def ladder_lr(variant: str, n_embd: int, factor: float = 1.0) -> float:
-    return float(f"{LADDER_LR_AT_128[variant] * 128 / n_embd * factor:.3g}")
+    return float(f"{LADDER_LR_AT_128[LADDER_LR_ARM.get(variant, variant)] * 128 / n_embd * factor:.3g}")
 
 
 def ladder_factor(rung: int, variant: str) -> float:
     """The LR factor the ladder uses for an arm at a rung (amendment 5): ladder-lr's best, rms taking ln's."""
-    return LADDER_LR_CHECKED.get(rung, {}).get("ln" if variant == "rms" else variant, 1.0)
+    return LADDER_LR_CHECKED.get(rung, {}).get(LADDER_LR_ARM.get(variant, variant), 1.0)
 
 
 @functools.lru_cache(maxsize=4)
@@ -315,6 +320,15 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           note="Asks again, on ten seeds that did not prompt the question, whether an embedding norm changes the "
                "final loss per character where ladder-bpe's five seeds split into two levels (amendment 9); "
                "analysed alone, seeds 0-4 not pooled in."),
+    Study("ladder-bpe-scale", "Scale vs normalization on subwords, exploratory (amendment 10): rung 1 with bpe-4096 "
+                              "tokens, none/ln/ln_matched/scaled_unit at ladder-bpe's LRs (ln_matched at ln's, "
+                              "scaled_unit at none's) and budget, seeds 5-9.", "ladder",
+          lambda: _ladder_cells("ladder-bpe-scale", [1], ["none", "ln", *SCALE_VS_NORM], range(5, 10),
+                                tokenizers=("bpe-4096",)),
+          note="Where ladder-bpe-rep found both norms lowering the loss, asks which part carries it: normalizing "
+               "(ln_matched: LayerNorm whose gain starts so that block 1's input norm at init is none's) or "
+               "rescaling (scaled_unit: the token embedding at unit RMS, no norm). Its none and ln runs are "
+               "ladder-bpe-rep's seeds 5-9, copied bitwise."),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
           lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
 )}

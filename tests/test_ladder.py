@@ -522,3 +522,38 @@ def test_the_lr_check_figure_fills_each_arms_best_factor_and_the_report_points_a
     text = ladder.write_report("ladder-lr", tmp_path, tmp_path / "figures").read_text()
     assert "Figure: `figures/ladder/ladder-lr_lr_curves.png`" in text
     assert (tmp_path / "figures" / "ladder-lr_lr_curves.png").is_file()
+
+
+def test_the_subword_scale_study_takes_each_arms_lr_family_and_reports_the_shares(tmp_path):
+    """Amendment 10: ln_matched at ln's LR, scaled_unit at none's; none and ln are the replication's own runs; the
+    findings give each arm's difference and the share of ln's that normalizing or rescaling alone carries."""
+    from dataclasses import asdict
+
+    from embnorm_lib.report import findings_text
+
+    rep = {(c.variant, c.seed): asdict(c.config()) for c in study_cells("ladder-bpe-rep")}
+    for c in study_cells("ladder-bpe-scale"):
+        cfg = c.config()
+        if c.variant in ("none", "ln"):
+            assert asdict(cfg) == rep[(c.variant, c.seed)]  # copied from ladder-bpe-rep, not retrained
+        else:
+            family = {"ln_matched": "ln", "scaled_unit": "none"}[c.variant]
+            assert cfg.lr == rep[(family, c.seed)]["lr"]
+    rng = np.random.default_rng(1)
+    layers, width, _ = LADDER_RUNGS[1]
+    rows = []
+    for seed in range(5, 10):
+        base = 1.72 + rng.normal(0, 0.005)
+        for variant, shift in (("none", 0.0), ("ln", -0.07), ("ln_matched", -0.007), ("scaled_unit", -0.063)):
+            loss = base + shift + rng.normal(0, 0.00002)
+            rows.append({"variant": variant, "seed": seed, "cfg.n_layer": layers, "cfg.n_embd": width,
+                         "cfg.preset": "ladder-1", "cfg.tokenizer": "bpe-4096", "cfg.vocab_size": 4096,
+                         "cfg.max_iters": 649, "cfg.batch_size": 32, "cfg.block_size": 128,
+                         "val_loss": 3 * loss, "val_loss_per_char": loss, "best_val_loss": 3 * loss})
+    (tmp_path / "ladder-bpe-scale").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "ladder-bpe-scale" / "runs.csv", index=False)
+    text = findings_text(tmp_path, studies=())
+    assert "Scale vs normalization on subwords, exploratory (docs/PROTOCOL.md amendment 10" in text
+    assert "LR `none` 0.005, `ln` 0.003, `ln_matched` 0.003, `scaled_unit` 0.005" in text
+    assert "`ln_matched` -0.007" in text and "`scaled_unit` -0.063" in text
+    assert "normalizing alone (`ln_matched`) carries 10% and rescaling alone (`scaled_unit`) 90%" in text

@@ -173,3 +173,24 @@ def test_the_ladder_table_has_one_row_per_size_and_names_what_holm_resolves(tmp_
            "(Holm p = 0.021)." in text
     row = re.search(r"<tr>\s*<td>char</td>\s*<td>2\.65M</td>.*?</tr>", html, re.S)
     assert row and "<strong>+0.023" in row.group(0) and "+0.005" in row.group(0) and "<strong>+0.005" not in row.group(0)
+
+
+@pytest.mark.committed
+def test_the_subword_scale_sentence_quotes_each_arm_beside_layernorm(tmp_path, fresh_data):
+    import shutil
+
+    typst = pytest.importorskip("typst")
+    shutil.copytree(REPO / "paper", tmp_path / "paper")
+    data = json.loads(json.dumps(fresh_data))
+    row = {"tokenizer": "bpe-4096", "params": 786432, "seeds": 5}
+    data["ladder"]["subword_scale"] = [
+        {**row, "variant": v, "mean_diff": m, "ci_low": m - 0.0101, "ci_high": m + 0.0102, "p_holm": p,
+         "significant": p < 0.05}
+        for v, m, p in (("ln", -0.0701, 0.0012), ("ln_matched", -0.0071, 0.31), ("scaled_unit", -0.0633, 0.0023))]
+    (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
+    html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert "(amendment 10, 5 seeds): normalizing without rescaling ( ln_matched ) differs from none by −0.007 " \
+           "[−0.017, +0.003] nats/char and rescaling the token embedding to unit scale without normalizing " \
+           "( scaled_unit ) by −0.063 [−0.073, −0.053], against −0.070 [−0.080, −0.060] for LayerNorm" in text
+    assert "ln p = 0.001, ln_matched p = 0.310, scaled_unit p = 0.002" in text
