@@ -22,6 +22,18 @@ def fresh_data():
     return paper.paper_data(REPO / "runs")
 
 
+def planted_paper(tmp_path, data: dict) -> tuple[str, str]:
+    """The paper rendered to HTML from a copy of paper/ with `data` as its data.json: (its text with the tags
+    stripped and whitespace folded, the HTML)."""
+    import shutil
+
+    typst = pytest.importorskip("typst")
+    shutil.copytree(REPO / "paper", tmp_path / "paper", dirs_exist_ok=True)
+    (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
+    html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)), html
+
+
 @pytest.mark.committed
 def test_the_papers_data_is_what_the_committed_studies_give(fresh_data):
     """Fails when runs or analyses change without `python -m embnorm_lib.paper` (the paper would be stale)."""
@@ -71,10 +83,6 @@ def test_rebuilding_the_figures_leaves_them_byte_identical(tmp_path):
 
 @pytest.mark.committed
 def test_the_subword_lr_checks_sentence_renders_each_arms_best_beside_its_character_factor(tmp_path, fresh_data):
-    import shutil
-
-    typst = pytest.importorskip("typst")
-    shutil.copytree(REPO / "paper", tmp_path / "paper")
     data = json.loads(json.dumps(fresh_data))
     assert "subword_check" not in data["ladder"] or data["ladder"]["subword_check"]  # absent or complete arms only
     data["ladder"]["subword_check"] = [  # a planted check result: the sentence must quote it, not compute its own
@@ -84,9 +92,7 @@ def test_the_subword_lr_checks_sentence_renders_each_arms_best_beside_its_charac
          "val_loss_mean": 5, "ladder_factor": 1, "ladder_factor_val_loss": 5, "gap_to_best": 0}]
     data["ladder"]["subword_at_best"] = [{"tokenizer": "bpe-4096", "rung": 1, "variant": "ln", "factor": 1, "seeds": 2,
                                           "val_loss_per_char": 1.5, "diff_vs_none": -0.0567}]
-    (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
-    html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
-    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    text, html = planted_paper(tmp_path, data)
     assert "none with bpe-4096 tokens best at 2 times its rule, against the 0.5 it was checked at on characters " \
            "(a mean loss 0.1234 nats per token lower than at 0.5); " \
            "and ln with bpe-4096 tokens best at 1 times its rule, against the 1 it was checked at on characters." in text
@@ -95,17 +101,11 @@ def test_the_subword_lr_checks_sentence_renders_each_arms_best_beside_its_charac
 
 @pytest.mark.committed
 def test_the_ladders_trend_sentence_quotes_the_scale_answer_and_names_the_unfinished_rungs(tmp_path, fresh_data):
-    import shutil
-
-    typst = pytest.importorskip("typst")
-    shutil.copytree(REPO / "paper", tmp_path / "paper")
     data = json.loads(json.dumps(fresh_data))
 
     def render(ladder_part):
         data["ladder"].update(ladder_part)
-        (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
-        html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html")
-        return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.decode()))
+        return planted_paper(tmp_path, data)[0]
 
     text = render({"scale": [], "unfinished_rungs": [2, 3, 4]})
     assert "Rungs 2, 3 and 4 of the character ladder have not finished" in text
@@ -126,10 +126,6 @@ def test_the_ladders_trend_sentence_quotes_the_scale_answer_and_names_the_unfini
 
 @pytest.mark.committed
 def test_the_subword_replications_sentence_quotes_each_arm_by_its_holm_decision(tmp_path, fresh_data):
-    import shutil
-
-    typst = pytest.importorskip("typst")
-    shutil.copytree(REPO / "paper", tmp_path / "paper")
     data = json.loads(json.dumps(fresh_data))
     assert "replication" not in data["ladder"] or all(r["seeds"] == 10 for r in data["ladder"]["replication"])
     row = {"tokenizer": "bpe-4096", "params": 786432, "preset": "ladder-1", "seeds": 10}
@@ -138,9 +134,7 @@ def test_the_subword_replications_sentence_quotes_each_arm_by_its_holm_decision(
          "significant": True},
         {**row, "variant": "rms", "mean_diff": -0.0201, "ci_low": -0.0654, "ci_high": 0.0252, "p_holm": 0.41,
          "significant": False}]
-    (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
-    html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
-    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    text, html = planted_paper(tmp_path, data)
     assert "at rung 1 with bpe-4096 tokens, a replication on 10 fresh seeds (amendment 9" in text
     assert "ln ’s final validation loss differing from that of none by −0.061 [−0.093, −0.029] nats/char " \
            "(Holm p = 0.004); and rms ’s final validation loss not resolvably differing from that of none by " \
@@ -155,10 +149,6 @@ def test_the_subword_replications_sentence_quotes_each_arm_by_its_holm_decision(
 
 @pytest.mark.committed
 def test_the_ladder_table_has_one_row_per_size_and_names_what_holm_resolves(tmp_path, fresh_data):
-    import shutil
-
-    typst = pytest.importorskip("typst")
-    shutil.copytree(REPO / "paper", tmp_path / "paper")
     data = json.loads(json.dumps(fresh_data))
     size = {"tokenizer": "char", "params": 2654208, "preset": "ladder-2", "seeds": 5}
     data["ladder"]["family"] = [
@@ -166,9 +156,7 @@ def test_the_ladder_table_has_one_row_per_size_and_names_what_holm_resolves(tmp_
          "significant": True},
         {**size, "variant": "rms", "mean_diff": 0.0051, "ci_low": -0.0052, "ci_high": 0.0154, "p_holm": 0.33,
          "significant": False}]
-    (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
-    html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
-    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    text, html = planted_paper(tmp_path, data)
     assert "Significant after Holm: ln at 2.65M parameters with char tokens, +0.023 [+0.011, +0.036] nats/char " \
            "(Holm p = 0.021)." in text
     row = re.search(r"<tr>\s*<td>char</td>\s*<td>2\.65M</td>.*?</tr>", html, re.S)
@@ -177,19 +165,13 @@ def test_the_ladder_table_has_one_row_per_size_and_names_what_holm_resolves(tmp_
 
 @pytest.mark.committed
 def test_the_subword_scale_sentence_quotes_each_arm_beside_layernorm(tmp_path, fresh_data):
-    import shutil
-
-    typst = pytest.importorskip("typst")
-    shutil.copytree(REPO / "paper", tmp_path / "paper")
     data = json.loads(json.dumps(fresh_data))
     row = {"tokenizer": "bpe-4096", "params": 786432, "seeds": 5}
     data["ladder"]["subword_scale"] = [
         {**row, "variant": v, "mean_diff": m, "ci_low": m - 0.0101, "ci_high": m + 0.0102, "p_holm": p,
          "significant": p < 0.05}
         for v, m, p in (("ln", -0.0701, 0.0012), ("ln_matched", -0.0071, 0.31), ("scaled_unit", -0.0633, 0.0023))]
-    (tmp_path / "paper" / "data.json").write_text(json.dumps(data))
-    html = typst.compile(str(tmp_path / "paper" / "paper.typ"), root=str(tmp_path / "paper"), format="html").decode()
-    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    text, html = planted_paper(tmp_path, data)
     assert "(amendment 10, 5 seeds): normalizing without rescaling ( ln_matched ) differs from none by −0.007 " \
            "[−0.017, +0.003] nats/char and rescaling the token embedding to unit scale without normalizing " \
            "( scaled_unit ) by −0.063 [−0.073, −0.053], against −0.070 [−0.080, −0.060] for LayerNorm" in text
