@@ -176,3 +176,10 @@ def test_the_subword_scale_sentence_quotes_each_arm_beside_layernorm(tmp_path, f
            "[−0.017, +0.003] nats/char and rescaling the token embedding to unit scale without normalizing " \
            "( scaled_unit ) by −0.063 [−0.073, −0.053], against −0.070 [−0.080, −0.060] for LayerNorm" in text
     assert "ln p = 0.001, ln_matched p = 0.310, scaled_unit p = 0.002" in text
+    # the recommendation names the embedding's scale only where scaled_unit resolves and ln_matched does not
+    assert "rescaling the token embedding to unit scale without any norm lowered the loss too (−0.063 " \
+           "[−0.073, −0.053] nats/char) while normalizing at the baseline’s scale did not resolve (−0.007" in text
+    data["ladder"]["subword_scale"][2]["significant"] = False
+    text, _ = planted_paper(tmp_path / "unresolved", data)
+    assert "rescaling the token embedding to unit scale without normalizing" in text
+    assert "without any norm lowered the loss too" not in text
