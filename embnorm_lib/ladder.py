@@ -254,10 +254,13 @@ def fit_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per tokenizer, rung, arm and LR, how closely the model fits its training split (a description): the mean
     over seeds of the training loss at the end (`final_train_loss`: the last ten training batches), the final and
     the best validation loss, the gap between final validation and training loss, and how far validation loss rose
-    after its best. Per token, which for char runs is per character: both losses of a row share one unit."""
+    after its best. Per token, which for char runs is per character: both losses of a row share one unit. Where
+    the index has it, also the mean norm of block 1's input at the end (`final_block1_input_norm`): the scale at
+    which the embedding (normed, rescaled or neither) enters the first block."""
     from .results import arm_order
 
     frame = runs.assign(tokenizer=_tokenizers(runs), lr_=runs["cfg.lr"] if "cfg.lr" in runs else np.nan)
+    with_norm = "final_block1_input_norm" in frame
     frame = frame.assign(gap=frame["val_loss"] - frame["final_train_loss"],
                          val_rise=frame["val_loss"] - frame["best_val_loss"])
     rows = []
@@ -266,7 +269,8 @@ def fit_table(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"tokenizer": tokenizer, "preset": preset, "variant": variant, "lr": lr, "seeds": len(sub),
                      "train_loss": sub["final_train_loss"].mean(), "val_loss": sub["val_loss"].mean(),
                      "gap": sub["gap"].mean(), "best_val_loss": sub["best_val_loss"].mean(),
-                     "val_rise": sub["val_rise"].mean()})
+                     "val_rise": sub["val_rise"].mean(),
+                     **({"block1_input_norm": sub["final_block1_input_norm"].mean()} if with_norm else {})})
     key = lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"]), r["lr"])  # noqa: E731
     return pd.DataFrame(sorted(rows, key=key))
 
@@ -292,11 +296,15 @@ def fit_section(runs: pd.DataFrame) -> list[str]:
     table = fit_table(runs)
     shown = table.assign(lr=[f"{v:.3g}" if pd.notna(v) else "–" for v in table["lr"]],
                          **{c: table[c].round(4) for c in ("train_loss", "val_loss", "gap", "best_val_loss",
-                                                           "val_rise")})
+                                                           "val_rise")},
+                         **({"block1_input_norm": [f"{v:.2f}" for v in table["block1_input_norm"]]}
+                            if "block1_input_norm" in table else {}))
     return ["## Fit to the training split (a description)", "",
             "Mean over seeds, per token (a character for char runs): `train_loss` is the mean of the last ten "
             "training batches, `val_loss` the final validation loss on the whole split, `gap` their difference and "
-            "`val_rise` how far the final validation loss sits above the best one seen. The validation split is the "
+            "`val_rise` how far the final validation loss sits above the best one seen; `block1_input_norm` is the "
+            "mean norm of block 1's input (the embedding after any norm or rescaling) at the end of training, where "
+            "the index has it. The validation split is the "
             "corpus's last tenth (text the training split does not hold), so some gap is there at any size; a gap that "
             "grows with size while the budget is capped at ten passes says the larger models fit their training "
             "text in ways that do not carry over to unseen text.", "", *fit_words(table), "", compact_markdown(shown), ""]
@@ -404,7 +412,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     from .render import compact_markdown
     from .results import arm_order, load_runs
     from .rundir import study_dir_for
-    from .studies import LADDER_LR_CHECKED, STUDIES, registered_seeds
+    from .studies import LADDER_LR_ARM, LADDER_LR_CHECKED, STUDIES, registered_seeds
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
@@ -443,9 +451,10 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
                   "Each run's final validation loss per character: the spread behind each interval.", "",
                   compact_markdown(per_seed(runs)), ""]
     lines += budget_section(runs) + fit_section(runs)
-    # per arm: a rung's check completes arm by arm, and rms runs at ln's factor
+    # per arm: a rung's check completes arm by arm, and an arm without its own check (rms, ln_matched,
+    # scaled_unit) runs at its LR family's factor (studies.LADDER_LR_ARM)
     unchecked = sorted({(_rung(p), v) for p, v in zip(runs.get("cfg.preset", []), runs.get("variant", []), strict=True)
-                        if ("ln" if v == "rms" else v) not in LADDER_LR_CHECKED.get(_rung(p), {})},
+                        if LADDER_LR_ARM.get(v, v) not in LADDER_LR_CHECKED.get(_rung(p), {})},
                        key=lambda rv: (rv[0], arm_order(rv[1])))
     lines += [f"- **rung {r} ran `{v}` at the width rule's LR without a completed check** (amendment 5 asks for "
               f"`ladder-lr` at that rung first)." for r, v in unchecked] + ([""] if unchecked else [])
@@ -545,7 +554,10 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
 
 
 def main(argv=None) -> int:
-    return report_main(argv, __doc__, ["ladder", "ladder-bpe", *LR_CHECKS],
+    from .studies import studies_of
+
+    # every study the registry analyses as a ladder, the size ladder itself the default
+    return report_main(argv, __doc__, sorted(studies_of("ladder"), key=lambda s: s != "ladder"),
                        lambda study, a: write_report(study, a.out_dir, a.figures_dir))
 
 

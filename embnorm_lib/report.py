@@ -395,11 +395,17 @@ def subword_scale_findings(out: Path, study: str = "ladder-bpe-scale") -> list[s
     lines = ladder_findings(out, study)
     if not lines:
         return []
-    diff = ladder.primary(ladder.rung_table(load_runs(study, out))).set_index("variant")["mean_diff"]
+    runs = load_runs(study, out)
+    diff = ladder.primary(ladder.rung_table(runs)).set_index("variant")["mean_diff"]
     if {"ln", "ln_matched", "scaled_unit"} <= set(diff.index) and diff["ln"] != 0:
+        # the scale each arm feeds block 1 at the end, beside the shares: what the parts change
+        norms = (runs.groupby("variant")["final_block1_input_norm"].mean()
+                 if "final_block1_input_norm" in runs else pd.Series(dtype=float))
+        scale = ", ".join(f"`{v}` {norms[v]:.2f}" for v in ("none", "ln", "ln_matched", "scaled_unit") if v in norms)
         lines.append(f"- Of `ln`'s difference, normalizing alone (`ln_matched`) carries "
                      f"{diff['ln_matched'] / diff['ln']:.0%} and rescaling alone (`scaled_unit`) "
-                     f"{diff['scaled_unit'] / diff['ln']:.0%} (a description).")
+                     f"{diff['scaled_unit'] / diff['ln']:.0%} (a description"
+                     + (f"; block 1's input norm at the end of training: {scale}" if scale else "") + ").")
     return lines
 
 

@@ -276,6 +276,32 @@ def test_subword_trends_and_the_figure_use_the_loss_per_character():
     assert fits.loc[("bpe-512", "ln"), "slope_per_decade"] == pytest.approx(fits.loc[("char", "ln"), "slope_per_decade"])
 
 
+def test_an_arm_without_its_own_check_is_flagged_by_its_lr_familys(tmp_path):
+    runs = synthetic()
+    runs = runs[runs["variant"] == "ln"]
+    runs = pd.concat([runs.assign(variant=v) for v in ("none", "ln_matched", "scaled_unit")], ignore_index=True)
+    (tmp_path / "ladder-bpe-scale").mkdir()
+    runs.assign(final_train_loss=lambda r: r["val_loss"] - 0.2).to_csv(tmp_path / "ladder-bpe-scale" / "runs.csv",
+                                                                       index=False)
+    text = ladder.write_report("ladder-bpe-scale", tmp_path, tmp_path / "figures").read_text()
+    for rung in range(len(LADDER_RUNGS)):
+        for variant, family in (("ln_matched", "ln"), ("scaled_unit", "none")):
+            flagged = f"**rung {rung} ran `{variant}` at the width rule's LR without a completed check**" in text
+            assert flagged is (family not in LADDER_LR_CHECKED.get(rung, {})), (rung, variant)
+
+
+def test_the_command_line_reports_every_study_the_registry_analyses_as_a_ladder(tmp_path, capsys):
+    from embnorm_lib.studies import studies_of
+
+    assert {"ladder", "ladder-lr", "ladder-bpe-rep", "ladder-bpe-scale"} <= set(studies_of("ladder"))
+    (tmp_path / "ladder-bpe-scale").mkdir()
+    synthetic().to_csv(tmp_path / "ladder-bpe-scale" / "runs.csv", index=False)
+    assert ladder.main(["ladder-bpe-scale", "--out-dir", str(tmp_path), "--figures-dir", str(tmp_path / "f")]) == 0
+    assert (tmp_path / "ladder-bpe-scale" / "LADDER.md").is_file() and "(`ladder-bpe-scale`)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        ladder.main(["ladder-nope", "--out-dir", str(tmp_path)])
+
+
 def test_the_report_renders(tmp_path):
     (tmp_path / "ladder").mkdir()
     synthetic().assign(final_train_loss=lambda r: r["val_loss"] - 0.2).to_csv(tmp_path / "ladder" / "runs.csv",
@@ -466,6 +492,12 @@ def test_the_fit_table_gives_each_arms_train_and_validation_loss_their_gap_and_t
     assert ladder.fit_section(synthetic()) == []  # an index without training losses draws no table of NaNs
     two_lrs = pd.concat([runs, runs.assign(**{"cfg.lr": runs["cfg.lr"] * 2, "val_loss": runs["val_loss"] + 1})])
     assert len(ladder.fit_table(two_lrs)) == 2 * len(table)  # an LR check keeps each LR its own row
+    assert "block1_input_norm" not in table  # an index without the norm gets no column of NaNs
+    normed = runs.assign(final_block1_input_norm=np.where(runs["variant"] == "none", 1.0, 12.0) + runs["seed"])
+    with_norm = ladder.fit_table(normed)
+    assert with_norm[with_norm["variant"] == "none"]["block1_input_norm"].tolist() == [1.5] * len(LADDER_RUNGS)
+    assert with_norm[with_norm["variant"] == "ln"]["block1_input_norm"].tolist() == [12.5] * len(LADDER_RUNGS)
+    assert "| block1_input_norm |" in "\n".join(ladder.fit_section(normed))
 
 
 def test_the_subword_replication_repeats_ladder_bpes_bpe4096_rung_1_on_fresh_seeds_only():
@@ -549,11 +581,15 @@ def test_the_subword_scale_study_takes_each_arms_lr_family_and_reports_the_share
             rows.append({"variant": variant, "seed": seed, "cfg.n_layer": layers, "cfg.n_embd": width,
                          "cfg.preset": "ladder-1", "cfg.tokenizer": "bpe-4096", "cfg.vocab_size": 4096,
                          "cfg.max_iters": 649, "cfg.batch_size": 32, "cfg.block_size": 128,
-                         "val_loss": 3 * loss, "val_loss_per_char": loss, "best_val_loss": 3 * loss})
+                         "val_loss": 3 * loss, "val_loss_per_char": loss, "best_val_loss": 3 * loss,
+                         "final_block1_input_norm": {"none": 1.0, "ln": 12.0, "ln_matched": 0.8}.get(variant, 50.0)
+                         + 0.01 * seed})
     (tmp_path / "ladder-bpe-scale").mkdir()
     pd.DataFrame(rows).to_csv(tmp_path / "ladder-bpe-scale" / "runs.csv", index=False)
     text = findings_text(tmp_path, studies=())
     assert "Scale vs normalization on subwords, exploratory (docs/PROTOCOL.md amendment 10" in text
     assert "LR `none` 0.005, `ln` 0.003, `ln_matched` 0.003, `scaled_unit` 0.005" in text
     assert "`ln_matched` -0.007" in text and "`scaled_unit` -0.063" in text
-    assert "normalizing alone (`ln_matched`) carries 10% and rescaling alone (`scaled_unit`) 90%" in text
+    assert "normalizing alone (`ln_matched`) carries 10% and rescaling alone (`scaled_unit`) 90% (a description; " \
+           "block 1's input norm at the end of training: `none` 1.07, `ln` 12.07, `ln_matched` 0.87, " \
+           "`scaled_unit` 50.07)." in text
