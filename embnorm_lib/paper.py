@@ -169,6 +169,10 @@ def ladder_data(out: Path) -> dict:
         if len(scale_rows):
             found["subword_scale"] = _records(scale_rows, ["tokenizer", "params", "variant", "seeds", "mean_diff",
                                                            "ci_low", "ci_high", "p_holm", "significant"])
+            # validation minus training loss per arm (none included; a description), so a gain that comes with a
+            # wider gap to the training split is read as such
+            fit = ladder.fit_table(load_runs("ladder-bpe-scale", out))
+            found["subword_scale_gap"] = {r.variant: _clean(r.gap) for r in fit.itertuples()} if "gap" in fit else {}
     if has_index("ladder-bpe-lr", out):  # the exploratory subword LR check (amendment 8), where an arm is complete
         _, sub_best, at_best = ladder.check_summary(load_runs("ladder-bpe-lr", out))
         found["subword_check"] = _records(sub_best, list(sub_best.columns)) if len(sub_best) else []

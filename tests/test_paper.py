@@ -167,6 +167,7 @@ def test_the_ladder_table_has_one_row_per_size_and_names_what_holm_resolves(tmp_
 def test_the_subword_scale_sentence_quotes_each_arm_beside_layernorm(tmp_path, fresh_data):
     data = json.loads(json.dumps(fresh_data))
     row = {"tokenizer": "bpe-4096", "params": 786432, "seeds": 5}
+    data["ladder"].pop("subword_scale_gap", None)
     data["ladder"]["subword_scale"] = [
         {**row, "variant": v, "mean_diff": m, "ci_low": m - 0.0101, "ci_high": m + 0.0102, "p_holm": p,
          "significant": p < 0.05}
@@ -177,6 +178,11 @@ def test_the_subword_scale_sentence_quotes_each_arm_beside_layernorm(tmp_path, f
            "( scaled_unit ) by −0.063 [−0.073, −0.053], against −0.070 [−0.080, −0.060] for LayerNorm" in text
     assert "ln p = 0.001, ln_matched p = 0.310, scaled_unit p = 0.002" in text
     # the recommendation names the embedding's scale only where scaled_unit resolves and ln_matched does not
+    assert "a unit-scale token embedding is the first thing to try there." in text  # no gap data: no caution
+    data["ladder"]["subword_scale_gap"] = {"none": 0.4077, "ln": 0.48, "ln_matched": 0.40, "scaled_unit": 0.8749}
+    text, _ = planted_paper(tmp_path / "gap", data)
+    assert "the first thing to try there, watching its fit: its validation loss sat 0.87 nats per token above its " \
+           "training loss, against 0.41 without it, so a longer run may give back part of the gain." in text
     assert "rescaling the token embedding to unit scale without any norm lowered the loss too (−0.063 " \
            "[−0.073, −0.053] nats/char) while normalizing at the baseline’s scale did not resolve (−0.007" in text
     data["ladder"]["subword_scale"][2]["significant"] = False
