@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,58 @@ def write_bytes_if_changed(path: str | os.PathLike, payload: bytes) -> Path:
     if path.is_file() and path.read_bytes() == payload:
         return path
     return atomic_write_bytes(path, payload)
+
+
+# A PDF's streams and the numbers in them. numpy's vector code differs between CPUs (AVX-512 vs AVX2), which can move
+# the sixth decimal of a coordinate that matplotlib writes into a figure's PDF; the drawing is the same.
+_PDF_STREAM = re.compile(rb"stream\r?\n(.*?)\r?\nendstream", re.S)
+_PDF_NUMBER = re.compile(rb"[-+]?(?:\d+\.\d*|\.\d+|\d+)")
+DRAWING_TOLERANCE_PT = 1e-3  # a thousandth of a point: far below what any viewer or printer can show
+
+
+def _pdf_parts(payload: bytes) -> tuple[bytes, list[bytes]]:
+    """A PDF as its skeleton with every number masked (object numbers, stream lengths and byte offsets shift when a
+    stream's size does) and its streams, inflated where compressed."""
+    streams = []
+
+    def take(match):
+        data = match.group(1)
+        try:
+            data = zlib.decompress(data)
+        except zlib.error:
+            pass  # not Flate-compressed: compared as it is
+        streams.append(data)
+        return b"stream endstream"
+
+    skeleton = _PDF_STREAM.sub(take, payload)
+    return _PDF_NUMBER.sub(b"#", skeleton), streams
+
+
+def same_pdf_drawing(old: bytes, new: bytes, tolerance: float = DRAWING_TOLERANCE_PT) -> bool:
+    """Whether two PDFs draw the same thing: the same objects and streams, every number in a stream within
+    `tolerance` of the other's and everything else identical."""
+    (skeleton_old, streams_old), (skeleton_new, streams_new) = _pdf_parts(old), _pdf_parts(new)
+    if skeleton_old != skeleton_new or len(streams_old) != len(streams_new):
+        return False
+    for a, b in zip(streams_old, streams_new, strict=True):
+        if a == b:
+            continue
+        if _PDF_NUMBER.sub(b"#", a) != _PDF_NUMBER.sub(b"#", b):
+            return False
+        if any(abs(float(x) - float(y)) > tolerance
+               for x, y in zip(_PDF_NUMBER.findall(a), _PDF_NUMBER.findall(b), strict=True)):
+            return False
+    return True
+
+
+def write_figure_if_changed(path: str | os.PathLike, payload: bytes) -> Path:
+    """write_bytes_if_changed for a figure file: a PDF that draws the same as the file already there (numbers within
+    a thousandth of a point) keeps the old bytes, so re-publishing unchanged runs on another CPU changes no
+    committed figure. Other formats compare bytes."""
+    path = Path(path)
+    if path.suffix == ".pdf" and path.is_file() and same_pdf_drawing(path.read_bytes(), payload):
+        return path
+    return write_bytes_if_changed(path, payload)
 
 
 # "at commit 0123456789ab" names the code that produced an output. When nothing else in the output

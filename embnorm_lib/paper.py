@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .io import read_json, repo_root, runs_root, write_bytes_if_changed
+from .io import read_json, repo_root, runs_root, write_bytes_if_changed, write_figure_if_changed
 from .results import has_index, load_runs
 from .rundir import study_dir_for
 from .studies import STUDIES, registered_seeds
@@ -415,7 +415,7 @@ def write_inputs(out: Path, paper_dir: Path, data: dict | None = None) -> dict:
         write_bytes_if_changed(paper_dir / "figures" / f"{name}.svg", buffer.getvalue())
         buffer = io.BytesIO()  # the same figure as vector PDF, for the LaTeX export
         fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Producer": None, "Creator": None})
-        write_bytes_if_changed(paper_dir / "latex" / "figures" / f"{name}.pdf", buffer.getvalue())
+        write_figure_if_changed(paper_dir / "latex" / "figures" / f"{name}.pdf", buffer.getvalue())
         plt.close(fig)
     return data
 

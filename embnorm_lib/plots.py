@@ -7,11 +7,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .io import write_bytes_if_changed
+from .io import write_figure_if_changed
 from .variants import VARIANTS, variant_names
 
 # No dates in the files: the same data drawn by the same matplotlib gives the same bytes, so re-publishing
-# unchanged runs leaves committed figures untouched.
+# unchanged runs leaves committed figures untouched (a PDF also where another CPU moved a coordinate's last
+# decimal: io.write_figure_if_changed).
 _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
 
 
@@ -26,7 +27,7 @@ def save(fig, path_stem: str | Path, footer: str = "embnorm") -> list[Path]:
     for ext in ("png", "pdf"):
         buffer = io.BytesIO()
         fig.savefig(buffer, format=ext, dpi=130, bbox_inches="tight", metadata=_METADATA[ext])
-        paths.append(write_bytes_if_changed(stem.with_suffix(f".{ext}"), buffer.getvalue()))
+        paths.append(write_figure_if_changed(stem.with_suffix(f".{ext}"), buffer.getvalue()))
     return paths
 
 
