@@ -447,9 +447,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              "## Per size (the registered paired comparison, Holm within each size)", "",
              compact_markdown(_display(table)) if len(table) else "No rung has finished yet.", ""]
     if len(table):
-        lines += ["## Per seed (a description)", "",
-                  "Each run's final validation loss per character: the spread behind each interval.", "",
-                  compact_markdown(per_seed(runs)), ""]
+        lines += per_seed_section(runs)
     lines += budget_section(runs) + fit_section(runs)
     # per arm: a rung's check completes arm by arm, and an arm without its own check (rms, ln_matched,
     # scaled_unit) runs at its LR family's factor (studies.LADDER_LR_ARM)
@@ -479,16 +477,35 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")
 
 
-def per_seed(runs: pd.DataFrame) -> pd.DataFrame:
+def per_seed(runs: pd.DataFrame, column: str | None = None) -> pd.DataFrame:
     """Per tokenizer, rung and seed: each arm's final validation loss per character (`val_loss_per_char` for
-    subword runs, `val_loss` for char runs), arms as columns in registry order."""
+    subword runs, `val_loss` for char runs), or the index's `column` where given, arms as columns in registry
+    order."""
     from .results import arm_order
 
-    frame = runs.assign(tokenizer=_tokenizers(runs), loss=_loss_per_char(runs))
-    wide = frame.pivot_table(index=["tokenizer", "cfg.preset", "seed"], columns="variant", values="loss")
+    frame = runs.assign(tokenizer=_tokenizers(runs), value=_loss_per_char(runs) if column is None else runs[column])
+    wide = frame.pivot_table(index=["tokenizer", "cfg.preset", "seed"], columns="variant", values="value")
     wide = wide[sorted(wide.columns, key=arm_order)].reset_index().rename(columns={"cfg.preset": "preset"})
     wide.columns.name = None
     return wide
+
+
+def per_seed_section(runs: pd.DataFrame) -> list[str]:
+    """The report's per-seed lines: each run's final loss per character and, where the index has it, block 1's
+    input norm at the end of training, so a seed that ends apart from its arm can be read beside the scale at which
+    its embedding entered the model (a description)."""
+    from .render import compact_markdown
+
+    lines = ["## Per seed (a description)", "",
+             "Each run's final validation loss per character: the spread behind each interval.", "",
+             compact_markdown(per_seed(runs)), ""]
+    if "final_block1_input_norm" in runs and runs["final_block1_input_norm"].notna().any():
+        norms = per_seed(runs, "final_block1_input_norm")
+        arms = [c for c in norms.columns if c not in ("tokenizer", "preset", "seed")]
+        lines += ["Each run's mean norm of block 1's input (the embedding after any norm or rescaling) at the end "
+                  "of training.", "",
+                  compact_markdown(norms.assign(**{a: [f"{v:.2f}" for v in norms[a]] for a in arms})), ""]
+    return lines
 
 
 def _display(table: pd.DataFrame) -> pd.DataFrame:

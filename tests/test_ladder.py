@@ -262,6 +262,16 @@ def test_the_per_seed_table_shows_each_runs_loss_per_character():
     source = bpe[(bpe["cfg.preset"] == "ladder-1") & (bpe["seed"] == 2) & (bpe["variant"] == "ln")].iloc[0]
     assert row["ln"] == pytest.approx(source["val_loss_per_char"])  # per character, not the per-token loss
 
+    assert "block 1's input" not in "\n".join(ladder.per_seed_section(runs))  # no column, no table
+    normed = runs.assign(final_block1_input_norm=np.arange(len(runs)) + 0.25)
+    text = "\n".join(ladder.per_seed_section(normed))
+    norms = ladder.per_seed(normed, "final_block1_input_norm")
+    row = norms[(norms["tokenizer"] == "bpe-512") & (norms["preset"] == "ladder-1") & (norms["seed"] == 2)].iloc[0]
+    source = normed[(normed["cfg.tokenizer"] == "bpe-512") & (normed["cfg.preset"] == "ladder-1")
+                    & (normed["seed"] == 2) & (normed["variant"] == "rms")].iloc[0]
+    assert row["rms"] == source["final_block1_input_norm"]
+    assert f"| bpe-512 | ladder-1 | 2 | {row['none']:.2f} | {row['ln']:.2f} | {row['rms']:.2f} |" in text
+
 
 def test_subword_trends_and_the_figure_use_the_loss_per_character():
     """Amendment 4: for BPE runs the primary metric is per character; a per-token difference must not leak in."""
