@@ -36,6 +36,20 @@ def brief_errors() -> None:
     shell.set_custom_exc(BRIEF_ERRORS, one_line)
 
 
+def pin_library() -> None:
+    """Import every module of embnorm_lib now. A kernel otherwise imports some of them only when a cell or function
+    first needs them (the last cells, scoring, reports), so a checkout edited while a long run trains would hand the
+    run a mix of old and new code (two ladder runs' last cell once failed on such a mix). Loaded at the start, the
+    whole run keeps the code it started with, and the commit its summary records is read when training starts."""
+    import importlib
+    import pkgutil
+
+    import embnorm_lib
+
+    for module in pkgutil.walk_packages(embnorm_lib.__path__, "embnorm_lib."):
+        importlib.import_module(module.name)
+
+
 RESERVED_OVERRIDES = ("variant", "seed")  # notebook parameters of their own: one value, one place
 
 

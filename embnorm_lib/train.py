@@ -134,6 +134,7 @@ class ActiveRun:
     elapsed: Callable[[], float]
     is_main: bool = True
     diverged_step: int | None = None
+    code_commit: str = "unknown"  # the checkout's commit when this process started the run (the code it runs)
 
     @property
     def max_norm(self) -> float:
@@ -199,7 +200,8 @@ class ActiveRun:
         if not self.is_main:
             return {"finished": True, "step": self.state.step}
         return _finish(self.cfg, self.run, self.state, self.evaluator, corpus, device, self.precision,
-                       self.diverged_step, self.elapsed(), world_size, extra)
+                       self.diverged_step, self.elapsed(), world_size,
+                       {"git_commit": self.code_commit, **(extra or {})})
 
 
 def start_run(cfg: RunConfig, run: RunDir, corpus, device: torch.device, precision: Precision, on_eval=None,
@@ -216,7 +218,8 @@ def start_run(cfg: RunConfig, run: RunDir, corpus, device: torch.device, precisi
         write_config(run, cfg)
     active = ActiveRun(cfg, run, state, Evaluator(cfg, model, val_x, val_y, precision, on_eval, corpus.char_lengths),
                        precision,
-                       diag.parameter_groups(model), val_x[:8], corpus.chars, elapsed_clock(state), is_main)
+                       diag.parameter_groups(model), val_x[:8], corpus.chars, elapsed_clock(state), is_main,
+                       code_commit=git_commit())  # read now, not at the end: the checkout may move while it trains
     if state.step == 0 and cfg.eval_at_init and not state.logs.evals and is_main:
         state.logs.evals.append(active.evaluator(0))
         state.logs.diagnostics.append({"step": 0, **diag.probe(model, active.probe_x, corpus.chars)})
@@ -357,7 +360,7 @@ def _summarize(cfg, rows, eval_rows, diag_rows, diverged_step, model, corpus, de
         "eval_s_total": sum(r["eval_s"] for r in eval_rows),
         "device": str(device), "precision": precision.name, "torch_threads": torch.get_num_threads(),
         "world_size": world_size, "grad_accum": cfg.grad_accum,
-        "data_sha256": corpus.sha256, "git_commit": git_commit(),
+        "data_sha256": corpus.sha256,
         **environment_info(),
     }
     return summary

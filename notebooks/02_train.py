@@ -53,9 +53,10 @@ try:
 except ImportError:
     root = next(p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir())
     sys.path.insert(0, str(root))
-from embnorm_lib.notebook import brief_errors
+from embnorm_lib.notebook import brief_errors, pin_library
 
 brief_errors()  # a bad parameter reads as one line (what is wrong, what is allowed), not a traceback
+pin_library()  # the whole library loaded now: edits to the checkout while this run trains reach none of its cells
 
 # %% [markdown]
 # ## Configuration

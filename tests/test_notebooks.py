@@ -129,3 +129,26 @@ def test_bad_notebook_parameters_are_one_line_refusals(tmp_path, data_path, para
     assert len(err.value.traceback) == 1 and err.value.traceback[0].startswith(message)
     assert str(err.value).strip().splitlines()[-1].startswith(message)
     assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "x").exists()
+
+
+def test_a_pinned_kernel_keeps_the_code_it_started_with(tmp_path):
+    """The training notebook pins the library first: a module edited on disk while a run trains (here plots, which
+    the notebook's last cell imports) must not reach the run."""
+    import os
+    import shutil
+    import sys
+
+    shutil.copytree(REPO / "embnorm_lib", tmp_path / "embnorm_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    script = "\n".join([
+        "import pathlib, sys",
+        "from embnorm_lib.notebook import pin_library",
+        "pin_library()",
+        "edited = pathlib.Path(sys.argv[1]) / 'embnorm_lib' / 'plots.py'",
+        "edited.write_text(edited.read_text() + '\\nraise RuntimeError(\"edited after the run started\")\\n')",
+        "from embnorm_lib import plots",
+        "print(plots.__file__)"])
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(tmp_path / "embnorm_lib" / "plots.py")
+    assert "edited after the run started" in (tmp_path / "embnorm_lib" / "plots.py").read_text()

@@ -189,3 +189,14 @@ def test_a_training_step_reads_the_device_once(tmp_path, data_path, monkeypatch,
     per_step = {k: (seen[20][k] - seen[10][k]) / 10 for k in counts}
     # the stages after the loop (calibration's temperature search) vary by a read or two between the runs
     assert abs(per_step["item"]) < 0.5 and abs(per_step["tolist"] - 1) < 0.5, per_step
+
+
+def test_the_summary_names_the_commit_the_run_started_with(tmp_path, data_path, monkeypatch):
+    """The checkout may move while a run trains; the run ran the code of its start, so that commit is recorded."""
+    from embnorm_lib import train as train_module
+
+    commits = iter(["commit-at-start"])
+    monkeypatch.setattr(train_module, "git_commit", lambda *a, **k: next(commits, "commit-at-the-end"))
+    train(tiny(max_iters=3, eval_interval=0, diag_interval=0, eval_at_init=False), tmp_path / "run", data_path,
+          progress=False)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["git_commit"] == "commit-at-start"
