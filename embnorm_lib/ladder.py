@@ -504,7 +504,8 @@ def per_seed_section(runs: pd.DataFrame) -> list[str]:
         arms = [c for c in norms.columns if c not in ("tokenizer", "preset", "seed")]
         lines += ["Each run's mean norm of block 1's input (the embedding after any norm or rescaling) at the end "
                   "of training.", "",
-                  compact_markdown(norms.assign(**{a: [f"{v:.2f}" for v in norms[a]] for a in arms})), ""]
+                  compact_markdown(norms.assign(**{a: [f"{v:.2f}" if pd.notna(v) else "–" for v in norms[a]]
+                                                   for a in arms})), ""]
     return lines
 
 

@@ -103,7 +103,8 @@ def paper_data(out: Path) -> dict:
 
 def ladder_data(out: Path) -> dict:
     """The size ladder so far: ladder-lr's best factor per checked rung and arm, and each ladder's (char and BPE)
-    per-size family in final validation loss per character (ladder.primary) where a size has runs."""
+    per-size family in final validation loss per character (ladder.primary) where a size has all its registered
+    seeds (ladder.finished; a partial size counts only among the runs so far)."""
     from . import ladder
     from .config import (
         LADDER_EPOCH_CAP,
@@ -142,7 +143,7 @@ def ladder_data(out: Path) -> dict:
         if study == "ladder-bpe":
             found["subword_runs"] = len(runs)
         sizes = ladder.rung_table(runs)
-        table = ladder.primary(sizes)
+        table = ladder.finished(ladder.primary(sizes))  # a size is quoted with all its registered seeds, as README's
         if len(table):
             family += _records(table, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff", "ci_low",
                                        "ci_high", "p_holm", "significant"])
@@ -152,7 +153,7 @@ def ladder_data(out: Path) -> dict:
                                         "extrapolated_diff", "extrapolated_ci_low", "extrapolated_ci_high"]) \
                 if len(answers) else []
             if study == "ladder":
-                finished_rungs = {int(p.split("-")[1]) for p in ladder.finished(table)["preset"]}
+                finished_rungs = {int(p.split("-")[1]) for p in table["preset"]}
     if family:
         found["family"] = family
     found["scale"] = scale

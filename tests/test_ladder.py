@@ -465,6 +465,13 @@ def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
         per_char.loc[("ladder-1", "ln"), "mean_diff"])
     assert set(family.index.get_level_values("tokenizer")) == {"char", "bpe-512"}
     assert len(family) == 2 * len(LADDER_RUNGS) * 2  # two tokenizers x sizes x (ln, rms); no per-token row
+    # a size short of its registered seeds is counted among the runs, not quoted (README's rule, amendment 4)
+    partial = bpe[~((bpe["cfg.preset"] == "ladder-1") & (bpe["variant"] == "rms") & (bpe["seed"] == 4))]
+    partial.to_csv(tmp_path / "ladder-bpe" / "runs.csv", index=False)
+    found = ladder_data(tmp_path)
+    quoted = {(r["tokenizer"], r["preset"]) for r in found["family"]}
+    assert ("bpe-512", "ladder-1") not in quoted and ("bpe-512", "ladder-2") in quoted
+    assert found["subword_runs"] == len(partial)
 
 
 @pytest.mark.committed
