@@ -143,7 +143,7 @@ def ladder_data(out: Path) -> dict:
         if study == "ladder-bpe":
             found["subword_runs"] = len(runs)
         sizes = ladder.rung_table(runs)
-        table = ladder.finished(ladder.primary(sizes))  # a size is quoted with all its registered seeds, as README's
+        table = ladder.finished(ladder.primary(sizes))  # only sizes with all their registered seeds, as the README
         if len(table):
             family += _records(table, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff", "ci_low",
                                        "ci_high", "p_holm", "significant"])
