@@ -321,14 +321,17 @@ def primary(table: pd.DataFrame) -> pd.DataFrame:
 
 def finished(table: pd.DataFrame, seeds: int | None = None) -> pd.DataFrame:
     """The rows of the sizes (rung and tokenizer) where every arm has all the registered seeds (`seeds`; the
-    ladders' five by default): a size is quoted and enters the trend only then, not on the seeds that a check's
-    reused runs give it early."""
+    ladders' five by default) and every arm of the table has run: a size is quoted and enters the trend only then,
+    not on the seeds that a check's reused runs give it early, nor before its last arm starts."""
     from .studies import LADDER_SEEDS
 
     if table.empty:
         return table
     wanted = len(LADDER_SEEDS) if seeds is None else seeds
-    return table[table.groupby(["tokenizer", "params"])["seeds"].transform("min") >= wanted]
+    size = table.groupby(["tokenizer", "params"])
+    # every arm of the table at the size: an arm not yet run would leave the size's Holm family short
+    every_arm = size["variant"].transform("nunique") == table["variant"].nunique()
+    return table[(size["seeds"].transform("min") >= wanted) & every_arm]
 
 
 def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS, seeds: int | None = None) -> pd.DataFrame:

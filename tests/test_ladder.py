@@ -472,6 +472,11 @@ def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
     quoted = {(r["tokenizer"], r["preset"]) for r in found["family"]}
     assert ("bpe-512", "ladder-1") not in quoted and ("bpe-512", "ladder-2") in quoted
     assert found["subword_runs"] == len(partial)
+    # nor a size where one arm has not run at all: its Holm family would be short of that arm's tests
+    no_rms = bpe[~((bpe["cfg.preset"] == "ladder-2") & (bpe["variant"] == "rms"))]
+    no_rms.to_csv(tmp_path / "ladder-bpe" / "runs.csv", index=False)
+    quoted = {(r["tokenizer"], r["preset"]) for r in ladder_data(tmp_path)["family"]}
+    assert ("bpe-512", "ladder-2") not in quoted and ("bpe-512", "ladder-1") in quoted
 
 
 @pytest.mark.committed
