@@ -366,15 +366,16 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
 
     if not has_index(study, out):
         return []
-    table = ladder.primary(ladder.rung_table(load_runs(study, out)))
+    # a finished size: every arm run, each with all its registered seeds (ladder.finished)
+    table = ladder.finished(ladder.primary(ladder.rung_table(load_runs(study, out))), registered_seeds(study))
     if table.empty:
         return []
-    lines, seeds = [], registered_seeds(study)
+    lines = []
     for tokenizer in sorted(set(table["tokenizer"]), key=lambda t: (t != "char", t)):
         for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
             params = non_embedding_params(layers, width)
             sub = table[(table["params"] == params) & (table["tokenizer"] == tokenizer)]
-            if sub.empty or sub["seeds"].min() < seeds:
+            if sub.empty:
                 continue
             lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}"
                             for v in ["none", *dict.fromkeys(sub["variant"])])
