@@ -493,22 +493,32 @@ def per_seed(runs: pd.DataFrame, column: str | None = None) -> pd.DataFrame:
     return wide
 
 
+# The per-seed readings printed beside each run's loss, so a seed that ends apart from its arm can be read beside
+# the scale at which its embedding entered the model and beside whether its training had a gradient spike: index
+# column -> (the sentence above its table, the format of a value). A description, no test.
+PER_SEED_READINGS = {
+    "final_block1_input_norm": ("Each run's mean norm of block 1's input (the embedding after any norm or "
+                                "rescaling) at the end of training.", "{:.2f}"),
+    "peak_grad_norm_post_warmup": ("Each run's largest total gradient norm (before clipping) after the warm-up, the "
+                                   "registered stability metric (docs/PROTOCOL.md amendment 1).", "{:.3g}"),
+}
+
+
 def per_seed_section(runs: pd.DataFrame) -> list[str]:
-    """The report's per-seed lines: each run's final loss per character and, where the index has it, block 1's
-    input norm at the end of training, so a seed that ends apart from its arm can be read beside the scale at which
-    its embedding entered the model (a description)."""
+    """The report's per-seed lines: each run's final loss per character and, for each of `PER_SEED_READINGS` the
+    index has, that reading per run (a description)."""
     from .render import compact_markdown
 
     lines = ["## Per seed (a description)", "",
              "Each run's final validation loss per character: the spread behind each interval.", "",
              compact_markdown(per_seed(runs)), ""]
-    if "final_block1_input_norm" in runs and runs["final_block1_input_norm"].notna().any():
-        norms = per_seed(runs, "final_block1_input_norm")
-        arms = [c for c in norms.columns if c not in ("tokenizer", "preset", "seed")]
-        lines += ["Each run's mean norm of block 1's input (the embedding after any norm or rescaling) at the end "
-                  "of training.", "",
-                  compact_markdown(norms.assign(**{a: [f"{v:.2f}" if pd.notna(v) else "–" for v in norms[a]]
-                                                   for a in arms})), ""]
+    for column, (sentence, fmt) in PER_SEED_READINGS.items():
+        if column not in runs or not runs[column].notna().any():
+            continue
+        values = per_seed(runs, column)
+        arms = [c for c in values.columns if c not in ("tokenizer", "preset", "seed")]
+        lines += [sentence, "", compact_markdown(values.assign(**{a: [fmt.format(v) if pd.notna(v) else "–"
+                                                                      for v in values[a]] for a in arms})), ""]
     return lines
 
 

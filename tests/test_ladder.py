@@ -271,6 +271,12 @@ def test_the_per_seed_table_shows_each_runs_loss_per_character():
                     & (normed["seed"] == 2) & (normed["variant"] == "rms")].iloc[0]
     assert row["rms"] == source["final_block1_input_norm"]
     assert f"| bpe-512 | ladder-1 | 2 | {row['none']:.2f} | {row['ln']:.2f} | {row['rms']:.2f} |" in text
+    assert "gradient norm" not in text  # the index has no peak gradient norm: no table for it
+
+    spiky = normed.assign(peak_grad_norm_post_warmup=np.where(normed["seed"] == 3, 184.378, 1.25))
+    text = "\n".join(ladder.per_seed_section(spiky))
+    assert text.index("block 1's input") < text.index("gradient norm (before clipping) after the warm-up")
+    assert "| char | ladder-2 | 3 | 184 | 184 | 184 |" in text and "| char | ladder-2 | 2 | 1.25 | 1.25 | 1.25 |" in text
 
 
 def test_subword_trends_and_the_figure_use_the_loss_per_character():
