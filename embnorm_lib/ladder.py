@@ -451,7 +451,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              compact_markdown(_display(table)) if len(table) else "No rung has finished yet.", ""]
     if len(table):
         lines += per_seed_section(runs)
-    lines += budget_section(runs) + fit_section(runs)
+    lines += budget_section(runs) + fit_section(runs) + peak_section(runs)
     # per arm: a rung's check completes arm by arm, and an arm without its own check (rms, ln_matched,
     # scaled_unit) runs at its LR family's factor (studies.LADDER_LR_ARM)
     unchecked = sorted({(_rung(p), v) for p, v in zip(runs.get("cfg.preset", []), runs.get("variant", []), strict=True)
@@ -520,6 +520,65 @@ def per_seed_section(runs: pd.DataFrame) -> list[str]:
         lines += [sentence, "", compact_markdown(values.assign(**{a: [fmt.format(v) if pd.notna(v) else "–"
                                                                       for v in values[a]] for a in arms})), ""]
     return lines
+
+
+def peak_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per tokenizer, rung and arm (every arm but none): how each arm's peak total gradient norm after the warm-up
+    (amendment 1's registered stability metric) compares with none's on the same seed, an exploratory reading of
+    the ladder. Paired on log10 of the peak (peaks span orders of magnitude, so a ratio is the natural scale), the
+    mean difference and its 95% t interval given back as a geometric-mean ratio; Holm within each size over its
+    arms. Beside it, the mean share of clipped steps per arm (a confound: an arm that clips more runs in effect
+    another optimiser) and the loss spikes after the warm-up summed over seeds."""
+    from .results import arm_order
+
+    needed = {"peak_grad_norm_post_warmup", "clipped_frac", "spike_count_post_warmup"}
+    if runs.empty or not needed <= set(runs) or not runs["peak_grad_norm_post_warmup"].notna().any():
+        return pd.DataFrame()
+    frame = runs.assign(tokenizer=_tokenizers(runs),
+                        log10_peak_grad_norm=np.log10(runs["peak_grad_norm_post_warmup"].astype(float)))
+    rows = []
+    for (tokenizer, preset), sub in frame.groupby(["tokenizer", "cfg.preset"]):
+        none = sub[sub["variant"] == "none"]
+        block = []
+        for variant in sorted(set(sub["variant"]) - {"none"}, key=arm_order):
+            c = stats.compare(sub, "log10_peak_grad_norm", variant)
+            arm = sub[sub["variant"] == variant]
+            block.append({"tokenizer": tokenizer, "preset": preset, "variant": variant, "seeds": c.n,
+                          "none_geomean": 10 ** c.baseline_mean, "variant_geomean": 10 ** c.variant_mean,
+                          "ratio": 10 ** c.mean_diff, "ratio_ci_low": 10 ** c.ci_low, "ratio_ci_high": 10 ** c.ci_high,
+                          "p_t": c.p_t, "clipped_none": none["clipped_frac"].mean(),
+                          "clipped_variant": arm["clipped_frac"].mean(),
+                          "spikes_none": int(none["spike_count_post_warmup"].sum()),
+                          "spikes_variant": int(arm["spike_count_post_warmup"].sum())})
+        if block:
+            part = pd.DataFrame(block)
+            reject, adjusted = stats.holm(part["p_t"].to_numpy(float))
+            rows.append(part.assign(p_holm=adjusted, significant=reject))
+    if not rows:
+        return pd.DataFrame()
+    table = pd.concat(rows, ignore_index=True)
+    order = table.apply(lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"])), axis=1)
+    return table.iloc[sorted(range(len(table)), key=lambda i: order.iloc[i])].reset_index(drop=True)
+
+
+def peak_section(runs: pd.DataFrame) -> list[str]:
+    """The report's exploratory lines on gradient-norm peaks (peak_table rendered), after the registered analysis."""
+    from .render import compact_markdown
+
+    table = peak_table(runs)
+    if table.empty:
+        return []
+    shown = table.assign(**{c: [f"{v:.3g}" for v in table[c]] for c in ("none_geomean", "variant_geomean", "ratio",
+                                                                          "ratio_ci_low", "ratio_ci_high")},
+                         **{c: table[c].round(4) for c in ("p_t", "p_holm")},
+                         **{c: table[c].round(3) for c in ("clipped_none", "clipped_variant")})
+    return ["## Gradient-norm peaks per size (exploratory)", "",
+            "Not part of the ladder's registered analysis (the loss is): each arm's peak total gradient norm after "
+            "the warm-up (`peak_grad_norm_post_warmup`, before clipping; the stability metric amendment 1 registered "
+            "for the stability studies) against `none`'s on the same seed, paired on log10 of the peak. `ratio` is "
+            "the geometric mean of the seeds' ratios with its 95% t interval, the geometric means of each arm beside "
+            "it; Holm within each size over its arms. `clipped_*` is the mean share of steps clipped (a confound), "
+            "`spikes_*` the loss spikes after the warm-up summed over seeds.", "", compact_markdown(shown), ""]
 
 
 def _display(table: pd.DataFrame) -> pd.DataFrame:

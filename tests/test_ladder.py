@@ -621,3 +621,24 @@ def test_the_subword_scale_study_takes_each_arms_lr_family_and_reports_the_share
     assert "normalizing alone (`ln_matched`) carries 10% and rescaling alone (`scaled_unit`) 90% (a description; " \
            "block 1's input norm at the end of training: `none` 1.07, `ln` 12.07, `ln_matched` 0.87, " \
            "`scaled_unit` 50.07)." in text
+
+
+def test_the_gradient_norm_peaks_are_compared_as_paired_ratios_and_labelled_exploratory():
+    runs = synthetic()
+    assert ladder.peak_section(runs) == []  # an index without the stability readings gets no section
+    rng = np.random.default_rng(1)
+    base = 10 ** rng.normal(0, 0.3, len(runs))  # none's peaks spread over a factor of a few between seeds
+    paired = base[runs.groupby(["cfg.preset", "seed"]).ngroup().to_numpy()]  # one seed's peaks shared by its arms
+    planted = np.where((runs["variant"] == "ln") & (runs["cfg.preset"] == "ladder-2"), 40.0, 1.0)
+    runs = runs.assign(peak_grad_norm_post_warmup=paired * planted * 10 ** rng.normal(0, 0.05, len(runs)),
+                       clipped_frac=np.where(runs["variant"] == "ln", 0.2, 0.05),
+                       spike_count_post_warmup=np.where(runs["seed"] == 0, 1, 0))
+    table = ladder.peak_table(runs).set_index(["preset", "variant"])
+    assert table.loc[("ladder-2", "ln"), "ratio"] == pytest.approx(40, rel=0.15)
+    assert table.loc[("ladder-2", "ln"), "ratio_ci_low"] > 20 and table.loc[("ladder-2", "ln"), "significant"]
+    assert table.loc[("ladder-2", "rms"), "ratio_ci_low"] < 1 < table.loc[("ladder-2", "rms"), "ratio_ci_high"]
+    assert not table.loc[("ladder-1", "ln"), "significant"]  # nothing planted there
+    assert table.loc[("ladder-2", "ln"), "clipped_variant"] == pytest.approx(0.2)
+    assert table.loc[("ladder-2", "ln"), "spikes_none"] == 1 and table.loc[("ladder-2", "ln"), "spikes_variant"] == 1
+    text = "\n".join(ladder.peak_section(runs))
+    assert "(exploratory)" in text and "Not part of the ladder's registered analysis" in text
