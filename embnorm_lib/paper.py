@@ -154,6 +154,15 @@ def ladder_data(out: Path) -> dict:
                 if len(answers) else []
             if study == "ladder":
                 finished_rungs = {int(p.split("-")[1]) for p in table["preset"]}
+            # exploratory (outside the registered analysis): gradient-norm peaks at the sizes quoted above
+            peaks = ladder.peak_table(runs)
+            if len(peaks):
+                quoted = set(zip(table["tokenizer"], table["preset"], strict=True))
+                peaks = peaks[[k in quoted for k in zip(peaks["tokenizer"], peaks["preset"], strict=True)]]
+                found["peaks"] = found.get("peaks", []) + [
+                    {**r, "params": found["params"][r["preset"].split("-")[1]]}
+                    for r in _records(peaks, ["tokenizer", "preset", "variant", "seeds", "ratio", "ratio_ci_low",
+                                              "ratio_ci_high", "p_holm", "significant"])]
     if family:
         found["family"] = family
     found["scale"] = scale

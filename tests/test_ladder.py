@@ -483,6 +483,20 @@ def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
     no_rms.to_csv(tmp_path / "ladder-bpe" / "runs.csv", index=False)
     quoted = {(r["tokenizer"], r["preset"]) for r in ladder_data(tmp_path)["family"]}
     assert ("bpe-512", "ladder-2") not in quoted and ("bpe-512", "ladder-1") in quoted
+    assert "peaks" not in ladder_data(tmp_path)  # no stability readings in the index, no exploratory peaks
+
+    # the exploratory gradient-norm peaks come with the quoted sizes only, each with its size
+    def with_peaks(runs):
+        return runs.assign(peak_grad_norm_post_warmup=np.where(runs["variant"] == "ln", 8.0 + runs["seed"] / 10, 1.0) * (1 + runs["seed"]),
+                           clipped_frac=0.0, spike_count_post_warmup=0)
+
+    with_peaks(no_rms).to_csv(tmp_path / "ladder-bpe" / "runs.csv", index=False)
+    with_peaks(synthetic()).to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    peaks = pd.DataFrame(ladder_data(tmp_path)["peaks"])
+    assert set(zip(peaks["tokenizer"], peaks["preset"], strict=True)) == quoted | {
+        ("char", f"ladder-{r}") for r in range(len(LADDER_RUNGS))}
+    row = peaks[(peaks["tokenizer"] == "bpe-512") & (peaks["preset"] == "ladder-1") & (peaks["variant"] == "ln")]
+    assert row["ratio"].item() == pytest.approx(8.2, rel=0.01) and row["params"].item() == non_embedding_params(4, 128)
 
 
 @pytest.mark.committed
