@@ -451,7 +451,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              compact_markdown(_display(table)) if len(table) else "No rung has finished yet.", ""]
     if len(table):
         lines += per_seed_section(runs)
-    lines += budget_section(runs) + fit_section(runs) + peak_section(runs)
+    lines += budget_section(runs) + fit_section(runs) + peak_section(runs) + norm_loss_section(runs)
     # per arm: a rung's check completes arm by arm, and an arm without its own check (rms, ln_matched,
     # scaled_unit) runs at its LR family's factor (studies.LADDER_LR_ARM)
     unchecked = sorted({(_rung(p), v) for p, v in zip(runs.get("cfg.preset", []), runs.get("variant", []), strict=True)
@@ -579,6 +579,51 @@ def peak_section(runs: pd.DataFrame) -> list[str]:
             "the geometric mean of the seeds' ratios with its 95% t interval, the geometric means of each arm beside "
             "it; Holm within each size over its arms. `clipped_*` is the mean share of steps clipped (a confound), "
             "`spikes_*` the loss spikes after the warm-up summed over seeds.", "", compact_markdown(shown), ""]
+
+
+def norm_loss_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per tokenizer, rung and arm: does a seed whose embedding entered block 1 at a larger scale end with a lower
+    or a higher loss? Kendall's tau between each seed's final mean norm of block 1's input and its final validation
+    loss per character, across the arm's seeds, with scipy's p (exact and two-sided at these n when no value ties).
+    An exploratory reading of a lead seen in ladder-bpe-rep (the normed seeds that gained least on `none` ended
+    with the lowest block-1 norms): no Holm family, no decision, and no direction of cause (a seed that trains
+    worse may simply grow its norm's gain less)."""
+    from .results import arm_order
+
+    if runs.empty or "final_block1_input_norm" not in runs or not runs["final_block1_input_norm"].notna().any():
+        return pd.DataFrame()
+    frame = runs.assign(tokenizer=_tokenizers(runs), loss_per_char=_loss_per_char(runs))
+    frame = frame.dropna(subset=["final_block1_input_norm", "loss_per_char"])
+    rows = []
+    for (tokenizer, preset, variant), sub in frame.groupby(["tokenizer", "cfg.preset", "variant"]):
+        if len(sub) < 3:  # two points always rank perfectly
+            continue
+        tau = scipy_stats.kendalltau(sub["final_block1_input_norm"], sub["loss_per_char"])
+        rows.append({"tokenizer": tokenizer, "preset": preset, "variant": variant, "seeds": len(sub),
+                     "norm_min": sub["final_block1_input_norm"].min(), "norm_max": sub["final_block1_input_norm"].max(),
+                     "kendall_tau": float(tau.statistic), "p": float(tau.pvalue)})
+    if not rows:
+        return pd.DataFrame()
+    table = pd.DataFrame(rows)
+    order = table.apply(lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"])), axis=1)
+    return table.iloc[sorted(range(len(table)), key=lambda i: order.iloc[i])].reset_index(drop=True)
+
+
+def norm_loss_section(runs: pd.DataFrame) -> list[str]:
+    """The report's exploratory lines on block-1 norm vs loss across seeds (norm_loss_table rendered)."""
+    from .render import compact_markdown
+
+    table = norm_loss_table(runs)
+    if table.empty:
+        return []
+    shown = table.assign(norm_min=table["norm_min"].round(2), norm_max=table["norm_max"].round(2),
+                         kendall_tau=table["kendall_tau"].round(2), p=table["p"].round(3))
+    return ["## Block-1 norm against loss across seeds (exploratory)", "",
+            "Not part of the registered analysis: within each arm, Kendall's tau between a seed's final mean norm of "
+            "block 1's input and its final validation loss per character (negative: the seeds whose embedding entered "
+            "at a larger scale ended lower), with its two-sided p; the norms' range beside it. A lead to register, "
+            "not a finding: no multiplicity correction, and the direction of cause is open.", "",
+            compact_markdown(shown), ""]
 
 
 def _display(table: pd.DataFrame) -> pd.DataFrame:

@@ -656,3 +656,20 @@ def test_the_gradient_norm_peaks_are_compared_as_paired_ratios_and_labelled_expl
     assert table.loc[("ladder-2", "ln"), "spikes_none"] == 1 and table.loc[("ladder-2", "ln"), "spikes_variant"] == 1
     text = "\n".join(ladder.peak_section(runs))
     assert "(exploratory)" in text and "Not part of the ladder's registered analysis" in text
+
+
+def test_block1_norm_against_loss_is_a_rank_correlation_per_arm_labelled_exploratory():
+    runs = synthetic()
+    assert ladder.norm_loss_section(runs) == []  # an index without the norm reading gets no section
+    rng = np.random.default_rng(2)
+    loss = ladder._loss_per_char(runs)
+    # planted at rung 2's ln: the norm falls as the loss rises (a perfect inverse ranking); elsewhere noise
+    planted = (runs["variant"] == "ln") & (runs["cfg.preset"] == "ladder-2")
+    norm = np.where(planted, 20.0 - 10 * loss, 10 + rng.normal(0, 1, len(runs)))
+    table = ladder.norm_loss_table(runs.assign(final_block1_input_norm=norm)).set_index(["preset", "variant"])
+    assert table.loc[("ladder-2", "ln"), "kendall_tau"] == pytest.approx(-1.0)
+    assert table.loc[("ladder-2", "ln"), "p"] == pytest.approx(2 / 120)  # exact: 2 of the 5! orderings as extreme
+    assert table.loc[("ladder-2", "ln"), "seeds"] == 5
+    assert table.loc[("ladder-2", "rms"), "p"] > 2 / 120
+    text = "\n".join(ladder.norm_loss_section(runs.assign(final_block1_input_norm=norm)))
+    assert "(exploratory)" in text and "Not part of the registered analysis" in text and "Kendall" in text
