@@ -616,8 +616,8 @@ def norm_loss_section(runs: pd.DataFrame) -> list[str]:
     table = norm_loss_table(runs)
     if table.empty:
         return []
-    shown = table.assign(norm_min=table["norm_min"].round(2), norm_max=table["norm_max"].round(2),
-                         kendall_tau=table["kendall_tau"].round(2), p=table["p"].round(3))
+    shown = table.assign(**{c: [f"{v:.2f}" for v in table[c]] for c in ("norm_min", "norm_max", "kendall_tau")},
+                         p=[f"{v:.2g}" for v in table["p"]])
     return ["## Block-1 norm against loss across seeds (exploratory)", "",
             "Not part of the registered analysis: within each arm, Kendall's tau between a seed's final mean norm of "
             "block 1's input and its final validation loss per character (negative: the seeds whose embedding entered "

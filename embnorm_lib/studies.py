@@ -301,7 +301,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           lambda: _ladder_cells("ladder", range(5), ABC, LADDER_SEEDS)),
     Study("ladder-bpe", "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
                         "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
-                        "token. Rungs 2-3 are GPU work.", "ladder",
+                        "token. Rung 3 is GPU work (sweep --pack on); rung 2 also runs on CPU (minutes per "
+                        "run: the budget table).", "ladder",
           lambda: _ladder_cells("ladder-bpe", range(1, 4), ABC, LADDER_SEEDS, tokenizers=("bpe-512", "bpe-4096")),
           note="Each arm runs at the character ladder's LR for its rung (ladder_factor): ladder-lr checked the LR "
                "on characters only and no subword LR check is registered, so a subword difference may partly "
