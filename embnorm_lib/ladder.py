@@ -522,6 +522,14 @@ def per_seed_section(runs: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _in_ladder_order(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows by tokenizer, then rung, then arm in registry order."""
+    from .results import arm_order
+
+    order = table.apply(lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"])), axis=1)
+    return table.iloc[sorted(range(len(table)), key=lambda i: order.iloc[i])].reset_index(drop=True)
+
+
 def peak_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per tokenizer, rung and arm (every arm but none): how each arm's peak total gradient norm after the warm-up
     (amendment 1's registered stability metric) compares with none's on the same seed, an exploratory reading of
@@ -557,8 +565,7 @@ def peak_table(runs: pd.DataFrame) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     table = pd.concat(rows, ignore_index=True)
-    order = table.apply(lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"])), axis=1)
-    return table.iloc[sorted(range(len(table)), key=lambda i: order.iloc[i])].reset_index(drop=True)
+    return _in_ladder_order(table)
 
 
 def peak_section(runs: pd.DataFrame) -> list[str]:
@@ -588,7 +595,6 @@ def norm_loss_table(runs: pd.DataFrame) -> pd.DataFrame:
     An exploratory reading of a lead seen in ladder-bpe-rep (the normed seeds that gained least on `none` ended
     with the lowest block-1 norms): no Holm family, no decision, and no direction of cause (a seed that trains
     worse may simply grow its norm's gain less)."""
-    from .results import arm_order
 
     if runs.empty or "final_block1_input_norm" not in runs or not runs["final_block1_input_norm"].notna().any():
         return pd.DataFrame()
@@ -605,8 +611,7 @@ def norm_loss_table(runs: pd.DataFrame) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     table = pd.DataFrame(rows)
-    order = table.apply(lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"])), axis=1)
-    return table.iloc[sorted(range(len(table)), key=lambda i: order.iloc[i])].reset_index(drop=True)
+    return _in_ladder_order(table)
 
 
 def norm_loss_section(runs: pd.DataFrame) -> list[str]:
