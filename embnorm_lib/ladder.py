@@ -595,7 +595,6 @@ def norm_loss_table(runs: pd.DataFrame) -> pd.DataFrame:
     An exploratory reading of a lead seen in ladder-bpe-rep (the normed seeds that gained least on `none` ended
     with the lowest block-1 norms): no Holm family, no decision, and no direction of cause (a seed that trains
     worse may simply grow its norm's gain less)."""
-
     if runs.empty or "final_block1_input_norm" not in runs or not runs["final_block1_input_norm"].notna().any():
         return pd.DataFrame()
     frame = runs.assign(tokenizer=_tokenizers(runs), loss_per_char=_loss_per_char(runs))
@@ -608,10 +607,7 @@ def norm_loss_table(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"tokenizer": tokenizer, "preset": preset, "variant": variant, "seeds": len(sub),
                      "norm_min": sub["final_block1_input_norm"].min(), "norm_max": sub["final_block1_input_norm"].max(),
                      "kendall_tau": float(tau.statistic), "p": float(tau.pvalue)})
-    if not rows:
-        return pd.DataFrame()
-    table = pd.DataFrame(rows)
-    return _in_ladder_order(table)
+    return _in_ladder_order(pd.DataFrame(rows)) if rows else pd.DataFrame()
 
 
 def norm_loss_section(runs: pd.DataFrame) -> list[str]:
