@@ -25,6 +25,9 @@ from .config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM, non_embedding_par
 LR_CHECKS = ("ladder-lr", "ladder-bpe-lr")  # the studies that check the LR rule (on characters, on subwords)
 LE_SCAO_PARAMS = 1.3e9  # the model size of Le Scao et al. 2022's embedding-norm ablation
 METRICS = ("val_loss", "val_loss_per_char", "best_val_loss")  # per token, per character (BPE runs), best
+# the studies whose gradient-norm peaks are a registered test (docs/PROTOCOL.md, by amendment); in every other
+# ladder report the peak table is an exploratory reading beside the registered loss comparison
+CONFIRMATORY_PEAKS = {"ladder-bpe-rep2": 11}
 
 
 def _tokenizers(runs: pd.DataFrame) -> pd.Series:
@@ -451,7 +454,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              compact_markdown(_display(table)) if len(table) else "No rung has finished yet.", ""]
     if len(table):
         lines += per_seed_section(runs)
-    lines += budget_section(runs) + fit_section(runs) + peak_section(runs) + norm_loss_section(runs)
+    lines += budget_section(runs) + fit_section(runs) + peak_section(runs, study) + norm_loss_section(runs)
     # per arm: a rung's check completes arm by arm, and an arm without its own check (rms, ln_matched,
     # scaled_unit) runs at its LR family's factor (studies.LADDER_LR_ARM)
     unchecked = sorted({(_rung(p), v) for p, v in zip(runs.get("cfg.preset", []), runs.get("variant", []), strict=True)
@@ -568,19 +571,27 @@ def peak_table(runs: pd.DataFrame) -> pd.DataFrame:
     return _in_ladder_order(table)
 
 
-def peak_section(runs: pd.DataFrame) -> list[str]:
-    """The report's exploratory lines on gradient-norm peaks (peak_table rendered), after the registered analysis."""
+def peak_section(runs: pd.DataFrame, study: str | None = None) -> list[str]:
+    """The report's lines on gradient-norm peaks (peak_table rendered): an exploratory reading after the registered
+    analysis, or, for a study that registered the peaks (CONFIRMATORY_PEAKS), its second confirmatory family."""
     from .render import compact_markdown
 
     table = peak_table(runs)
     if table.empty:
         return []
+    amendment = CONFIRMATORY_PEAKS.get(study)
+    if amendment is None:
+        heading, status = ("## Gradient-norm peaks per size (exploratory)",
+                           "Not part of the ladder's registered analysis (the loss is): ")
+    else:
+        heading, status = (f"## Gradient-norm peaks (confirmatory, docs/PROTOCOL.md amendment {amendment})",
+                           f"Registered by amendment {amendment} as this study's second family (Holm within it): ")
     shown = table.assign(**{c: [f"{v:.3g}" for v in table[c]] for c in ("none_geomean", "variant_geomean", "ratio",
                                                                           "ratio_ci_low", "ratio_ci_high")},
                          **{c: table[c].round(4) for c in ("p_t", "p_holm")},
                          **{c: table[c].round(3) for c in ("clipped_none", "clipped_variant")})
-    return ["## Gradient-norm peaks per size (exploratory)", "",
-            "Not part of the ladder's registered analysis (the loss is): each arm's peak total gradient norm after "
+    return [heading, "",
+            status + "each arm's peak total gradient norm after "
             "the warm-up (`peak_grad_norm_post_warmup`, before clipping; the stability metric amendment 1 registered "
             "for the stability studies) against `none`'s on the same seed, paired on log10 of the peak. `ratio` is "
             "the geometric mean of the seeds' ratios with its 95% t interval, the geometric means of each arm beside "

@@ -325,12 +325,43 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     if scale_vs_norm:
         text += ("\n\nScale vs normalization on subwords, exploratory (docs/PROTOCOL.md amendment 10; "
                  "[`runs/ladder-bpe-scale/LADDER.md`](runs/ladder-bpe-scale/LADDER.md)):\n\n" + "\n".join(scale_vs_norm))
-    replication = ladder_findings(out, "ladder-bpe-rep")
-    if replication:
-        text += ("\n\nThe subword replication, confirmatory (docs/PROTOCOL.md amendment 9; "
-                 "[`runs/ladder-bpe-rep/LADDER.md`](runs/ladder-bpe-rep/LADDER.md)): the size where the subword "
-                 "ladder's seeds split, on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
+    for study, amendment, what in REPLICATIONS:
+        replication = ladder_findings(out, study) + ladder_peak_findings(out, study)
+        if replication:
+            text += (f"\n\nThe subword replication{what}, confirmatory (docs/PROTOCOL.md amendment {amendment}; "
+                     f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)): "
+                     + ("the size where the subword ladder's seeds split" if study == "ladder-bpe-rep" else
+                        "the size where the subword ladder's rung-1 gain turned into an unresolved cost")
+                     + ", on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
     return text
+
+
+# the confirmatory replications of a ladder size on fresh seeds: study, its amendment, how the README names it
+REPLICATIONS = (("ladder-bpe-rep", 9, ""), ("ladder-bpe-rep2", 11, " at rung 2"))
+
+
+def ladder_peak_findings(out: Path, study: str) -> list[str]:
+    """For a study that registered its gradient-norm peaks (ladder.CONFIRMATORY_PEAKS), once its size has finished:
+    each arm's peak after the warm-up against none's on the same seed, as the geometric-mean ratio with its 95%
+    interval, worded by the Holm decision of that family."""
+    from . import ladder
+    from .studies import registered_seeds
+
+    if study not in ladder.CONFIRMATORY_PEAKS or not has_index(study, out):
+        return []
+    runs = load_runs(study, out)
+    if ladder.finished(ladder.primary(ladder.rung_table(runs)), registered_seeds(study)).empty:
+        return []
+    peaks = ladder.peak_table(runs)
+    lines = []
+    for (tokenizer, preset), sub in peaks.groupby(["tokenizer", "preset"], sort=False):
+        parts = [f"`{r.variant}` {r.ratio:.3g} × [{r.ratio_ci_low:.3g}, {r.ratio_ci_high:.3g}] (Holm p = "
+                 f"{r.p_holm:.2g}, {'significant' if r.significant else 'direction not resolved'})"
+                 for r in sub.itertuples()]
+        lines.append(f"- rung {preset.split('-')[1]}, {tokenizer} tokens: peak total gradient norm after the warm-up "
+                     "(before clipping) against `none`'s on the same seed, geometric-mean ratio " + "; ".join(parts)
+                     + ".")
+    return lines
 
 
 def subword_lr_findings(out: Path, study: str = "ladder-bpe-lr") -> list[str]:

@@ -138,7 +138,7 @@ LADDER_LR_CHECKED: dict[int, dict[str, float]] = {0: {"none": 0.5, "ln": 4.0}, 1
 LADDER_LR_EXTENDED: dict[int, dict[str, list[float]]] = {0: {"ln": [8.0]}, 2: {"none": [0.125]}}
 # the ladders' registered seeds per arm and size (amendment 4): a size is finished, and quoted, with all of them
 LADDER_SEEDS = range(5)
-LADDER_REP_SEEDS = range(5, 15)  # amendment 9's replication: fresh seeds, analysed alone
+LADDER_REP_SEEDS = range(5, 15)  # the replications (amendments 9 and 11): fresh seeds, analysed alone
 
 
 def ladder_check_factors(rung: int, variant: str) -> list[float]:
@@ -321,6 +321,13 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           note="Asks again, on ten seeds that did not prompt the question, whether an embedding norm changes the "
                "final loss per character where ladder-bpe's five seeds split into two levels (amendment 9); "
                "analysed alone, seeds 0-4 not pooled in."),
+    Study("ladder-bpe-rep2", "Subword replication at rung 2, confirmatory (amendment 11): rung 2 with bpe-4096 "
+                             "tokens, none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", "ladder",
+          lambda: _ladder_cells("ladder-bpe-rep2", [2], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
+          note="Asks again, on ten seeds that did not prompt the question, whether an embedding norm changes the "
+               "final loss per character at the size where ladder-bpe's rung-1 gain turned into an unresolved "
+               "cost, and whether it raises the peak gradient norm after the warm-up (the exploratory reading that "
+               "prompted it; amendment 11 makes it confirmatory here); analysed alone, seeds 0-4 not pooled in."),
     Study("ladder-bpe-scale", "Scale vs normalization on subwords, exploratory (amendment 10): rung 1 with bpe-4096 "
                               "tokens, none/ln/ln_matched/scaled_unit at ladder-bpe's LRs (ln_matched at ln's, "
                               "scaled_unit at none's) and budget, seeds 5-9.", "ladder",

@@ -555,6 +555,53 @@ def test_the_subword_replication_repeats_ladder_bpes_bpe4096_rung_1_on_fresh_see
         assert {**asdict(c.config()), "seed": 0} == original[c.variant]
 
 
+def test_the_rung_2_replication_repeats_ladder_bpes_bpe4096_rung_2_on_fresh_seeds_only():
+    """Amendment 11: the same configs as ladder-bpe at rung 2 with bpe-4096 tokens, seeds 5-14, nothing else."""
+    from dataclasses import asdict
+
+    original = {c.variant: asdict(c.config()) for c in study_cells("ladder-bpe")
+                if c.preset == "ladder-2" and dict(c.overrides).get("tokenizer") == "bpe-4096" and c.seed == 0}
+    replication = study_cells("ladder-bpe-rep2")
+    assert len(replication) == 30 and sorted({c.seed for c in replication}) == list(range(5, 15))
+    assert not {c.seed for c in replication} & {c.seed for c in study_cells("ladder-bpe")}
+    for c in replication:
+        assert {**asdict(c.config()), "seed": 0} == original[c.variant]
+
+
+def test_the_rung_2_replication_quotes_its_registered_peak_family_once_finished(tmp_path):
+    """Amendment 11 registers the gradient-norm peaks as a confirmatory family of that study alone: its report and
+    the README say so, worded by the Holm decision; every other ladder report keeps them exploratory."""
+    from embnorm_lib.report import findings_text
+
+    runs = synthetic(seeds=10)
+    runs = runs[runs["cfg.preset"] == "ladder-2"].assign(**{"cfg.tokenizer": "bpe-4096", "cfg.vocab_size": 4096})
+    runs["seed"] += 5
+    runs["val_loss_per_char"] = runs["val_loss"]
+    rng = np.random.default_rng(3)
+    paired = 10 ** rng.normal(0, 0.3, 10)[runs["seed"].to_numpy() - 5]  # one seed's peak level shared by its arms
+    planted = np.where(runs["variant"] == "ln", 16.0, 1.0)  # ln's peaks 16 times none's, rms's as none's
+    runs = runs.assign(peak_grad_norm_post_warmup=paired * planted * 10 ** rng.normal(0, 0.05, len(runs)),
+                       clipped_frac=0.02, spike_count_post_warmup=0)
+    (tmp_path / "ladder-bpe-rep2").mkdir()
+    runs[runs["seed"] < 14].to_csv(tmp_path / "ladder-bpe-rep2" / "runs.csv", index=False)  # nine of ten seeds
+    assert "replication at rung 2" not in findings_text(tmp_path, studies=())
+    runs.to_csv(tmp_path / "ladder-bpe-rep2" / "runs.csv", index=False)
+    text = findings_text(tmp_path, studies=())
+    assert "The subword replication at rung 2, confirmatory (docs/PROTOCOL.md amendment 11" in text
+    assert "- rung 2, bpe-4096 tokens (6 × 192, 2.65M non-embedding parameters, 10 seeds;" in text
+    peak_line = next(line for line in text.splitlines() if "peak total gradient norm" in line)
+    assert peak_line.startswith("- rung 2, bpe-4096 tokens: ")
+    assert "`ln` 1" in peak_line and "significant)" in peak_line.split("`rms`")[0]
+    assert "direction not resolved" in peak_line.split("`rms`")[1]
+    report = ladder.write_report("ladder-bpe-rep2", tmp_path, tmp_path / "figures").read_text()
+    assert "## Gradient-norm peaks (confirmatory, docs/PROTOCOL.md amendment 11)" in report
+    assert "Not part of the ladder's registered analysis" not in report
+    (tmp_path / "ladder-bpe-rep").mkdir()  # the rung-1 replication registered no peaks: exploratory there
+    runs.assign(**{"cfg.preset": "ladder-1"}).to_csv(tmp_path / "ladder-bpe-rep" / "runs.csv", index=False)
+    assert "## Gradient-norm peaks per size (exploratory)" in ladder.write_report(
+        "ladder-bpe-rep", tmp_path, tmp_path / "figures").read_text()
+
+
 def test_the_replication_is_quoted_once_its_ten_seeds_have_finished_and_its_report_fits_no_trend(tmp_path):
     from embnorm_lib.report import findings_text
 
