@@ -173,6 +173,14 @@ def ladder_data(out: Path) -> dict:
         if len(rep):
             found["replication"] = _records(rep, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
                                                   "ci_low", "ci_high", "p_holm", "significant"])
+    if has_index("ladder-bpe-rep2", out):  # amendment 11: rung 2 on fresh seeds, the loss and the peaks confirmatory
+        runs2 = load_runs("ladder-bpe-rep2", out)
+        rep2 = ladder.finished(ladder.primary(ladder.rung_table(runs2)), registered_seeds("ladder-bpe-rep2"))
+        if len(rep2):
+            found["replication2"] = _records(rep2, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
+                                                    "ci_low", "ci_high", "p_holm", "significant"])
+            found["replication2_peaks"] = _records(ladder.peak_table(runs2), [
+                "variant", "seeds", "ratio", "ratio_ci_low", "ratio_ci_high", "p_holm", "significant"])
     if has_index("ladder-bpe-scale", out):  # amendment 10, exploratory: what carries the subword gain
         scale_rows = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-scale", out))),
                                      registered_seeds("ladder-bpe-scale"))

@@ -148,6 +148,35 @@ def test_the_subword_replications_sentence_quotes_each_arm_by_its_holm_decision(
 
 
 @pytest.mark.committed
+def test_the_rung_2_replication_quotes_its_loss_and_peak_families_by_their_holm_decisions(tmp_path, fresh_data):
+    data = json.loads(json.dumps(fresh_data))
+    row = {"tokenizer": "bpe-4096", "params": 2654208, "preset": "ladder-2", "seeds": 10}
+    data["ladder"]["replication2"] = [
+        {**row, "variant": "ln", "mean_diff": 0.0312, "ci_low": 0.0101, "ci_high": 0.0523, "p_holm": 0.021,
+         "significant": True},
+        {**row, "variant": "rms", "mean_diff": -0.0051, "ci_low": -0.0302, "ci_high": 0.0200, "p_holm": 0.66,
+         "significant": False}]
+    data["ladder"]["replication2_peaks"] = [
+        {"variant": "ln", "seeds": 10, "ratio": 12.34, "ratio_ci_low": 3.21, "ratio_ci_high": 47.4, "p_holm": 0.0042,
+         "significant": True},
+        {"variant": "rms", "seeds": 10, "ratio": 1.5, "ratio_ci_low": 0.62, "ratio_ci_high": 3.6, "p_holm": 0.35,
+         "significant": False}]
+    text, _ = planted_paper(tmp_path, data)
+    assert "a second replication on 10 fresh seeds (amendment 11" in text
+    assert "ln ’s final validation loss differing from that of none by +0.031 [+0.010, +0.052] nats/char " \
+           "(Holm p = 0.021); and rms ’s final validation loss not resolvably differing" in text
+    assert "ln raised the peak gradient norm after the warm-up to 12.3 times the baseline's [3.21, 47.4] " \
+           "(Holm p = 0.004); and rms did not resolvably change the peak gradient norm after the warm-up " \
+           "(1.5 times [0.62, 3.6]) (Holm p = 0.350)." in text
+    # the abstract and the recommendations carry it, worded by the same decisions
+    assert "At 2.65M parameters a second registered replication found LayerNorm raised validation loss by 0.031 " \
+           "nats/char (Holm p = 0.021)" in text
+    assert "on subword tokens an embedding norm is not a stability fix to assume" in text
+    del data["ladder"]["replication2_peaks"][0]  # no resolved peak: no stability advice
+    assert "not a stability fix" not in planted_paper(tmp_path, data)[0]
+
+
+@pytest.mark.committed
 def test_the_ladder_table_has_one_row_per_size_and_names_what_holm_resolves(tmp_path, fresh_data):
     data = json.loads(json.dumps(fresh_data))
     size = {"tokenizer": "char", "params": 2654208, "preset": "ladder-2", "seeds": 5}
