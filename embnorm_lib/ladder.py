@@ -341,7 +341,13 @@ def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS, seeds: int | N
     """Per tokenizer and variant, over the finished sizes: WLS of the size's mean difference in the primary metric
     (per character) on log10(params), weights from each size's standard error; the slope per decade of parameters
     with its 95% interval, and the line's value at `at_params` with the 95% interval of that mean (an
-    extrapolation)."""
+    extrapolation).
+
+    The intervals take the larger of two scales: the sizes' own standard errors (scale 1, as in a fixed-effect
+    meta-regression) and the scatter of the sizes about the line (the residual variance). WLS alone uses the
+    residual scatter, and with three sizes that is one degree of freedom: three points that happen to fall near a
+    line give an interval far narrower than the sizes' own errors allow (Knapp and Hartung's truncation at 1, docs/
+    PROTOCOL.md amendment 12). t on sizes - 2 degrees of freedom either way."""
     import statsmodels.api as sm
 
     rows = []
@@ -352,11 +358,15 @@ def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS, seeds: int | N
         t_crit = scipy_stats.t.ppf(0.975, sub["seeds"] - 1)
         se = (sub["ci_high"] - sub["ci_low"]) / (2 * t_crit)
         x = sm.add_constant(np.log10(sub["params"].to_numpy(float)))
-        fit = sm.WLS(sub["mean_diff"].to_numpy(float), x, weights=1 / np.maximum(se.to_numpy(float), 1e-12) ** 2).fit()
+        model = sm.WLS(sub["mean_diff"].to_numpy(float), x, weights=1 / np.maximum(se.to_numpy(float), 1e-12) ** 2)
+        scale = max(1.0, model.fit().scale)
+        fit = model.fit(cov_type="fixed scale", cov_kwds={"scale": scale}, use_t=True)
         slope_low, slope_high = fit.conf_int(0.05)[1]
         at = fit.get_prediction(np.array([[1.0, np.log10(at_params)]])).summary_frame(alpha=0.05).iloc[0]
+        ends = fit.params[0] + fit.params[1] * np.log10([sub["params"].min(), sub["params"].max()])
         rows.append({"tokenizer": tokenizer, "variant": variant, "rungs": len(sub),
                      "slope_per_decade": fit.params[1], "slope_ci_low": slope_low, "slope_ci_high": slope_high,
+                     "scale": scale, "line_at_smallest": ends[0], "line_at_largest": ends[1],
                      "at_params": at_params, "extrapolated_diff": at["mean"], "extrapolated_ci_low": at["mean_ci_lower"],
                      "extrapolated_ci_high": at["mean_ci_upper"]})
     return pd.DataFrame(rows)
@@ -375,7 +385,9 @@ def scale_answer(table: pd.DataFrame, fits: pd.DataFrame | None = None, seeds: i
     """Issue 18's question per tokenizer and arm with a fitted trend: does the difference from none shrink, grow or
     flip as the model grows? Exploratory, and worded only as far as the tests resolve it: `flips` needs finished
     sizes whose Holm decisions resolve both signs; `shrinks` / `grows` a slope whose interval excludes zero,
-    towards / away from zero given the sign of the mean difference over the sizes; otherwise `no change resolved`.
+    towards / away from zero given the sign of the mean difference over the sizes, and `crosses zero` such a slope
+    whose line changes sign between the smallest and the largest size (no longer a difference that shrinks, and not
+    a flip the per-size tests resolve); otherwise `no change resolved`.
     Beside it, the sizes where a cost or a gain is resolved, and the line's value at 1.3B (an extrapolation)."""
     fits = trend(table, seeds=seeds) if fits is None else fits
     sizes = primary(finished(table, seeds))
@@ -386,8 +398,10 @@ def scale_answer(table: pd.DataFrame, fits: pd.DataFrame | None = None, seeds: i
         gains = sorted(sub[sub["significant"] & (sub["mean_diff"] < 0)]["params"])
         towards_zero = np.sign(fit["slope_per_decade"]) != np.sign(sub["mean_diff"].mean())
         slope_resolved = fit["slope_ci_high"] < 0 or fit["slope_ci_low"] > 0
+        crosses = np.sign(fit["line_at_smallest"]) != np.sign(fit["line_at_largest"])
         answer = ("flips" if costs and gains else
-                  ("shrinks" if towards_zero else "grows") if slope_resolved else "no change resolved")
+                  ("crosses zero" if crosses else "shrinks" if towards_zero else "grows") if slope_resolved
+                  else "no change resolved")
         rows.append({**fit, "sizes": len(sub), "params_min": int(sub["params"].min()),
                      "params_max": int(sub["params"].max()), "cost_at": costs, "gain_at": gains, "answer": answer})
     return pd.DataFrame(rows)
@@ -470,13 +484,17 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              f"{LE_SCAO_PARAMS:.2g} parameters is an **extrapolation** far beyond the largest rung, shown beside Le Scao "
              "et al.'s finding that an embedding LayerNorm hurts zero-shot accuracy at that size.", ""]
     if len(lines_trend):
-        lines += [compact_markdown(lines_trend), ""]
+        lines += [compact_markdown(lines_trend.assign(at_params=[f"{v:.2g}" for v in lines_trend["at_params"]])), ""]
         lines += [f"- `{r['variant']}` ({r['tokenizer']}): {trend_words(r)} (slope {r['slope_per_decade']:+.3f} "
                   f"[{r['slope_ci_low']:+.3f}, {r['slope_ci_high']:+.3f}] nats/char per decade)."
                   for _, r in lines_trend.iterrows()]
-        lines += ["", "Does the difference shrink, grow or flip with size? `flips` needs finished sizes whose Holm "
-                  "decisions resolve both signs; `shrinks` / `grows` a slope whose interval excludes zero; otherwise "
-                  "no change is resolved.", ""]
+        lines += ["", "The intervals use the larger of the sizes' own standard errors and their scatter about the "
+                  "line (`scale`, the residual variance in units of those errors, floored at 1; docs/PROTOCOL.md "
+                  "amendment 12), so three sizes that happen to fall near a line do not make a narrow interval.", "",
+                  "Does the difference shrink, grow or flip with size? `flips` needs finished sizes whose Holm "
+                  "decisions resolve both signs; `shrinks` / `grows` a slope whose interval excludes zero; "
+                  "`crosses zero` such a slope whose line changes sign within the sizes; otherwise no change is "
+                  "resolved.", ""]
         lines += [f"- {scale_words(r)}" for r in scale_answer(table, lines_trend, seeds).to_dict("records")]
     else:
         lines += ["Fewer than three sizes have finished (all their registered seeds): no trend is fitted."]

@@ -202,6 +202,34 @@ def test_per_size_comparisons_and_the_fitted_trend_find_the_planted_slope():
     assert fits.loc["ln", "extrapolated_diff"] == pytest.approx(0.2 - 0.03 * np.log10(1.3e9), abs=0.1)
 
 
+def test_three_sizes_that_happen_to_fall_on_a_line_do_not_make_a_narrow_trend_interval():
+    """Amendment 12: the residual variance of three points has one degree of freedom; points that lie near a line
+    by chance must not give an interval narrower than the sizes' own errors allow."""
+    sizes = [non_embedding_params(a, b) for a, b, _ in LADDER_RUNGS[:3]]
+    # three sizes, five seeds each, standard errors of about 0.01 nats/char, means almost exactly on a line
+    half_width = 0.01 * 2.776  # the 95% t half-width at 4 degrees of freedom
+    means = [0.02 - 0.01 * (np.log10(p) - np.log10(sizes[0])) + e for p, e in zip(sizes, (0, 1e-5, -1e-5))]
+    table = pd.DataFrame([{"tokenizer": "char", "params": p, "preset": f"ladder-{r}", "variant": "ln",
+                           "metric": "val_loss", "seeds": 5, "mean_diff": m, "ci_low": m - half_width,
+                           "ci_high": m + half_width, "p_holm": 0.5, "significant": False}
+                          for r, (p, m) in enumerate(zip(sizes, means, strict=True))])
+    fit = ladder.trend(table).iloc[0]
+    assert fit["scale"] == 1.0  # the residual scatter is far below the errors: the errors set the interval
+    assert fit["slope_ci_low"] < 0 < fit["slope_ci_high"]  # plain WLS would give -0.010 +- 0.0002
+    assert fit["extrapolated_ci_high"] - fit["extrapolated_ci_low"] > 0.5
+    assert ladder.scale_answer(table, ladder.trend(table)).iloc[0]["answer"] == "no change resolved"
+
+
+def test_a_resolved_slope_whose_line_passes_zero_is_not_called_shrinking():
+    table = ladder.rung_table(synthetic(slope=-0.05, ln_at_zero=0.3))
+    fits = ladder.trend(table)
+    ln = fits[fits["variant"] == "ln"].iloc[0]
+    assert ln["line_at_smallest"] > 0 > ln["line_at_largest"] and ln["slope_ci_high"] < 0
+    table = table.assign(significant=False)  # no size resolved: not a flip
+    answer = ladder.scale_answer(table, fits).set_index("variant").loc["ln", "answer"]
+    assert answer == "crosses zero"
+
+
 def test_the_scale_answer_says_shrinks_grows_or_flips_only_where_the_tests_resolve_it():
     shrinking = ladder.scale_answer(ladder.rung_table(synthetic(ln_at_zero=0.3))).set_index("variant")
     assert shrinking.loc["ln", "answer"] == "shrinks"  # a cost at every size, falling by 0.03 per decade
