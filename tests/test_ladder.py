@@ -570,26 +570,15 @@ def test_the_fit_table_gives_each_arms_train_and_validation_loss_their_gap_and_t
     assert "| block1_input_norm |" in "\n".join(ladder.fit_section(normed))
 
 
-def test_the_subword_replication_repeats_ladder_bpes_bpe4096_rung_1_on_fresh_seeds_only():
-    """Amendment 9: the same configs as ladder-bpe at rung 1 with bpe-4096 tokens, seeds 5-14, nothing else."""
+@pytest.mark.parametrize("study,preset", [("ladder-bpe-rep", "ladder-1"), ("ladder-bpe-rep2", "ladder-2")])
+def test_each_subword_replication_repeats_ladder_bpes_bpe4096_size_on_fresh_seeds_only(study, preset):
+    """Amendments 9 and 11: the same configs as ladder-bpe at that size with bpe-4096 tokens, seeds 5-14, nothing
+    else."""
     from dataclasses import asdict
 
     original = {c.variant: asdict(c.config()) for c in study_cells("ladder-bpe")
-                if c.preset == "ladder-1" and dict(c.overrides).get("tokenizer") == "bpe-4096" and c.seed == 0}
-    replication = study_cells("ladder-bpe-rep")
-    assert len(replication) == 30 and sorted({c.seed for c in replication}) == list(range(5, 15))
-    assert not {c.seed for c in replication} & {c.seed for c in study_cells("ladder-bpe")}
-    for c in replication:
-        assert {**asdict(c.config()), "seed": 0} == original[c.variant]
-
-
-def test_the_rung_2_replication_repeats_ladder_bpes_bpe4096_rung_2_on_fresh_seeds_only():
-    """Amendment 11: the same configs as ladder-bpe at rung 2 with bpe-4096 tokens, seeds 5-14, nothing else."""
-    from dataclasses import asdict
-
-    original = {c.variant: asdict(c.config()) for c in study_cells("ladder-bpe")
-                if c.preset == "ladder-2" and dict(c.overrides).get("tokenizer") == "bpe-4096" and c.seed == 0}
-    replication = study_cells("ladder-bpe-rep2")
+                if c.preset == preset and dict(c.overrides).get("tokenizer") == "bpe-4096" and c.seed == 0}
+    replication = study_cells(study)
     assert len(replication) == 30 and sorted({c.seed for c in replication}) == list(range(5, 15))
     assert not {c.seed for c in replication} & {c.seed for c in study_cells("ladder-bpe")}
     for c in replication:
