@@ -585,15 +585,19 @@ def test_each_subword_replication_repeats_ladder_bpes_bpe4096_size_on_fresh_seed
         assert {**asdict(c.config()), "seed": 0} == original[c.variant]
 
 
+def replication_runs(preset: str) -> pd.DataFrame:
+    """A replication's index as the synthetic ladder gives it: one size with bpe-4096 tokens, seeds 5-14."""
+    runs = synthetic(seeds=10)
+    runs = runs[runs["cfg.preset"] == preset].assign(**{"cfg.tokenizer": "bpe-4096", "cfg.vocab_size": 4096})
+    return runs.assign(seed=runs["seed"] + 5, val_loss_per_char=runs["val_loss"])
+
+
 def test_the_rung_2_replication_quotes_its_registered_peak_family_once_finished(tmp_path):
     """Amendment 11 registers the gradient-norm peaks as a confirmatory family of that study alone: its report and
     the README say so, worded by the Holm decision; every other ladder report keeps them exploratory."""
     from embnorm_lib.report import findings_text
 
-    runs = synthetic(seeds=10)
-    runs = runs[runs["cfg.preset"] == "ladder-2"].assign(**{"cfg.tokenizer": "bpe-4096", "cfg.vocab_size": 4096})
-    runs["seed"] += 5
-    runs["val_loss_per_char"] = runs["val_loss"]
+    runs = replication_runs("ladder-2")
     rng = np.random.default_rng(3)
     paired = 10 ** rng.normal(0, 0.3, 10)[runs["seed"].to_numpy() - 5]  # one seed's peak level shared by its arms
     planted = np.where(runs["variant"] == "ln", 16.0, 1.0)  # ln's peaks 16 times none's, rms's as none's
@@ -622,10 +626,7 @@ def test_the_rung_2_replication_quotes_its_registered_peak_family_once_finished(
 def test_the_replication_is_quoted_once_its_ten_seeds_have_finished_and_its_report_fits_no_trend(tmp_path):
     from embnorm_lib.report import findings_text
 
-    runs = synthetic(seeds=10)
-    runs = runs[runs["cfg.preset"] == "ladder-1"].assign(**{"cfg.tokenizer": "bpe-4096", "cfg.vocab_size": 4096})
-    runs["seed"] += 5
-    runs["val_loss_per_char"] = runs["val_loss"]
+    runs = replication_runs("ladder-1")
     (tmp_path / "ladder-bpe-rep").mkdir()
     runs[runs["seed"] < 14].to_csv(tmp_path / "ladder-bpe-rep" / "runs.csv", index=False)  # nine of ten seeds
     assert "subword replication" not in findings_text(tmp_path, studies=())
