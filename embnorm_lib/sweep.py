@@ -426,10 +426,11 @@ def resolve_parallelism(workers: int, threads: int) -> tuple[int, int]:
 # -- command line ---------------------------------------------------------------------------------
 
 def only_cells(cells: list[Cell], text: str, out: Path) -> list[Cell]:
-    """The cells whose run directory (relative to the study's directory) contains `text`; all of them for ''."""
+    """The cells whose run directory (relative to the study's directory, written with a trailing '/') contains
+    `text`; all of them for ''. The trailing '/' lets a seed be named exactly: 'seed1/' is seed 1, not seeds 10-19."""
     if not text:
         return cells
-    kept = [c for c in cells if text in str(c.run_dir(out).relative_to(out / c.study))]
+    kept = [c for c in cells if text in f"{c.run_dir(out).relative_to(out / c.study)}/"]
     if not kept:
         arms = sorted({str(c.run_dir(out).parent.relative_to(out / c.study)) for c in cells})
         raise ConfigError(f"invalid --only {text!r}: no cell's run directory contains it; allowed: text from one of "
@@ -460,7 +461,8 @@ def main(argv=None) -> int:
     p.add_argument("--pack", default="auto", choices=PACK_MODES,
                    help="train the seeds of one config as packed jobs (packed.py): auto = on CUDA only")
     p.add_argument("--only", default="", metavar="TEXT",
-                   help="only the cells whose run directory under runs/<study>/ contains TEXT (e.g. preset=ladder-0)")
+                   help="only the cells whose run directory under runs/<study>/ contains TEXT (e.g. preset=ladder-0); "
+                        "end it with '/' to name a seed exactly (seed1/ is seed 1, not 10-19)")
     p.add_argument("--list", action="store_true", help="print the cells and their status, run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
     args = p.parse_args(argv)

@@ -110,6 +110,9 @@ def test_only_narrows_a_study_to_the_matching_cells_and_refuses_text_that_matche
     kept = sweep.only_cells(cells, "preset=ladder-0", tmp_path)
     assert kept and len(kept) < len(cells) and all(c.preset == "ladder-0" for c in kept)
     assert sweep.only_cells(cells, "", tmp_path) == cells
+    fresh_seeds = studies.study_cells("ladder-bpe-rep2")  # seeds 5-14
+    assert {c.seed for c in sweep.only_cells(fresh_seeds, "seed1", tmp_path)} == {10, 11, 12, 13, 14}
+    assert {c.seed for c in sweep.only_cells(fresh_seeds, "seed10/", tmp_path)} == {10}  # '/' ends the name
     assert sweep.main(["ladder", "--only", "nope", "--list", "--out-dir", str(tmp_path)]) == 2
     assert "invalid --only 'nope'" in capsys.readouterr().err and not (tmp_path / "ladder").exists()
 
