@@ -275,6 +275,17 @@ def git_commit(cwd: Path | None = None) -> str:
         return "unknown"
 
 
+def uncommitted_indexes(runs_dir: Path) -> list[str]:
+    """The studies' indexes (runs/<study>/runs.csv) under a git checkout's runs directory that are untracked or
+    differ from HEAD; [] outside git. What is published from such an index disagrees with a clean clone."""
+    try:
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", "*/runs.csv"],
+                                cwd=runs_dir, capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return sorted(line[3:].strip().strip('"') for line in status.splitlines() if line[3:].endswith("runs.csv"))
+
+
 def cpu_info() -> dict[str, str]:
     """What decides the last bits of CPU results besides config, seed and threads: the CPU and its caches."""
     import torch

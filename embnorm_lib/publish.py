@@ -22,7 +22,7 @@ from . import h1b, length, paper, stability
 from .analysis import check_complete, study_family
 from .config import check_name
 from .errors import BRIEF_ERRORS
-from .io import default_runs_dir, repo_root, runs_root, write_bytes_if_changed
+from .io import default_runs_dir, repo_root, runs_root, uncommitted_indexes, write_bytes_if_changed
 from .report import FINDINGS_STUDIES, findings_text, update_readme_findings, write_runs_readme
 from .results import build_index, load_positions
 
@@ -216,6 +216,10 @@ def main(argv=None) -> int:
         return 2
     for name, path in written.items():
         print(f"{name:16s} {path}")
+    if runs_root(args.out_dir).resolve() == default_runs_dir().resolve():
+        for index in uncommitted_indexes(default_runs_dir()):
+            print(f"note: {index} is not committed; commit it with what was published from it (README, "
+                  f"runs/README.md, paper/), or a clean clone disagrees", file=sys.stderr)
     report = runs_root(args.out_dir) / args.study / "REPORT.md"
     if report.is_file():
         print(report.read_text())

@@ -149,3 +149,21 @@ def test_lock_is_released_when_its_holder_dies(tmp_path):
     while not RunLock(lock_path).acquire():
         assert time.time() < deadline
         time.sleep(0.1)
+
+
+def test_uncommitted_indexes_names_the_untracked_and_the_changed_ones(tmp_path):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q", str(tmp_path)], check=True)
+    runs = tmp_path / "runs"
+    for study in ("kept", "changed"):
+        (runs / study).mkdir(parents=True)
+        (runs / study / "runs.csv").write_text("run_dir\n")
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "index"], cwd=tmp_path, check=True)
+    assert io_module.uncommitted_indexes(runs) == []
+    (runs / "changed" / "runs.csv").write_text("run_dir\nseed0\n")
+    (runs / "new").mkdir()
+    (runs / "new" / "runs.csv").write_text("run_dir\n")
+    (runs / "new" / "notes.txt").write_text("not an index\n")
+    assert io_module.uncommitted_indexes(runs) == ["runs/changed/runs.csv", "runs/new/runs.csv"]
+    assert io_module.uncommitted_indexes(tmp_path / "runs" / "kept" / "missing") == []  # not a directory: no git
