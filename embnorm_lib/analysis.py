@@ -179,7 +179,7 @@ def _evidence(c) -> str:
     verdict = "significant after Holm" if c.significant else "not significant after Holm"
     if not c.significant and (c.ci_low > 0 or c.ci_high < 0):
         verdict += f": p = {c.p_t:.3g} does not reach its Holm level α = {c.alpha_holm:.3g}"
-    return (f"95% {c.interval_method} CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], {verdict}, Holm p = {c.p_holm:.3g}")
+    return (f"95% {c.interval_method} CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], {verdict}, Holm p = {stats.p_text(c.p_holm, 3)}")
 
 
 def confound_words(runs: pd.DataFrame) -> list[str]:

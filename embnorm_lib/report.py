@@ -16,6 +16,7 @@ from .io import runs_root, write_bytes_if_changed
 from .render import compact_markdown, layouts_text, markdown_arm_table, replication_markdown
 from .results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .stability import recommendation_for
+from .stats import p_text
 from .studies import STUDIES, studies_of, study_cells
 
 # Table 1 of the seed study (3 seeds x 150 iterations, 8 x 128 char GPT): published figures,
@@ -251,13 +252,13 @@ def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
     decision = json.loads((root / "decision.json").read_text())
     prim = family[family["metric"] == "val_loss"].set_index("variant")
     parts = [f"`{v}` {_direction(r)} "
-             f"(95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g})" for v, r in prim.iterrows()]
+             f"(95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {p_text(r.p_holm)})" for v, r in prim.iterrows()]
     where = f"[`{study}`](runs/{study}/REPORT.md)" + (f", regime `{scope}`" if several else "")
     overlap = STUDIES[study].shared_seeds.get(scope) if study in STUDIES else None
     where += f" ({overlap})" if overlap else ""
     lm = family[family["metric"] == "lm_macro_acc"].set_index("variant")
     zero_shot = ("; zero-shot macro accuracy (suite v1) " + ", ".join(
-        f"`{v}` {r.mean_diff:+.3f} (95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {r.p_holm:.2g}, "
+        f"`{v}` {r.mean_diff:+.3f} (95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {p_text(r.p_holm)}, "
         f"{'significant' if r.significant else 'not significant'})" for v, r in lm.iterrows())) if len(lm) else ""
     return (f"In {where} ({int(prim['n'].iloc[0])} seeds, paired), against a final validation loss of "
             f"{prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, " + " and ".join(parts)
@@ -356,7 +357,7 @@ def ladder_peak_findings(out: Path, study: str) -> list[str]:
     lines = []
     for (tokenizer, preset), sub in peaks.groupby(["tokenizer", "preset"], sort=False):
         parts = [f"`{r.variant}` {r.ratio:.3g} × [{r.ratio_ci_low:.3g}, {r.ratio_ci_high:.3g}] (Holm p = "
-                 f"{r.p_holm:.2g}, {'significant' if r.significant else 'direction not resolved'})"
+                 f"{p_text(r.p_holm)}, {'significant' if r.significant else 'direction not resolved'})"
                  for r in sub.itertuples()]
         lines.append(f"- rung {preset.split('-')[1]}, {tokenizer} tokens: peak total gradient norm after the warm-up "
                      "(before clipping) against `none`'s on the same seed, geometric-mean ratio " + "; ".join(parts)
@@ -410,7 +411,7 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
                 continue
             lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}"
                             for v in ["none", *dict.fromkeys(sub["variant"])])
-            parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {r.p_holm:.2g}, "
+            parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {p_text(r.p_holm)}, "
                      f"{'significant' if r.significant else 'direction not resolved'})" for r in sub.itertuples()]
             name = f"rung {rung}" + ("" if tokenizer == "char" else f", {tokenizer} tokens")
             lines.append(f"- {name} ({layers} × {width}, {params / 1e6:.2f}M non-embedding parameters, "

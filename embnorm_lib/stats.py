@@ -189,6 +189,16 @@ def compare(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none
         mde_80=mde, seeds_for_80_at_mei=needed, bca_low=bca[0], bca_high=bca[1], p_wilcoxon_min=wilcoxon_min_p(n))
 
 
+def p_text(p: float, digits: int = 2, alpha: float = ALPHA) -> str:
+    """A p-value to `digits` significant digits, with more where rounding would land on α or cross it: a Holm p of
+    0.0503 (not significant) is written 0.0503, not 0.05, and 0.0496 (significant) 0.0496."""
+    text = f"{p:.{digits}g}"
+    while digits < 6 and p != alpha and (float(text) == alpha or (float(text) < alpha) != (p < alpha)):
+        digits += 1
+        text = f"{p:.{digits}g}"
+    return text
+
+
 def holm(p_values, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
     """(reject, adjusted p) by Holm–Bonferroni; NaN p-values are left out of the family."""
     from statsmodels.stats.multitest import multipletests

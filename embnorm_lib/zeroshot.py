@@ -184,7 +184,7 @@ def findings_line(d: dict) -> str:
     """The README's sentence: the macro endpoint per variant, worded by the Holm decision."""
     macro = d["family"][d["family"]["task"] == "macro"]
     parts = [f"`{r.variant}` {r.mean_diff:+.3f} (95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = "
-             f"{r.p_holm:.2g}, {'significant' if r.significant else 'direction not resolved'})"
+             f"{stats.p_text(r.p_holm)}, {'significant' if r.significant else 'direction not resolved'})"
              for r in macro.itertuples()]
     mde = d["mde"]
     where = f"`{d['study']}`" + (f" ({d['regime']})" if d["regime"] else "")

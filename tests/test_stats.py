@@ -183,3 +183,10 @@ def test_seeds_needed_is_two_when_the_effect_dwarfs_the_noise_not_nan():
     assert stats.power_figures(0.05, 10)[1] > 100
     for effect, n in ((0.5, 20), (5.0, 2), (1.0, 5)):
         assert stats._paired_t_power(effect, n, 0.05) == pytest.approx(TTestPower().power(effect, n, 0.05), abs=1e-6)
+
+
+@pytest.mark.parametrize("p, digits, text", [(0.0503, 2, "0.0503"), (0.0496, 2, "0.0496"), (0.04996, 3, "0.04996"),
+                                             (0.05, 2, "0.05"), (0.0085, 2, "0.0085"), (0.6, 2, "0.6"),
+                                             (3.4e-07, 2, "3.4e-07"), (0.0503, 3, "0.0503")])
+def test_p_text_never_rounds_a_p_onto_alpha(p, digits, text):
+    assert stats.p_text(p, digits) == text
