@@ -202,12 +202,18 @@ def test_the_subword_scale_sentence_quotes_each_arm_beside_layernorm(tmp_path, f
          "significant": p < 0.05}
         for v, m, p in (("ln", -0.0701, 0.0012), ("ln_matched", -0.0071, 0.31), ("scaled_unit", -0.0633, 0.0023))]
     text, html = planted_paper(tmp_path, data)
-    assert "(amendment 10, 5 seeds): normalizing without rescaling ( ln_matched ) differs from none by −0.007 " \
+    # it names its size, and comes before the rung-2 replication (which its "at the same size" must not point to)
+    assert "an exploratory run at the same size (0.79M parameters; amendment 10, 5 seeds): normalizing without " \
+           "rescaling ( ln_matched ) differs from none by −0.007 " \
            "[−0.017, +0.003] nats/char and rescaling the token embedding to unit scale without normalizing " \
            "( scaled_unit ) by −0.063 [−0.073, −0.053], against −0.070 [−0.080, −0.060] for LayerNorm" in text
     assert "ln p = 0.001, ln_matched p = 0.310, scaled_unit p = 0.002" in text
     # the recommendation names the embedding's scale only where scaled_unit resolves and ln_matched does not
     assert "a unit-scale token embedding is the first thing to try there." in text  # no gap data: no caution
+    assert "In an exploratory follow-up at that size (0.79M), rescaling" in text
+    if data["ladder"].get("replication2"):
+        assert text.index("Which part of the norm carries that gain") < text.index("a second replication on")
+        assert text.index("follow-up at that size (0.79M)") < text.rindex("second registered replication found")
     data["ladder"]["subword_scale_gap"] = {"none": 0.4077, "ln": 0.48, "ln_matched": 0.40, "scaled_unit": 0.8749}
     text, _ = planted_paper(tmp_path / "gap", data)
     assert "the first thing to try there, watching its fit: its validation loss sat 0.87 nats per token above its " \
