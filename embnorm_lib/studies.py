@@ -315,6 +315,14 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                                 factors=LADDER_LR_FACTORS),
           note="Asks whether the LR checked on characters (the factor ladder-bpe runs at) is also best on subwords; "
                "it does not change ladder-bpe's registered analysis (amendment 7)."),
+    Study("ladder-bpe-lr2", "Subword LR check at rung 2, exploratory (amendment 13): rung 2 with bpe-4096 tokens, "
+                            "none and ln at the character check's factors there (1/4 to 4 times the width rule's LR, "
+                            "and 1/8 for none) x seeds 0-1, at ladder-bpe's budget.", "ladder",
+          lambda: _ladder_cells("ladder-bpe-lr2", [2], ["none", "ln"], range(2), tokenizers=("bpe-4096",),
+                                factors=LADDER_LR_FACTORS),
+          note="Asks whether the LR checked on characters (the factor ladder-bpe and ladder-bpe-rep2 run at) is also "
+               "best on subwords at rung 2, where ladder-bpe-rep2 resolved a cost of both norms; it changes no "
+               "registered analysis (amendment 13)."),
     Study("ladder-bpe-rep", "Subword replication, confirmatory (amendment 9): rung 1 with bpe-4096 tokens, "
                             "none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", "ladder",
           lambda: _ladder_cells("ladder-bpe-rep", [1], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
