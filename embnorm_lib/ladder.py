@@ -1,7 +1,7 @@
 """The size ladder (issue 18): does the embedding norm's cost shrink, stay or flip as the model grows?
 
     python -m embnorm_lib.ladder [ladder|ladder-bpe]   # -> runs/<study>/LADDER.md, figures/ladder/
-    python -m embnorm_lib.ladder ladder-lr|ladder-bpe-lr   # the LR checks -> runs/<study>/LADDER.md
+    python -m embnorm_lib.ladder ladder-lr|ladder-bpe-lr|ladder-bpe-lr2   # the LR checks -> runs/<study>/LADDER.md
 
 Per rung (model size) the paired comparison of the registered protocol: each variant's final (and best) validation
 loss minus none's, paired by seed, 95% t interval, Holm within the rung (docs/PROTOCOL.md amendment 1: "at each
@@ -22,7 +22,9 @@ from . import stats
 from .cli import report_main
 from .config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM, non_embedding_params
 
-LR_CHECKS = ("ladder-lr", "ladder-bpe-lr")  # the studies that check the LR rule (on characters, on subwords)
+# the exploratory subword LR checks, each with the amendment that registered it (rung 1; rung 2)
+SUBWORD_LR_CHECKS = {"ladder-bpe-lr": 8, "ladder-bpe-lr2": 13}
+LR_CHECKS = ("ladder-lr", *SUBWORD_LR_CHECKS)  # the studies that check the LR rule (on characters, on subwords)
 LE_SCAO_PARAMS = 1.3e9  # the model size of Le Scao et al. 2022's embedding-norm ablation
 METRICS = ("val_loss", "val_loss_per_char", "best_val_loss")  # per token, per character (BPE runs), best
 # the studies whose gradient-norm peaks are a registered test (docs/PROTOCOL.md, by amendment); in every other
@@ -666,17 +668,19 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
-    """ladder-lr registers each arm's best factor for the ladder (amendment 5); ladder-bpe-lr is exploratory and
-    only says whether the subword ladder's factor, checked on characters, is also best on subwords."""
+    """ladder-lr registers each arm's best factor for the ladder (amendment 5); the subword checks (ladder-bpe-lr,
+    ladder-bpe-lr2) are exploratory and only say whether the subword ladder's factor, checked on characters, is also
+    best on subwords."""
     from .io import git_commit
     from .render import compact_markdown
     from .studies import LADDER_LR_CHECKED, STUDIES
 
     check, best, at_best = check_summary(runs)
     done, planned = len(runs), len(STUDIES[study].cells())
-    subword = study == "ladder-bpe-lr"
+    amendment = SUBWORD_LR_CHECKS.get(study)
+    subword = amendment is not None
     title = ("The subword learning-rate check, exploratory" if subword else "The ladder's learning-rate check")
-    use = ("Amendment 8: exploratory; the subword ladder keeps the factor checked on characters (amendment 7), and "
+    use = (f"Amendment {amendment}: exploratory; the subword ladder keeps the factor checked on characters (amendment 7), and "
            "this check only says whether that factor is also best on subwords." if subword else
            "Amendment 5: the ladder runs each arm at its best factor (rms at ln's).")
     lines = [f"# {title} (`{study}`)", "",
@@ -712,7 +716,7 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
         lines += ["", "## Each arm at its own best factor (a description, not a test)", "",
                   "Final validation loss per character, mean over the check's seeds, each arm at the factor above; "
                   "`diff_vs_none` pairs the seeds with `none` at its own best factor. Two seeds give no interval: "
-                  "amendment 8 makes any comparison at subword-checked LRs exploratory.", "",
+                  f"amendment {amendment} makes any comparison at subword-checked LRs exploratory.", "",
                   compact_markdown(at_best)]
     lines += [""] + budget_section(runs) + fit_section(runs)
     return "\n".join(lines).rstrip("\n") + "\n"

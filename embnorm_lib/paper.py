@@ -191,11 +191,15 @@ def ladder_data(out: Path) -> dict:
             # wider gap to the training split is read as such
             fit = ladder.fit_table(load_runs("ladder-bpe-scale", out))
             found["subword_scale_gap"] = {r.variant: _clean(r.gap) for r in fit.itertuples()} if "gap" in fit else {}
-    if has_index("ladder-bpe-lr", out):  # the exploratory subword LR check (amendment 8), where an arm is complete
-        _, sub_best, at_best = ladder.check_summary(load_runs("ladder-bpe-lr", out))
-        found["subword_check"] = _records(sub_best, list(sub_best.columns)) if len(sub_best) else []
-        found["subword_at_best"] = (_records(at_best.dropna(subset=["diff_vs_none"]), list(at_best.columns))
-                                    if len(at_best) else [])
+    # the exploratory subword LR checks (amendment 8 at rung 1, 13 at rung 2), each arm once its grid is complete
+    for study, amendment in ladder.SUBWORD_LR_CHECKS.items():
+        if not has_index(study, out):
+            continue
+        _, sub_best, at_best = ladder.check_summary(load_runs(study, out))
+        found.setdefault("subword_check", []).extend(
+            {**r, "amendment": amendment} for r in (_records(sub_best, list(sub_best.columns)) if len(sub_best) else []))
+        found.setdefault("subword_at_best", []).extend(
+            _records(at_best.dropna(subset=["diff_vs_none"]), list(at_best.columns)) if len(at_best) else [])
     return found
 
 

@@ -317,11 +317,14 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
         if scale_lines:
             text += ("\n\nAcross its finished sizes, exploratory (does the difference shrink, grow or flip as the "
                      "model grows?):\n\n" + "\n".join(scale_lines))
-    check_lines = subword_lr_findings(out)
-    if check_lines:
-        text += ("\n\nThe subword LR check, exploratory (docs/PROTOCOL.md amendment 8; "
-                 "[`runs/ladder-bpe-lr/LADDER.md`](runs/ladder-bpe-lr/LADDER.md)); it changes no registered "
-                 "analysis:\n\n" + "\n".join(check_lines))
+    from .ladder import SUBWORD_LR_CHECKS
+
+    for study, amendment in SUBWORD_LR_CHECKS.items():
+        check_lines = subword_lr_findings(out, study)
+        if check_lines:
+            text += (f"\n\nThe subword LR check{SUBWORD_LR_CHECK_WHERE.get(study, '')}, exploratory (docs/PROTOCOL.md "
+                     f"amendment {amendment}; [`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)); it changes no "
+                     "registered analysis:\n\n" + "\n".join(check_lines))
     scale_vs_norm = subword_scale_findings(out)
     if scale_vs_norm:
         text += ("\n\nScale vs normalization on subwords, exploratory (docs/PROTOCOL.md amendment 10; "
@@ -337,6 +340,8 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
     return text
 
 
+# how the README names a subword LR check beyond the first (ladder.SUBWORD_LR_CHECKS holds them and their amendments)
+SUBWORD_LR_CHECK_WHERE = {"ladder-bpe-lr2": " at rung 2"}
 # the confirmatory replications of a ladder size on fresh seeds: study, its amendment, how the README names it
 REPLICATIONS = (("ladder-bpe-rep", 9, ""), ("ladder-bpe-rep2", 11, " at rung 2"))
 

@@ -143,6 +143,42 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     assert [line.split(" (")[0] for line in subword_lr_findings(tmp_path)] == ["- rung 1, bpe-512 tokens"]
 
 
+def test_the_rung_2_subword_lr_check_runs_the_character_grid_and_reuses_the_subword_ladders_seeds(corpus):
+    from embnorm_lib.reuse import _identity_key
+
+    cells = study_cells("ladder-bpe-lr2")  # amendment 13: rung 2, bpe-4096, the character check's factors there
+    assert {c.preset for c in cells} == {"ladder-2"} and {c.config().tokenizer for c in cells} == {"bpe-4096"}
+    for variant in ("none", "ln"):
+        factors = sorted({ladder.lr_factor(c.config().lr, variant, 192, 2) for c in cells if c.variant == variant})
+        assert factors == ladder_check_factors(2, variant) and {c.seed for c in cells} == {0, 1}
+    assert len(cells) == 2 * (6 + 5)  # none has amendment 6's extension (1/8) at rung 2
+    ladder_runs = {_identity_key(c.config()) for c in study_cells("ladder-bpe") if c.preset == "ladder-2"}
+    shared = [c for c in cells if _identity_key(c.config()) in ladder_runs]
+    assert len(shared) == 4 and {c.seed for c in shared} == {0, 1}  # ladder-bpe's seeds 0-1 at its factors: copied
+    assert all(ladder.lr_factor(c.config().lr, c.variant, 192, 2) == LADDER_LR_CHECKED[2][c.variant] for c in shared)
+
+
+def test_the_rung_2_subword_lr_check_reports_under_its_own_amendment(tmp_path):
+    from embnorm_lib.report import findings_text, subword_lr_findings
+
+    runs = check_runs({"none": 0.5, "ln": 1.0}, rung=2).assign(**{"cfg.tokenizer": "bpe-4096"})
+    runs["val_loss_per_char"] = runs["val_loss"] / 3.3
+    (tmp_path / "ladder-bpe-lr2").mkdir()
+    runs.to_csv(tmp_path / "ladder-bpe-lr2" / "runs.csv", index=False)
+    text = ladder.write_report("ladder-bpe-lr2", tmp_path, tmp_path / "figures").read_text()
+    assert text.startswith("# The subword learning-rate check, exploratory (`ladder-bpe-lr2`)")
+    assert "Amendment 13: exploratory" in text and "amendment 13 makes any comparison" in text
+    assert "Amendment 8" not in text and "amendment 8" not in text
+    assert f"rung 2, bpe-4096, `none`: best factor 0.5 (LR {ladder_lr('none', 192, 0.5):.3g}); **the subword " \
+           f"ladder ran at {LADDER_LR_CHECKED[2]['none']:g}**" in text
+    lines = subword_lr_findings(tmp_path, "ladder-bpe-lr2")
+    assert [line.split(" (")[0] for line in lines] == ["- rung 2, bpe-4096 tokens"]
+    readme = findings_text(tmp_path, studies=[])
+    assert "The subword LR check at rung 2, exploratory (docs/PROTOCOL.md amendment 13; " \
+           "[`runs/ladder-bpe-lr2/LADDER.md`](runs/ladder-bpe-lr2/LADDER.md))" in readme
+    assert "amendment 8;" not in readme  # no rung-1 check in this runs directory, so no paragraph for it
+
+
 @pytest.mark.committed
 def test_the_registered_ladder_factors_are_what_the_committed_check_gives():
     """Amendment 5: studies.LADDER_LR_CHECKED must equal ladder-lr's best factors for every rung it names."""

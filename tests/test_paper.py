@@ -87,16 +87,29 @@ def test_the_subword_lr_checks_sentence_renders_each_arms_best_beside_its_charac
     assert "subword_check" not in data["ladder"] or data["ladder"]["subword_check"]  # absent or complete arms only
     data["ladder"]["subword_check"] = [  # a planted check result: the sentence must quote it, not compute its own
         {"tokenizer": "bpe-4096", "rung": 1, "variant": "none", "best_factor": 2, "best_lr": 0.01, "bracketed": True,
-         "val_loss_mean": 5, "ladder_factor": 0.5, "ladder_factor_val_loss": 5.1234, "gap_to_best": 0.1234},
+         "val_loss_mean": 5, "ladder_factor": 0.5, "ladder_factor_val_loss": 5.1234, "gap_to_best": 0.1234,
+         "amendment": 8},
         {"tokenizer": "bpe-4096", "rung": 1, "variant": "ln", "best_factor": 1, "best_lr": 0.003, "bracketed": True,
-         "val_loss_mean": 5, "ladder_factor": 1, "ladder_factor_val_loss": 5, "gap_to_best": 0}]
+         "val_loss_mean": 5, "ladder_factor": 1, "ladder_factor_val_loss": 5, "gap_to_best": 0, "amendment": 8}]
     data["ladder"]["subword_at_best"] = [{"tokenizer": "bpe-4096", "rung": 1, "variant": "ln", "factor": 1, "seeds": 2,
                                           "val_loss_per_char": 1.5, "diff_vs_none": -0.0567}]
     text, html = planted_paper(tmp_path, data)
-    assert "none with bpe-4096 tokens best at 2 times its rule, against the 0.5 it was checked at on characters " \
-           "(a mean loss 0.1234 nats per token lower than at 0.5); " \
-           "and ln with bpe-4096 tokens best at 1 times its rule, against the 1 it was checked at on characters." in text
-    assert "differed from that of none by −0.057 nats per character ( ln , bpe-4096) (a description of two seeds" in text
+    assert "(amendment 8 at rung 1, two seeds per rate;" in text
+    assert "none with bpe-4096 tokens at rung 1 best at 2 times its rule, against the 0.5 it was checked at on " \
+           "characters (a mean loss 0.1234 nats per token lower than at 0.5); " \
+           "and ln with bpe-4096 tokens at rung 1 best at 1 times its rule, against the 1 it was checked at on " \
+           "characters." in text
+    assert "differed from that of none by −0.057 nats per character ( ln , bpe-4096, rung 1) (a description of two " \
+           "seeds" in text
+    # the rung-2 check (amendment 13) joins the same sentence, each result naming its rung
+    data["ladder"]["subword_check"].append(
+        {"tokenizer": "bpe-4096", "rung": 2, "variant": "ln", "best_factor": 0.5, "best_lr": 0.001, "bracketed": True,
+         "val_loss_mean": 5, "ladder_factor": 1, "ladder_factor_val_loss": 5.0421, "gap_to_best": 0.0421,
+         "amendment": 13})
+    text, _ = planted_paper(tmp_path, data)
+    assert "(amendment 8 at rung 1 and amendment 13 at rung 2, two seeds per rate;" in text
+    assert "and ln with bpe-4096 tokens at rung 2 best at 0.5 times its rule, against the 1 it was checked at on " \
+           "characters (a mean loss 0.0421 nats per token lower than at 1)." in text
 
 
 @pytest.mark.committed
