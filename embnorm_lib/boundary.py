@@ -263,7 +263,7 @@ def _words(table: pd.DataFrame, value: str, low: str, high: str, fmt: str = "+.3
             continue
         span = f"{row[value]:{fmt}} [{row[low]:{fmt}}, {row[high]:{fmt}}]"
         verdict = ("higher" if row[value] > 0 else "lower") if row["significant"] else "not resolved"
-        parts.append(f"`{row['variant']}` {span} ({verdict}; Holm p = {row['p_holm']:.3f})")
+        parts.append(f"`{row['variant']}` {span} ({verdict}; Holm p = {stats.p_text(row['p_holm'])})")
     return "; ".join(parts) if parts else "no paired comparison yet"
 
 

@@ -131,7 +131,7 @@ def _family_words(family: pd.DataFrame) -> str:
         word = (up if row["mean_diff"] > 0 else down) if row["significant"] else "not resolved"
         span = (f"{row['variant_value']:g} vs {row['none_value']:g} failures" if row["endpoint"] == "failures"
                 else f"{row['mean_diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]")
-        parts.append(f"`{row['variant']}` {row['endpoint']}: {span} ({word}; Holm p = {row['p_holm']:.3f})")
+        parts.append(f"`{row['variant']}` {row['endpoint']}: {span} ({word}; Holm p = {stats.p_text(row['p_holm'])})")
     return "; ".join(parts)
 
 

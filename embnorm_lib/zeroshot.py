@@ -8,6 +8,7 @@ they were scored), which counts the finite item sample as a source of variance b
 returns data frames; reports render them."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -145,14 +146,22 @@ def difficulty(runs: pd.DataFrame, baseline: str = "none") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def regime_of(runs: pd.DataFrame) -> pd.Series:
-    """Each run's training regime: its arm without the variant's name (e.g. `preset=nanogpt-cpu`), empty for a study
-    of one regime. Arms are paired only within a regime (a seed of one regime is not the same run as of another)."""
+# the axes that belong to the arm in a study, not to its regime: H1b's tuned runs put each arm at its own best LR
+# (studies.H1B_BEST_LR), so none at 1e-2 pairs with ln at 3e-3
+ARM_AXES = {"stability-h1b-v2": ("lr",)}
+
+
+def regime_of(runs: pd.DataFrame, arm_axes=()) -> pd.Series:
+    """Each run's training regime: its arm without the variant's name (e.g. `preset=nanogpt-cpu`) and without the
+    axes that belong to the arm (`arm_axes`), empty for a study of one regime. Arms are paired only within a regime
+    (a seed of one regime is not the same run as of another)."""
     if "arm" not in runs:
         return pd.Series("", index=runs.index)
-    return pd.Series([a[len(v):].lstrip("_") if a.startswith(v) else a for a, v in zip(runs["arm"], runs["variant"],
-                                                                                       strict=True)],
-                     index=runs.index)
+    regimes = [a[len(v):].lstrip("_") if a.startswith(v) else a
+               for a, v in zip(runs["arm"], runs["variant"], strict=True)]
+    for axis in arm_axes:
+        regimes = [re.sub(rf"(^|_){re.escape(axis)}=[^_]*", "", r).lstrip("_") for r in regimes]
+    return pd.Series(regimes, index=runs.index)
 
 
 def analyse(study: str, out: Path, bootstrap: bool = True) -> dict[str, dict]:
@@ -164,7 +173,10 @@ def analyse(study: str, out: Path, bootstrap: bool = True) -> dict[str, dict]:
         return {}
     matrix_all = item_matrix(study, out)
     found = {}
-    for regime, sub in runs.groupby(regime_of(runs), sort=False):
+    for regime, sub in runs.groupby(regime_of(runs, ARM_AXES.get(study, ())), sort=False):
+        if sub.duplicated(["variant", "seed"]).any():  # a pairing by seed needs one run per arm and seed
+            raise ValueError(f"{study}: regime {regime!r} holds two runs of one variant and seed; allowed: one (name "
+                             "the axes that differ between them as a regime, not in zeroshot.ARM_AXES)")
         table = family_table(sub)
         arm_variant = {r.rsplit("/", 1)[0]: v for r, v in zip(sub["run_dir"], sub["variant"], strict=True)}
         matrix = {t: {arm_variant[a]: by for a, by in arms.items() if a in arm_variant}

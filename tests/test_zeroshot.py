@@ -133,3 +133,28 @@ def test_regimes_of_one_study_are_analysed_apart_never_paired_across(tmp_path):
     text = zeroshot.write_report("toy", tmp_path / "both").read_text()
     assert "in 2 regimes" in text and "## Regime `preset=short`" in text and "### Difficulty for `none`" in text
     assert "(preset=long)" in zeroshot.findings_line(found["preset=long"])
+
+
+def test_an_axis_that_belongs_to_the_arm_does_not_split_the_regime():
+    """H1b's tuned runs put each arm at its own best LR: none at 1e-2 pairs with ln at 3e-3 in one regime, while a
+    regime axis (the preset, the clip) still keeps runs apart."""
+    import pandas as pd
+
+    runs = pd.DataFrame({"variant": ["none", "ln", "none", "ln"],
+                         "arm": ["none_grad_clip=1.0_lr=0.01", "ln_grad_clip=1.0_lr=0.003",
+                                 "none_grad_clip=0.0_lr=0.01", "ln_grad_clip=0.0_lr=0.003"]})
+    assert list(zeroshot.regime_of(runs)) == ["grad_clip=1.0_lr=0.01", "grad_clip=1.0_lr=0.003",
+                                              "grad_clip=0.0_lr=0.01", "grad_clip=0.0_lr=0.003"]
+    assert list(zeroshot.regime_of(runs, ("lr",))) == ["grad_clip=1.0", "grad_clip=1.0", "grad_clip=0.0",
+                                                       "grad_clip=0.0"]
+    assert list(zeroshot.regime_of(runs.assign(arm=["none_lr=0.01", "ln_lr=0.003"] * 2), ("lr",))) == [""] * 4
+    assert zeroshot.ARM_AXES["stability-h1b-v2"] == ("lr",)
+
+
+@pytest.mark.committed
+def test_the_h1b_tuned_runs_are_one_regime_with_every_arm_paired_to_none():
+    from pathlib import Path
+
+    (d,) = zeroshot.analyse("stability-h1b-v2", Path(__file__).resolve().parents[1] / "runs", bootstrap=False).values()
+    assert len(d["runs"]) == 20 and d["seeds"] == [3, 4, 5, 6, 7]
+    assert (d["family"]["n"] == 5).all() and d["family"]["p_holm"].notna().all()
