@@ -237,3 +237,15 @@ def test_the_subword_scale_sentence_quotes_each_arm_beside_layernorm(tmp_path, f
     text, _ = planted_paper(tmp_path / "unresolved", data)
     assert "rescaling the token embedding to unit scale without normalizing" in text
     assert "without any norm lowered the loss too" not in text
+
+
+@pytest.mark.committed
+def test_the_limitations_name_only_what_is_still_open(tmp_path, fresh_data):
+    data = json.loads(json.dumps(fresh_data))
+    data["ladder"].update(unfinished_rungs=[3, 4])
+    text = planted_paper(tmp_path, data)[0]
+    assert "The size ladder’s larger models, sized for a GPU, have not run yet" in text
+    assert "The stability search is in progress" not in text  # H1b has finished: it is not called open
+    data["ladder"].update(unfinished_rungs=[], subword_runs=data["ladder"]["subword_planned"])
+    text = planted_paper(tmp_path, data)[0]
+    assert "have not run yet" not in text and "This version reports only what the committed runs support." in text
