@@ -319,12 +319,9 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
                      "model grows?):\n\n" + "\n".join(scale_lines))
     from .ladder import SUBWORD_LR_CHECKS
 
-    for study, amendment in SUBWORD_LR_CHECKS.items():
-        check_lines = subword_lr_findings(out, study)
-        if check_lines:
-            text += (f"\n\nThe subword LR check{SUBWORD_LR_CHECK_WHERE.get(study, '')}, exploratory (docs/PROTOCOL.md "
-                     f"amendment {amendment}; [`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)); it changes no "
-                     "registered analysis:\n\n" + "\n".join(check_lines))
+    # the rung-1 check beside the subword ladder; a later one after the replication whose LRs it checks
+    first_check, *later_checks = SUBWORD_LR_CHECKS
+    text += _subword_check_paragraph(out, first_check)
     scale_vs_norm = subword_scale_findings(out)
     if scale_vs_norm:
         text += ("\n\nScale vs normalization on subwords, exploratory (docs/PROTOCOL.md amendment 10; "
@@ -337,7 +334,21 @@ def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
                      + ("the size where the subword ladder's seeds split" if study == "ladder-bpe-rep" else
                         "the size where the subword ladder's rung-1 gain turned into an unresolved cost")
                      + ", on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
+    for study in later_checks:
+        text += _subword_check_paragraph(out, study)
     return text
+
+
+def _subword_check_paragraph(out: Path, study: str) -> str:
+    """A subword LR check's README paragraph (empty until an arm's grid is complete), under its own amendment."""
+    from .ladder import SUBWORD_LR_CHECKS
+
+    check_lines = subword_lr_findings(out, study)
+    if not check_lines:
+        return ""
+    return (f"\n\nThe subword LR check{SUBWORD_LR_CHECK_WHERE.get(study, '')}, exploratory (docs/PROTOCOL.md "
+            f"amendment {SUBWORD_LR_CHECKS[study]}; [`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)); it changes no "
+            "registered analysis:\n\n" + "\n".join(check_lines))
 
 
 # how the README names a subword LR check beyond the first (ladder.SUBWORD_LR_CHECKS holds them and their amendments)
@@ -359,6 +370,8 @@ def ladder_peak_findings(out: Path, study: str) -> list[str]:
     if ladder.finished(ladder.primary(ladder.rung_table(runs)), registered_seeds(study)).empty:
         return []
     peaks = ladder.peak_table(runs)
+    if peaks.empty:  # an index without the peak columns
+        return []
     lines = []
     for (tokenizer, preset), sub in peaks.groupby(["tokenizer", "preset"], sort=False):
         parts = [f"`{r.variant}` {r.ratio:.3g} × [{r.ratio_ci_low:.3g}, {r.ratio_ci_high:.3g}] (Holm p = "

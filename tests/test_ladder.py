@@ -177,6 +177,12 @@ def test_the_rung_2_subword_lr_check_reports_under_its_own_amendment(tmp_path):
     assert "The subword LR check at rung 2, exploratory (docs/PROTOCOL.md amendment 13; " \
            "[`runs/ladder-bpe-lr2/LADDER.md`](runs/ladder-bpe-lr2/LADDER.md))" in readme
     assert "amendment 8;" not in readme  # no rung-1 check in this runs directory, so no paragraph for it
+    # with the rung-2 replication published, the rung-2 check follows it (it checks that replication's LRs)
+    rep2 = replication_runs("ladder-2")
+    (tmp_path / "ladder-bpe-rep2").mkdir()
+    rep2.to_csv(tmp_path / "ladder-bpe-rep2" / "runs.csv", index=False)
+    readme = findings_text(tmp_path, studies=[])
+    assert 0 < readme.index("The subword replication at rung 2") < readme.index("The subword LR check at rung 2")
 
 
 @pytest.mark.committed
