@@ -136,14 +136,21 @@ LADDER_LR_CHECKED: dict[int, dict[str, float]] = {0: {"none": 0.5, "ln": 4.0}, 1
                                                   2: {"none": 0.25, "ln": 1.0}}
 # Amendment 6: where an arm's best is at the grid's edge, its check at that rung goes on by factors of two beyond it
 LADDER_LR_EXTENDED: dict[int, dict[str, list[float]]] = {0: {"ln": [8.0]}, 2: {"none": [0.125]}}
+# Amendment 14: from rung 3 (runs of an hour and more on a CPU) the check is narrower: each arm at the rung below's
+# best factor times 1/2, 1 and 2, registered here before any of the rung's check runs (amendment 6 still extends it)
+LADDER_LR_NARROW_FROM = 3
+LADDER_LR_GRID: dict[int, dict[str, list[float]]] = {3: {"none": [0.125, 0.25, 0.5], "ln": [0.5, 1.0, 2.0]}}
 # the ladders' registered seeds per arm and size (amendment 4): a size is finished, and quoted, with all of them
 LADDER_SEEDS = range(5)
 LADDER_REP_SEEDS = range(5, 15)  # the replications (amendments 9 and 11): fresh seeds, analysed alone
 
 
 def ladder_check_factors(rung: int, variant: str) -> list[float]:
-    """The LR factors ladder-lr checks for an arm at a rung: the grid and any extension beyond its edge."""
-    return sorted({*LADDER_LR_FACTORS, *LADDER_LR_EXTENDED.get(rung, {}).get(variant, [])})
+    """The LR factors ladder-lr checks for an arm at a rung: the grid (amendment 5, or amendment 14's narrower one
+    from rung 3) and any extension beyond its edge. A rung from 3 on whose grid is not entered yet has none: its check
+    waits for the rung below's best factors."""
+    grid = LADDER_LR_GRID.get(rung, {}).get(variant, LADDER_LR_FACTORS if rung < LADDER_LR_NARROW_FROM else [])
+    return sorted({*grid, *LADDER_LR_EXTENDED.get(rung, {}).get(variant, [])})
 
 
 # the arm whose LR (rule and checked factor) an arm takes on the ladder: rms and ln_matched are LayerNorms (ln's),
@@ -290,14 +297,16 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     # -- the size ladder (issue 18; docs/PROTOCOL.md amendment 1: per size the paired family, the trend exploratory)
     Study("ladder-lr", "Ladder LR check: rungs 0-4 (0.1M-14M non-embedding parameters, char, block 128, batch 32, "
                        "the ladder's budget), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1 "
-                       "(amendment 5), and on by factors of two where an arm's best sits at the grid's edge (amendment 6).",
+                       "(amendment 5; from rung 3, the rung below's best factor times 1/2, 1 and 2, amendment 14), "
+                       "and on by factors of two where an arm's best sits at the grid's edge (amendment 6).",
           "ladder", lambda: _ladder_cells("ladder-lr", range(5), ["none", "ln"], range(2), factors=LADDER_LR_FACTORS),
           note="Checks the LR rule: each arm's best factor at a rung becomes that rung's LR in the ladder "
                "(studies.LADDER_LR_CHECKED, docs/PROTOCOL.md amendment 5)."),
     Study("ladder", "Size ladder: rungs 0-4 (0.1M-14M non-embedding parameters; char, block 128, batch 32; 20 "
                     "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
-                    "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rungs "
-                    "3-4 are GPU work (sweep --pack on); rung 2 also runs on CPU (minutes per run: the budget table).", "ladder",
+                    "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rung 4 "
+                    "is GPU work (sweep --pack on); rungs 2-3 also run on CPU (rung 3 across sessions, amendment 14; "
+                    "minutes per run: the budget table).", "ladder",
           lambda: _ladder_cells("ladder", range(5), ABC, LADDER_SEEDS)),
     Study("ladder-bpe", "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
                         "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "

@@ -10,6 +10,8 @@ from embnorm_lib.studies import (
     LADDER_LR_AT_128,
     LADDER_LR_CHECKED,
     LADDER_LR_EXTENDED,
+    LADDER_LR_GRID,
+    LADDER_LR_NARROW_FROM,
     STUDIES,
     ladder_check_factors,
     ladder_lr,
@@ -40,16 +42,36 @@ def test_each_arm_runs_at_its_checked_factor_of_the_width_rule_and_rungs_come_sm
     checks = [(c.variant, c.config()) for c in study_cells("ladder-lr")]
     for rung in range(len(LADDER_RUNGS)):
         for v in ("none", "ln"):
+            if not ladder_check_factors(rung, v):
+                continue
             found = sorted(ladder.lr_factor(cfg.lr, v, cfg.n_embd, rung) for w, cfg in checks
                            if w == v and cfg.preset == f"ladder-{rung}" and cfg.seed == 0)
             assert found == ladder_check_factors(rung, v)
-            assert {0.25, 0.5, 1.0, 2.0, 4.0} <= set(found)
+            if rung < LADDER_LR_NARROW_FROM:
+                assert {0.25, 0.5, 1.0, 2.0, 4.0} <= set(found)
     for v, cfg in checks:  # every check LR is its factor times the rule, to the 3 digits LRs are written with
         factor = ladder.lr_factor(cfg.lr, v, cfg.n_embd, int(cfg.preset.split("-")[1]))
         assert cfg.lr == pytest.approx(LADDER_LR_AT_128[v] * 128 / cfg.n_embd * factor, rel=5e-3)
 
 
-def check_runs(best=None, failed_at=None, rung=3):
+def test_from_rung_3_the_check_centres_on_the_rung_belows_best_factor():
+    """Amendment 14: a narrower grid, the rung below's registered best times 1/2, 1 and 2, entered before the rung's
+    check runs; a rung whose grid is not entered yet has no check runs (rung 4 waits for rung 3's best factors)."""
+    assert LADDER_LR_NARROW_FROM == 3 and set(LADDER_LR_GRID) <= set(range(LADDER_LR_NARROW_FROM, len(LADDER_RUNGS)))
+    for rung, by_arm in LADDER_LR_GRID.items():
+        assert set(by_arm) == {"none", "ln"}
+        for variant, grid in by_arm.items():
+            below = LADDER_LR_CHECKED[rung - 1][variant]
+            assert grid == [below / 2, below, below * 2], (rung, variant)
+    assert ladder_check_factors(3, "none") == [0.125, 0.25, 0.5] and ladder_check_factors(3, "ln") == [0.5, 1.0, 2.0]
+    cells = [c for c in study_cells("ladder-lr") if c.preset == "ladder-3"]
+    assert len(cells) == 2 * 3 * 2 and [c.seed for c in cells] == [0, 1] * 6  # arms x factors x seeds, seeds inner
+    for rung in set(range(LADDER_LR_NARROW_FROM, len(LADDER_RUNGS))) - set(LADDER_LR_GRID):
+        assert ladder_check_factors(rung, "ln") == [] and not [c for c in study_cells("ladder-lr")
+                                                               if c.preset == f"ladder-{rung}"]
+
+
+def check_runs(best=None, failed_at=None, rung=1):
     """ladder-lr-like runs at a rung without an extension: loss is a parabola in log2(factor) around each arm's
     planted best."""
     best = best or {"none": 0.5, "ln": 2.0}
