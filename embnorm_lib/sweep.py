@@ -5,6 +5,7 @@
         --set max_iters=50 --axis lr=1e-3,3e-3                   # an ad-hoc grid
     python -m embnorm_lib.sweep seeds-final --index-only         # rebuild runs/<study>/runs.csv
     python -m embnorm_lib.sweep ladder --only preset=ladder-0    # only the cells of one rung (any text of the dir)
+    python -m embnorm_lib.sweep ladder --only preset=ladder-0 --only seed1/   # and one seed (every --only holds)
 
 Resumable and idempotent: finished cells (summary.json with the same config) are skipped, partial
 ones resume from their checkpoint, and a lock per cell keeps two sweeps from running the
@@ -460,9 +461,10 @@ def main(argv=None) -> int:
                    help="train every cell even if another study holds a finished run with the same training identity")
     p.add_argument("--pack", default="auto", choices=PACK_MODES,
                    help="train the seeds of one config as packed jobs (packed.py): auto = on CUDA only")
-    p.add_argument("--only", default="", metavar="TEXT",
+    p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="only the cells whose run directory under runs/<study>/ contains TEXT (e.g. preset=ladder-0); "
-                        "end it with '/' to name a seed exactly (seed1/ is seed 1, not 10-19)")
+                        "end it with '/' to name a seed exactly (seed1/ is seed 1, not 10-19); given more than once, "
+                        "a cell must contain every TEXT (--only preset=ladder-3 --only seed0/)")
     p.add_argument("--list", action="store_true", help="print the cells and their status, run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
     args = p.parse_args(argv)
@@ -486,7 +488,8 @@ def main(argv=None) -> int:
         if args.lm_eval:
             cells = [replace(c, overrides=tuple(sorted({**dict(c.overrides), "lm_eval": True}.items())))
                      for c in cells]
-        cells = only_cells(cells, args.only, out)
+        for text in args.only:
+            cells = only_cells(cells, text, out)
         for c in cells:
             c.config()  # validate every cell before running any
         resolve_parallelism(args.workers, args.threads)

@@ -115,6 +115,14 @@ def test_only_narrows_a_study_to_the_matching_cells_and_refuses_text_that_matche
     assert {c.seed for c in sweep.only_cells(fresh_seeds, "seed10/", tmp_path)} == {10}  # '/' ends the name
     assert sweep.main(["ladder", "--only", "nope", "--list", "--out-dir", str(tmp_path)]) == 2
     assert "invalid --only 'nope'" in capsys.readouterr().err and not (tmp_path / "ladder").exists()
+    # given twice, both hold (a rung and one seed of it), in either order
+    for first, second in (("preset=ladder-1", "seed2/"), ("seed2/", "preset=ladder-1")):
+        assert sweep.main(["ladder", "--only", first, "--only", second, "--list", "--out-dir", str(tmp_path)]) == 0
+        listed = [line for line in capsys.readouterr().out.splitlines() if "ladder-" in line]
+        assert len(listed) == 3 and all("preset=ladder-1" in line and "seed2" in line for line in listed), listed
+    assert sweep.main(["ladder", "--only", "preset=ladder-1", "--only", "seed9/", "--list",
+                       "--out-dir", str(tmp_path)]) == 2
+    assert "invalid --only 'seed9/'" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # ~26 s; tests/test_packed.py covers packed kill/resume in the default suite
