@@ -127,7 +127,10 @@ def test_the_ladders_trend_sentence_quotes_the_scale_answer_and_names_the_unfini
                "answer": "shrinks", "slope_per_decade": -0.0123, "slope_ci_low": -0.0456, "slope_ci_high": -0.0011,
                "at_params": 1.3e9, "extrapolated_diff": -0.0789, "extrapolated_ci_low": -0.3, "extrapolated_ci_high": 0.2}
     text = render({"scale": [planted], "unfinished_rungs": [3, 4]})
-    assert "Rungs 3 and 4 of the character ladder have not finished" in text
+    assert "Rungs 3 and 4 of the character ladder have not finished (rung 3 runs on a CPU across sessions, rung 4 " \
+           "waits for a GPU); the" in text
+    assert "Rung 4 of the character ladder has not finished (rung 4 waits for a GPU); the" in render(
+        {"scale": [planted], "unfinished_rungs": [4]})
     assert "no trend across sizes is claimed yet" not in text
     assert "Across its 3 finished sizes with char tokens (0.10M to 2.65M non-embedding parameters), ln ’s difference " \
            "from none moves towards zero as the model grows (exploratory: a weighted line on log parameters, slope " \
@@ -244,8 +247,8 @@ def test_the_limitations_name_only_what_is_still_open(tmp_path, fresh_data):
     data = json.loads(json.dumps(fresh_data))
     data["ladder"].update(unfinished_rungs=[3, 4])
     text = planted_paper(tmp_path, data)[0]
-    assert "The size ladder’s larger models, sized for a GPU, have not run yet" in text
+    assert "The size ladder’s larger models are not all trained yet" in text
     assert "The stability search is in progress" not in text  # H1b has finished: it is not called open
     data["ladder"].update(unfinished_rungs=[], subword_runs=data["ladder"]["subword_planned"])
     text = planted_paper(tmp_path, data)[0]
-    assert "have not run yet" not in text and "This version reports only what the committed runs support." in text
+    assert "not all trained yet" not in text and "This version reports only what the committed runs support." in text
