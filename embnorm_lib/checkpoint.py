@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -48,6 +49,9 @@ class TrainingState:
     step: int = 0
     elapsed_before_s: float = 0.0  # train-loop time spent before this process resumed the run
     logs: Logs = field(default_factory=Logs)
+    # the CPUs that trained it, each with the step it took over at: a run resumed on another CPU model agrees with
+    # an uninterrupted one to float rounding only, so the run says so
+    trained_on: list[dict] = field(default_factory=list)
 
 
 def write_config(run: RunDir, cfg: RunConfig) -> None:
@@ -84,7 +88,7 @@ def load_checkpoint(path) -> dict:
 
 def save_checkpoint(run: RunDir, cfg: RunConfig, state: TrainingState, elapsed_s: float) -> None:
     save_torch({"config": cfg.to_dict(), "step": state.step, "elapsed_s": elapsed_s,
-                "torch_threads": torch.get_num_threads(),
+                "torch_threads": torch.get_num_threads(), "trained_on": state.trained_on,
                 "model": state.model.state_dict(), "optimizer": state.optimizer.state_dict(),
                 "scaler": state.scaler.state_dict(), "sampler": state.sampler.state_dict(), "rng": rng_state()},
                run.checkpoint)
@@ -149,11 +153,33 @@ def resume(run: RunDir, cfg: RunConfig, state: TrainingState, device: torch.devi
                   for path in (run.metrics, run.evals, run.diagnostics)))
     _check_logs_cover(run, cfg, step, logs)
     state.step, state.elapsed_before_s, state.logs = step, ckpt["elapsed_s"], logs
+    state.trained_on = ckpt.get("trained_on") or [{"from_step": 0, "cpu_model": "not recorded"}]
     state.model.load_state_dict(ckpt["model"])
     state.optimizer.load_state_dict(ckpt["optimizer"])
     state.scaler.load_state_dict(ckpt["scaler"])
     state.sampler.load_state_dict(ckpt["sampler"])
     set_rng_state(ckpt["rng"])
+
+
+def note_machine(run: RunDir, state: TrainingState, cpu_model: str) -> None:
+    """Add this process's CPU to the run's record when it differs from the last one (a fresh run: the first), and
+    say in one line when a resumed run moves to another CPU model."""
+    if state.trained_on and state.trained_on[-1]["cpu_model"] == cpu_model:
+        return
+    if state.trained_on:
+        print(f"note: {run.root} resumes at step {state.step} on another CPU ({cpu_model}; before: "
+              f"{state.trained_on[-1]['cpu_model']}): it agrees with an uninterrupted run to float rounding, not bit "
+              f"for bit, and its summary.json records both (trained_on)", file=sys.stderr)
+    state.trained_on.append({"from_step": state.step, "cpu_model": cpu_model})
+
+
+def cpu_changed(trained_on: list[dict]) -> bool | None:
+    """Whether more than one CPU model trained the run; None where a part of it was trained before CPUs were
+    recorded in checkpoints and another CPU took over (unknown)."""
+    models = [m["cpu_model"] for m in trained_on]
+    if "not recorded" in models and len(models) > 1:
+        return None
+    return len(set(models)) > 1
 
 
 @contextlib.contextmanager

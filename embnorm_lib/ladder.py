@@ -245,7 +245,16 @@ def budget_section(runs: pd.DataFrame) -> list[str]:
             "run, finished runs and those trained for this study (the rest reused bitwise from another study), median "
             "wall minutes per run and the summed run-hours of the runs trained here. Wall time is per run; runs side "
             "by side overlap. "
-            + budget_words(table), "", compact_markdown(shown), ""]
+            + budget_words(table) + resume_words(runs), "", compact_markdown(shown), ""]
+
+
+def resume_words(runs: pd.DataFrame) -> str:
+    """A sentence where some runs were resumed on another CPU model than the one that began them: those agree with an
+    uninterrupted run to float rounding, not bit for bit (each run's summary.json lists its CPUs, `trained_on`)."""
+    moved = int(runs["cpu_changed_on_resume"].eq(True).sum()) if "cpu_changed_on_resume" in runs else 0
+    return (f" {moved} run(s) were resumed on another CPU model than the one that began them, so they agree with an "
+            "uninterrupted run to float rounding, not bit for bit (`trained_on` in each run's summary.json)."
+            if moved else "")
 
 
 def budget_words(table: pd.DataFrame) -> str:

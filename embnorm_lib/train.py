@@ -17,13 +17,23 @@ import torch
 from . import diagnostics as diag
 from . import distributed as D
 from .calibration import calibration_from_logits
-from .checkpoint import TrainingState, check_same_run, elapsed_clock, holding, resume, save_checkpoint, write_config
+from .checkpoint import (
+    TrainingState,
+    check_same_run,
+    cpu_changed,
+    elapsed_clock,
+    holding,
+    note_machine,
+    resume,
+    save_checkpoint,
+    write_config,
+)
 from .config import RunConfig
 from .data import BatchSampler, evenly_spaced, load_corpus, validation_windows
 from .device import Precision, resolve_precision, select_device
 from .errors import ConfigError
 from .evaluate import by_position, evaluate
-from .io import environment_info, git_commit, read_json, save_torch, write_json
+from .io import cpu_info, environment_info, git_commit, read_json, save_torch, write_json
 from .model import GPT
 from .rundir import RunDir
 
@@ -201,7 +211,8 @@ class ActiveRun:
             return {"finished": True, "step": self.state.step}
         return _finish(self.cfg, self.run, self.state, self.evaluator, corpus, device, self.precision,
                        self.diverged_step, self.elapsed(), world_size,
-                       {"git_commit": self.code_commit, **(extra or {})})
+                       {"git_commit": self.code_commit, "trained_on": self.state.trained_on,
+                        "cpu_changed_on_resume": cpu_changed(self.state.trained_on), **(extra or {})})
 
 
 def start_run(cfg: RunConfig, run: RunDir, corpus, device: torch.device, precision: Precision, on_eval=None,
@@ -214,6 +225,7 @@ def start_run(cfg: RunConfig, run: RunDir, corpus, device: torch.device, precisi
                           BatchSampler(corpus.train, cfg.block_size, cfg.batch_size, cfg.seed))
     val_x, val_y = validation_windows(corpus.val, cfg.block_size, cfg.eval_windows)
     resume(run, cfg, state, device)
+    note_machine(run, state, cpu_info()["cpu_model"])
     if is_main:  # every check has passed: only now does the directory say which run it holds
         write_config(run, cfg)
     active = ActiveRun(cfg, run, state, Evaluator(cfg, model, val_x, val_y, precision, on_eval, corpus.char_lengths),

@@ -802,3 +802,10 @@ def test_block1_norm_against_loss_is_a_rank_correlation_per_arm_labelled_explora
     assert table.loc[("ladder-2", "rms"), "p"] > 2 / 120
     text = "\n".join(ladder.norm_loss_section(runs.assign(final_block1_input_norm=norm)))
     assert "(exploratory)" in text and "Not part of the registered analysis" in text and "Kendall" in text
+
+
+def test_the_budget_section_says_how_many_runs_moved_to_another_cpu_when_resumed():
+    runs = synthetic()
+    assert "resumed on another CPU" not in " ".join(ladder.budget_section(runs))
+    runs["cpu_changed_on_resume"] = [True, None] + [False] * (len(runs) - 2)
+    assert " 1 run(s) were resumed on another CPU model" in " ".join(ladder.budget_section(runs))

@@ -72,6 +72,33 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, data_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_run_records_the_cpus_that_trained_it_and_says_when_a_resume_moves_to_another(tmp_path, data_path,
+                                                                                          monkeypatch, capsys):
+    from embnorm_lib import io as io_module
+    from embnorm_lib import train as train_module
+
+    here = io_module.cpu_info()["cpu_model"]
+    cfg = tiny(max_iters=8, checkpoint_interval=0, eval_at_init=False)
+    whole = train(cfg, tmp_path / "whole", data_path, progress=False)
+    assert whole["trained_on"] == [{"from_step": 0, "cpu_model": here}] and whole["cpu_changed_on_resume"] is False
+    train(cfg, tmp_path / "moved", data_path, progress=False, until_step=5)
+    monkeypatch.setattr(train_module, "cpu_info", lambda: {"cpu_model": "Another CPU (family 1, model 2, cache 3)"})
+    moved = train(cfg, tmp_path / "moved", data_path, progress=False)
+    assert moved["trained_on"] == [{"from_step": 0, "cpu_model": here},
+                                   {"from_step": 5, "cpu_model": "Another CPU (family 1, model 2, cache 3)"}]
+    assert moved["cpu_changed_on_resume"] is True
+    assert "resumes at step 5 on another CPU (Another CPU" in capsys.readouterr().err
+    # a checkpoint from before CPUs were recorded: the first part is not known, so neither is whether it moved
+    monkeypatch.undo()
+    train(cfg, tmp_path / "old", data_path, progress=False, until_step=5)
+    ckpt = torch.load(RunDir(tmp_path / "old").checkpoint, weights_only=True)
+    del ckpt["trained_on"]
+    torch.save(ckpt, RunDir(tmp_path / "old").checkpoint)
+    old = train(cfg, tmp_path / "old", data_path, progress=False)
+    assert old["trained_on"][0] == {"from_step": 0, "cpu_model": "not recorded"}
+    assert old["cpu_changed_on_resume"] is None and old["val_loss"] == whole["val_loss"]
+
+
 def test_finished_run_is_not_retrained(tmp_path, data_path):
     cfg = tiny(max_iters=5)
     first = train(cfg, tmp_path / "run", data_path, progress=False)
