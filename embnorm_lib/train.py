@@ -225,8 +225,8 @@ def start_run(cfg: RunConfig, run: RunDir, corpus, device: torch.device, precisi
                           BatchSampler(corpus.train, cfg.block_size, cfg.batch_size, cfg.seed))
     val_x, val_y = validation_windows(corpus.val, cfg.block_size, cfg.eval_windows)
     resume(run, cfg, state, device)
-    note_machine(run, state, cpu_info()["cpu_model"])
     if is_main:  # every check has passed: only now does the directory say which run it holds
+        note_machine(run, state, cpu_info()["cpu_model"])  # one rank says it; only the main rank's state is saved
         write_config(run, cfg)
     active = ActiveRun(cfg, run, state, Evaluator(cfg, model, val_x, val_y, precision, on_eval, corpus.char_lengths),
                        precision,
