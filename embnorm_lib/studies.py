@@ -304,14 +304,14 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                "(studies.LADDER_LR_CHECKED, docs/PROTOCOL.md amendment 5)."),
     Study("ladder", "Size ladder: rungs 0-4 (0.1M-14M non-embedding parameters; char, block 128, batch 32; 20 "
                     "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
-                    "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rung 4 "
-                    "is GPU work (sweep --pack on); rungs 2-3 also run on CPU (rung 3 across sessions, amendment 14; "
-                    "minutes per run: the budget table).", "ladder",
+                    "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rungs 3-4 "
+                    "train on a CPU across sessions (amendments 14-15; minutes per run: the budget table); on a GPU, "
+                    "sweep --pack on.", "ladder",
           lambda: _ladder_cells("ladder", range(5), ABC, LADDER_SEEDS)),
     Study("ladder-bpe", "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
                         "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
-                        "token. Rung 3 is GPU work (sweep --pack on); rung 2 also runs on CPU (minutes per "
-                        "run: the budget table).", "ladder",
+                        "token. Rung 3 trains on a CPU across sessions (amendment 15; minutes per run: the budget "
+                        "table); on a GPU, sweep --pack on.", "ladder",
           lambda: _ladder_cells("ladder-bpe", range(1, 4), ABC, LADDER_SEEDS, tokenizers=("bpe-512", "bpe-4096")),
           note="Each arm runs at the character ladder's LR for its rung (ladder_factor): ladder-lr checked the LR "
                "on characters only and no subword LR check is registered, so a subword difference may partly "

@@ -121,15 +121,16 @@ def test_the_ladders_trend_sentence_quotes_the_scale_answer_and_names_the_unfini
         return planted_paper(tmp_path, data)[0]
 
     text = render({"scale": [], "unfinished_rungs": [2, 3, 4]})
-    assert "Rungs 2, 3 and 4 of the character ladder have not finished" in text
+    assert "Rungs 2, 3 and 4 of the character ladder have not finished (rungs 3 and 4 train on a CPU across " \
+           "sessions); the" in text
     assert "no trend across sizes is claimed yet" in text and "Across its" not in text
     planted = {"tokenizer": "char", "variant": "ln", "sizes": 3, "params_min": 98304, "params_max": 2654208,
                "answer": "shrinks", "slope_per_decade": -0.0123, "slope_ci_low": -0.0456, "slope_ci_high": -0.0011,
                "at_params": 1.3e9, "extrapolated_diff": -0.0789, "extrapolated_ci_low": -0.3, "extrapolated_ci_high": 0.2}
     text = render({"scale": [planted], "unfinished_rungs": [3, 4]})
-    assert "Rungs 3 and 4 of the character ladder have not finished (rung 3 runs on a CPU across sessions, rung 4 " \
-           "waits for a GPU); the" in text
-    assert "Rung 4 of the character ladder has not finished (rung 4 waits for a GPU); the" in render(
+    assert "Rungs 3 and 4 of the character ladder have not finished (they train on a CPU across sessions); the" \
+           in text
+    assert "Rung 4 of the character ladder has not finished (it trains on a CPU across sessions); the" in render(
         {"scale": [planted], "unfinished_rungs": [4]})
     assert "no trend across sizes is claimed yet" not in text
     assert "Across its 3 finished sizes with char tokens (0.10M to 2.65M non-embedding parameters), ln ’s difference " \
