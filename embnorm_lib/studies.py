@@ -88,6 +88,8 @@ class Study:
     cells: Callable[[], list[Cell]]
     note: str = ""  # what a reader of its report must know about the design (REPORT.md prints it)
     shared_seeds: dict[str, str] = field(default_factory=dict)  # scope -> which runs it shares with another study
+    # why a registered cell cannot run yet ("" when it can): the sweep lists such a cell and trains none of them
+    waits_for: Callable[[Cell], str] = lambda cell: ""
 
 
 ABC = variant_names()[:3]  # none, ln, rms: the study's arms A, B, C
@@ -151,6 +153,23 @@ def ladder_check_factors(rung: int, variant: str) -> list[float]:
     waits for the rung below's best factors."""
     grid = LADDER_LR_GRID.get(rung, {}).get(variant, LADDER_LR_FACTORS if rung < LADDER_LR_NARROW_FROM else [])
     return sorted({*grid, *LADDER_LR_EXTENDED.get(rung, {}).get(variant, [])})
+
+
+def ladder_rung_waits(cell: Cell) -> str:
+    """A ladder run at a rung whose LR check is not registered yet waits for it (amendment 5): until then its cell
+    carries the rule's LR (factor 1), which is not the LR the rung will run at, and training it would waste hours
+    on a run that the registered cell then no longer matches."""
+    rung = int(cell.preset.removeprefix("ladder-"))
+    if rung in LADDER_LR_CHECKED:
+        return ""
+    return (f"rung {rung}'s LR check (amendment 5): `sweep ladder-lr --only preset=ladder-{rung}`, then each arm's best "
+            f"factor in studies.LADDER_LR_CHECKED[{rung}]")
+
+
+def waits_for(cell: Cell) -> str:
+    """Why a cell of a registered study cannot run yet, or "" (an ad-hoc study's cells never wait)."""
+    study = STUDIES.get(cell.study)
+    return study.waits_for(cell) if study else ""
 
 
 # the arm whose LR (rule and checked factor) an arm takes on the ladder: rms and ln_matched are LayerNorms (ln's),
@@ -307,7 +326,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                     "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rungs 3-4 "
                     "train on a CPU across sessions (amendments 14-15; minutes per run: the budget table); on a GPU, "
                     "sweep --pack on.", "ladder",
-          lambda: _ladder_cells("ladder", range(5), ABC, LADDER_SEEDS)),
+          lambda: _ladder_cells("ladder", range(5), ABC, LADDER_SEEDS), waits_for=ladder_rung_waits),
     Study("ladder-bpe", "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
                         "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
                         "token. Rung 3 trains on a CPU across sessions (amendment 15; minutes per run: the budget "
@@ -316,7 +335,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           note="Each arm runs at the character ladder's LR for its rung (ladder_factor): ladder-lr checked the LR "
                "on characters only and no subword LR check is registered, so a subword difference may partly "
                "reflect an LR tuned for another tokenization. `ladder-bpe-lr` (exploratory, amendment 8) checks "
-               "the LR on subwords at rung 1."),
+               "the LR on subwords at rung 1.", waits_for=ladder_rung_waits),
     Study("ladder-bpe-lr", "Subword LR check, exploratory (amendment 8): rung 1 with BPE tokens (bpe-4096 first, "
                            "then bpe-512), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1, "
                            "at ladder-bpe's budget.", "ladder",
@@ -337,14 +356,15 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           lambda: _ladder_cells("ladder-bpe-rep", [1], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
           note="Asks again, on ten seeds that did not prompt the question, whether an embedding norm changes the "
                "final loss per character where ladder-bpe's five seeds split into two levels (amendment 9); "
-               "analysed alone, seeds 0-4 not pooled in."),
+               "analysed alone, seeds 0-4 not pooled in.", waits_for=ladder_rung_waits),
     Study("ladder-bpe-rep2", "Subword replication at rung 2, confirmatory (amendment 11): rung 2 with bpe-4096 "
                              "tokens, none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", "ladder",
           lambda: _ladder_cells("ladder-bpe-rep2", [2], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
           note="Asks again, on ten seeds that did not prompt the question, whether an embedding norm changes the "
                "final loss per character at the size where ladder-bpe's rung-1 gain turned into an unresolved "
                "cost, and whether it raises the peak gradient norm after the warm-up (the exploratory reading that "
-               "prompted it; amendment 11 makes it confirmatory here); analysed alone, seeds 0-4 not pooled in."),
+               "prompted it; amendment 11 makes it confirmatory here); analysed alone, seeds 0-4 not pooled in.",
+          waits_for=ladder_rung_waits),
     Study("ladder-bpe-scale", "Scale vs normalization on subwords, exploratory (amendment 10): rung 1 with bpe-4096 "
                               "tokens, none/ln/ln_matched/scaled_unit at ladder-bpe's LRs (ln_matched at ln's, "
                               "scaled_unit at none's) and budget, seeds 5-9.", "ladder",
@@ -353,7 +373,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           note="Where ladder-bpe-rep found both norms lowering the loss, asks which part carries it: normalizing "
                "(ln_matched: LayerNorm whose gain starts so that block 1's input norm at init is none's) or "
                "rescaling (scaled_unit: the token embedding at unit RMS, no norm). Its none and ln runs are "
-               "ladder-bpe-rep's seeds 5-9, copied bitwise."),
+               "ladder-bpe-rep's seeds 5-9, copied bitwise.", waits_for=ladder_rung_waits),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
           lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
 )}

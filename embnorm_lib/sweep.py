@@ -39,7 +39,7 @@ from .io import atomic_write_text, git_commit, read_json, repo_root, runs_root, 
 from .results import build_index
 from .reuse import complete_cell, finished_runs_by_identity, missing_results, reuse_identical_run
 from .rundir import RunDir, study_dir_for
-from .studies import ABC, STUDIES, Cell, grid, study_cells
+from .studies import ABC, STUDIES, Cell, grid, study_cells, waits_for
 
 TRAIN_NOTEBOOK = "notebooks/02_train.ipynb"
 KERNEL_START_RETRIES = 3
@@ -264,6 +264,7 @@ def _drop_unreadable_notebook(path: Path) -> None:
 class SweepReport:
     results: list[dict] = field(default_factory=list)
     skipped: int = 0
+    waiting: int = 0  # registered cells that cannot run yet (studies.waits_for), none of them trained
     wall_s: float = 0.0
 
     @property
@@ -301,6 +302,16 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
     notebook = str(Path(notebook or repo_root() / TRAIN_NOTEBOOK).resolve())
     workers, threads = resolve_parallelism(workers, threads)
     report = SweepReport()
+    reasons = {}
+    for cell in cells:
+        if why := waits_for(cell):
+            reasons.setdefault(why, []).append(cell)
+    for why, group in reasons.items():
+        echo(f"{len(group)} run(s) wait, none trained: {why}")
+        report.waiting += len(group)
+    cells = [c for c in cells if not waits_for(c)]
+    if not cells:
+        return report
     todo, incomplete = [], []
     for cell in cells:
         status = cell_status(cell, out)
@@ -498,7 +509,9 @@ def main(argv=None) -> int:
         return 2
     if args.list:
         for c in cells:
-            print(f"{cell_status(c, out):9s} {c.label():36s} {c.run_dir(out)}")
+            why = waits_for(c)
+            print(f"{'waits' if why else cell_status(c, out):9s} {c.label():36s} {c.run_dir(out)}"
+                  + (f"  (for {why})" if why else ""))
         return 0
     slurm = {"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus, "parallel": args.workers or None}
     report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor, slurm=slurm,

@@ -71,6 +71,38 @@ def test_from_rung_3_the_check_centres_on_the_rung_belows_best_factor():
                                                                if c.preset == f"ladder-{rung}"]
 
 
+def test_a_ladder_run_at_a_rung_whose_lr_check_is_not_registered_waits_and_the_sweep_trains_none(
+        tmp_path, monkeypatch, capsys):
+    """Amendment 5: a rung runs at its checked factor. Before that factor is entered its cells carry the rule's LR
+    (factor 1); the sweep lists them as waiting and trains none (a rung-4 run is hours on a CPU, at an LR the
+    registered cell then no longer has)."""
+    from embnorm_lib import studies, sweep
+
+    for name in ("ladder", "ladder-bpe", "ladder-bpe-rep", "ladder-bpe-rep2", "ladder-bpe-scale"):
+        for cell in study_cells(name):
+            rung = int(cell.preset.removeprefix("ladder-"))
+            assert bool(studies.waits_for(cell)) == (rung not in LADDER_LR_CHECKED), (name, cell.label())
+    assert not [c for c in study_cells("ladder-lr") if studies.waits_for(c)]  # the check itself never waits
+    assert studies.waits_for(studies.grid("adhoc", "tiny", ["ln"], [0])[0]) == ""
+
+    monkeypatch.delitem(LADDER_LR_CHECKED, 1)  # as if rung 1's check were not registered yet
+    cells = [c for c in study_cells("ladder") if c.preset == "ladder-1"][:4]
+    why = studies.waits_for(cells[0])
+    assert "rung 1's LR check" in why and "--only preset=ladder-1" in why and "LADDER_LR_CHECKED[1]" in why
+
+    def must_not_train(*args, **kwargs):
+        raise AssertionError("a waiting cell was sent to training")
+
+    monkeypatch.setattr(sweep, "execute_job", must_not_train)
+    said = []
+    report = sweep.run_sweep(cells, tmp_path, echo=said.append)
+    assert report.waiting == 4 and report.results == [] and said == [f"4 run(s) wait, none trained: {why}"]
+    assert not (tmp_path / "ladder").exists()  # nothing written: no run directory, no index, no sweep log
+    assert sweep.main(["ladder", "--list", "--only", "preset=ladder-1/", "--out-dir", str(tmp_path)]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert len(listed) == 15 and all(line.startswith("waits ") and line.endswith(f"(for {why})") for line in listed)
+
+
 def check_runs(best=None, failed_at=None, rung=1):
     """ladder-lr-like runs at a rung without an extension: loss is a parabola in log2(factor) around each arm's
     planted best."""
