@@ -695,8 +695,8 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
     lines = [f"# {title} (`{study}`)", "",
              f"Written by `python -m embnorm_lib.ladder {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {planned} registered runs finished"
-             + ("; **partial**" + ("" if subword else ": rung 3 runs on a CPU across sessions, and rung 4's grid is "
-                                          "entered once rung 3's best factors are (amendment 14)")
+             + ("; **partial**" + ("" if subword else ": rungs 3 and 4 run on a CPU across sessions, and rung 4's "
+                                          "grid is entered once rung 3's best factors are (amendments 14-15)")
                 if done < planned else "")
              + f"). Figure: `figures/ladder/{study}_lr_curves.png` (each arm's loss against its LR factor, the best "
              "of a complete grid filled).", "",
