@@ -302,14 +302,11 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
     notebook = str(Path(notebook or repo_root() / TRAIN_NOTEBOOK).resolve())
     workers, threads = resolve_parallelism(workers, threads)
     report = SweepReport()
-    reasons = {}
-    for cell in cells:
-        if why := waits_for(cell):
-            reasons.setdefault(why, []).append(cell)
-    for why, group in reasons.items():
-        echo(f"{len(group)} run(s) wait, none trained: {why}")
-        report.waiting += len(group)
-    cells = [c for c in cells if not waits_for(c)]
+    whys = [waits_for(c) for c in cells]
+    for why, n in Counter(w for w in whys if w).items():
+        echo(f"{n} run(s) wait, none trained: {why}")
+        report.waiting += n
+    cells = [c for c, why in zip(cells, whys, strict=True) if not why]
     if not cells:
         return report
     todo, incomplete = [], []
