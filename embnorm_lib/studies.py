@@ -135,13 +135,14 @@ LADDER_LR_FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0]
 # bracketed by the grid; `ladder.lr_check`, tested against runs/ladder-lr); rms takes ln's. A rung not in this
 # table has not been checked: the ladder would run it at the rule (factor 1), and LADDER.md flags that.
 LADDER_LR_CHECKED: dict[int, dict[str, float]] = {0: {"none": 0.5, "ln": 4.0}, 1: {"none": 0.5, "ln": 1.0},
-                                                  2: {"none": 0.25, "ln": 1.0}}
+                                                  2: {"none": 0.25, "ln": 1.0}, 3: {"none": 0.25, "ln": 1.0}}
 # Amendment 6: where an arm's best is at the grid's edge, its check at that rung goes on by factors of two beyond it
 LADDER_LR_EXTENDED: dict[int, dict[str, list[float]]] = {0: {"ln": [8.0]}, 2: {"none": [0.125]}}
 # Amendment 14: from rung 3 (runs of an hour and more on a CPU) the check is narrower: each arm at the rung below's
 # best factor times 1/2, 1 and 2, registered here before any of the rung's check runs (amendment 6 still extends it)
 LADDER_LR_NARROW_FROM = 3
-LADDER_LR_GRID: dict[int, dict[str, list[float]]] = {3: {"none": [0.125, 0.25, 0.5], "ln": [0.5, 1.0, 2.0]}}
+LADDER_LR_GRID: dict[int, dict[str, list[float]]] = {3: {"none": [0.125, 0.25, 0.5], "ln": [0.5, 1.0, 2.0]},
+                                                    4: {"none": [0.125, 0.25, 0.5], "ln": [0.5, 1.0, 2.0]}}
 # the ladders' registered seeds per arm and size (amendment 4): a size is finished, and quoted, with all of them
 LADDER_SEEDS = range(5)
 LADDER_REP_SEEDS = range(5, 15)  # the replications (amendments 9 and 11): fresh seeds, analysed alone

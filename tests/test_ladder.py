@@ -56,7 +56,7 @@ def test_each_arm_runs_at_its_checked_factor_of_the_width_rule_and_rungs_come_sm
 
 def test_from_rung_3_the_check_centres_on_the_rung_belows_best_factor():
     """Amendment 14: a narrower grid, the rung below's registered best times 1/2, 1 and 2, entered before the rung's
-    check runs; a rung whose grid is not entered yet has no check runs (rung 4 waits for rung 3's best factors)."""
+    check runs; a rung whose grid is not entered yet has no check runs (it waits for the rung below's best factors)."""
     assert LADDER_LR_NARROW_FROM == 3 and set(LADDER_LR_GRID) <= set(range(LADDER_LR_NARROW_FROM, len(LADDER_RUNGS)))
     for rung, by_arm in LADDER_LR_GRID.items():
         assert set(by_arm) == {"none", "ln"}
@@ -64,8 +64,10 @@ def test_from_rung_3_the_check_centres_on_the_rung_belows_best_factor():
             below = LADDER_LR_CHECKED[rung - 1][variant]
             assert grid == [below / 2, below, below * 2], (rung, variant)
     assert ladder_check_factors(3, "none") == [0.125, 0.25, 0.5] and ladder_check_factors(3, "ln") == [0.5, 1.0, 2.0]
-    cells = [c for c in study_cells("ladder-lr") if c.preset == "ladder-3"]
-    assert len(cells) == 2 * 3 * 2 and [c.seed for c in cells] == [0, 1] * 6  # arms x factors x seeds, seeds inner
+    for rung in (3, 4):
+        cells = [c for c in study_cells("ladder-lr") if c.preset == f"ladder-{rung}"]
+        arms_factors = sum(len(ladder_check_factors(rung, v)) for v in ("none", "ln"))
+        assert len(cells) == 2 * arms_factors and [c.seed for c in cells] == [0, 1] * arms_factors  # seeds inner
     for rung in set(range(LADDER_LR_NARROW_FROM, len(LADDER_RUNGS))) - set(LADDER_LR_GRID):
         assert ladder_check_factors(rung, "ln") == [] and not [c for c in study_cells("ladder-lr")
                                                                if c.preset == f"ladder-{rung}"]
