@@ -64,10 +64,9 @@ def test_from_rung_3_the_check_centres_on_the_rung_belows_best_factor():
             below = LADDER_LR_CHECKED[rung - 1][variant]
             assert grid == [below / 2, below, below * 2], (rung, variant)
     assert ladder_check_factors(3, "none") == [0.125, 0.25, 0.5] and ladder_check_factors(3, "ln") == [0.5, 1.0, 2.0]
-    for rung in (3, 4):
+    for rung in (3, 4):  # neither has an amendment-6 extension: arms x factors x seeds, seeds inner
         cells = [c for c in study_cells("ladder-lr") if c.preset == f"ladder-{rung}"]
-        arms_factors = sum(len(ladder_check_factors(rung, v)) for v in ("none", "ln"))
-        assert len(cells) == 2 * arms_factors and [c.seed for c in cells] == [0, 1] * arms_factors  # seeds inner
+        assert len(cells) == 2 * 3 * 2 and [c.seed for c in cells] == [0, 1] * 6, rung
     for rung in set(range(LADDER_LR_NARROW_FROM, len(LADDER_RUNGS))) - set(LADDER_LR_GRID):
         assert ladder_check_factors(rung, "ln") == [] and not [c for c in study_cells("ladder-lr")
                                                                if c.preset == f"ladder-{rung}"]
