@@ -456,8 +456,10 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
             plots.save(fig, figures / f"{study}_lr_curves", footer)
             plt.close(fig)
         return write_text_stable(study_dir_for(study, out).root / "LADDER.md", lr_check_report(runs, study))
-    table = rung_table(runs)
+    every_size = rung_table(runs)
     seeds = registered_seeds(study)
+    # amendment 4: a size's comparison is quoted (table, figure, trend) only once every arm has its registered seeds
+    table = finished(every_size, seeds)
     across_sizes = len({c.preset for c in STUDIES[study].cells()}) > 1  # a one-size study has no trend or figure
     lines_trend = trend(table, seeds=seeds) if len(table) else pd.DataFrame()
     axes = {"params": "params", "train_flops": "compute"} if len(table) and across_sizes else {}
@@ -476,8 +478,9 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
                 f"`figures/ladder/{study}_delta_vs_compute.png`." if across_sizes else ""), "",
              " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
              "## Per size (the registered paired comparison, Holm within each size)", "",
-             compact_markdown(_display(table)) if len(table) else "No rung has finished yet.", ""]
-    if len(table):
+             compact_markdown(_display(table)) if len(table) else "No size has finished yet.", ""]
+    lines += in_progress_lines(every_size, table, seeds)
+    if len(runs):
         lines += per_seed_section(runs)
     lines += budget_section(runs) + fit_section(runs) + peak_section(runs, study) + norm_loss_section(runs)
     # per arm: a rung's check completes arm by arm, and an arm without its own check (rms, ln_matched,
@@ -510,6 +513,24 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     else:
         lines += ["Fewer than three sizes have finished (all their registered seeds): no trend is fitted."]
     return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")
+
+
+def in_progress_lines(every_size: pd.DataFrame, quoted: pd.DataFrame, seeds: int | None = None) -> list[str]:
+    """The sizes with some finished runs that are not quoted yet (`finished`): per arm, how many of its registered
+    seeds have finished, and no difference, interval or test, since a size is read only as a whole (amendment 4)."""
+    from .studies import LADDER_SEEDS
+
+    wanted = len(LADDER_SEEDS) if seeds is None else seeds
+    waiting = every_size[~every_size.set_index(["tokenizer", "params"]).index.isin(
+        quoted.set_index(["tokenizer", "params"]).index)] if len(every_size) else every_size
+    if waiting.empty:
+        return []
+    lines = [f"Not quoted yet (docs/PROTOCOL.md amendment 4: a size is compared once every arm has its {wanted} "
+             "registered seeds; its finished runs are in the per-seed tables below):", ""]
+    for (tokenizer, preset), sub in primary(waiting).groupby(["tokenizer", "preset"], sort=False):
+        arms = ", ".join(f"`{v}` {int(n)}" for v, n in zip(sub["variant"], sub["seeds"], strict=True))
+        lines.append(f"- {preset} ({tokenizer}): seeds finished with a paired `none` run: {arms} of {wanted}.")
+    return lines + [""]
 
 
 def per_seed(runs: pd.DataFrame, column: str | None = None) -> pd.DataFrame:

@@ -461,6 +461,22 @@ def test_the_report_renders(tmp_path):
     assert (tmp_path / "figures" / "ladder_delta_vs_compute.png").is_file()
 
 
+def test_a_size_short_of_its_seeds_is_counted_in_the_report_but_not_compared(tmp_path):
+    runs = synthetic()
+    last = f"ladder-{len(LADDER_RUNGS) - 1}"
+    partial = runs[(runs["cfg.preset"] != last) | ((runs["seed"] < 2) & (runs["variant"] != "rms"))]
+    (tmp_path / "ladder").mkdir()
+    partial.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    text = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
+    per_size = text.split("## Per size")[1].split("## Per seed")[0]
+    assert f"| {last} |" not in per_size and "| ladder-0 |" in per_size  # amendment 4: no interim comparison
+    assert f"- {last} (char): seeds finished with a paired `none` run: `ln` 2 of 5." in per_size
+    assert f"| char | {last} | 1 |" in text  # its runs stay visible, per seed
+    runs.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    complete = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
+    assert f"| {last} |" in complete.split("## Per seed")[0] and "Not quoted yet" not in complete
+
+
 def test_the_subword_report_says_its_lr_was_checked_on_characters_only(tmp_path):
     bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
     bpe["val_loss_per_char"] = bpe["val_loss"]
