@@ -521,8 +521,7 @@ def in_progress_lines(every_size: pd.DataFrame, quoted: pd.DataFrame, seeds: int
     from .studies import LADDER_SEEDS
 
     wanted = len(LADDER_SEEDS) if seeds is None else seeds
-    waiting = every_size[~every_size.set_index(["tokenizer", "params"]).index.isin(
-        quoted.set_index(["tokenizer", "params"]).index)] if len(every_size) else every_size
+    waiting = every_size.drop(index=quoted.index)  # `finished` keeps rung_table's row labels
     if waiting.empty:
         return []
     lines = [f"Not quoted yet (docs/PROTOCOL.md amendment 4: a size is compared once every arm has its {wanted} "
