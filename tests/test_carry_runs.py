@@ -1,0 +1,97 @@
+"""scripts/carry_runs.py: an unfinished run carried out of one checkout and into a fresh one resumes bit for bit."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+
+import pytest
+from conftest import REPO, strip_timing, tiny
+
+from embnorm_lib.io import read_jsonl
+from embnorm_lib.train import train
+
+spec = importlib.util.spec_from_file_location("carry_runs", REPO / "scripts" / "carry_runs.py")
+carry_runs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(carry_runs)
+
+
+def quiet(_line: str) -> None:
+    pass
+
+
+def test_an_unfinished_run_carried_to_a_fresh_checkout_resumes_bit_for_bit(tmp_path, data_path):
+    cfg = tiny(max_iters=16, checkpoint_interval=4, dropout=0.1)
+    whole = train(cfg, tmp_path / "whole", data_path, progress=False)
+    old, new, folder = tmp_path / "old", tmp_path / "new", tmp_path / "carry"
+    unfinished = old / "runs" / "s" / "ln" / "seed0"
+    train(cfg, unfinished, data_path, progress=False, until_step=10)  # stopped: checkpointed at step 10
+    finished = old / "runs" / "s" / "none" / "seed0"
+    train(cfg, finished, data_path, progress=False)
+    (finished / "ckpt.pt").write_bytes(b"a finished run's stray checkpoint")  # finished: never carried
+
+    entries = carry_runs.save(old, folder, echo=quiet)
+    assert [(e["run"], e["step"]) for e in entries] == [("runs/s/ln/seed0", 10)]
+    assert json.loads((folder / "carry.json").read_text())["runs"] == entries
+    assert not (folder / "runs" / "s" / "ln" / "seed0" / ".lock").exists()
+
+    (new / "runs").mkdir(parents=True)  # a fresh checkout: the run directory is gone
+    assert carry_runs.restore(new, folder, echo=quiet) == 0
+    resumed = train(cfg, new / "runs" / "s" / "ln" / "seed0", data_path, progress=False)
+    assert resumed["val_loss"] == whole["val_loss"]
+    for name in ("metrics.jsonl", "evals.jsonl"):
+        assert strip_timing(read_jsonl(new / "runs" / "s" / "ln" / "seed0" / name)) == \
+            strip_timing(read_jsonl(tmp_path / "whole" / name))
+
+    # once finished here, a second restore leaves the run alone
+    lines = []
+    assert carry_runs.restore(new, folder, echo=lines.append) == 0
+    assert lines[0] == "kept runs/s/ln/seed0: finished in this checkout"
+
+
+def test_restore_refuses_a_changed_config_or_checkpoint_and_never_goes_backwards(tmp_path, data_path):
+    cfg = tiny(max_iters=12, checkpoint_interval=4)
+    old, folder = tmp_path / "old", tmp_path / "carry"
+    run = old / "runs" / "s" / "ln" / "seed0"
+    train(cfg, run, data_path, progress=False, until_step=5)  # checkpointed at step 5
+    carry_runs.save(old, folder, echo=quiet)
+    carried = folder / "runs" / "s" / "ln" / "seed0"
+
+    further = tmp_path / "further"  # this checkout got past the carried step: keep it
+    train(cfg, further / "runs" / "s" / "ln" / "seed0", data_path, progress=False, until_step=9)
+    before = (further / "runs" / "s" / "ln" / "seed0" / "ckpt.pt").read_bytes()
+    lines = []
+    assert carry_runs.restore(further, folder, echo=lines.append) == 0
+    assert lines[0] == "kept runs/s/ln/seed0: this checkout's checkpoint is at or past step 5"
+    assert (further / "runs" / "s" / "ln" / "seed0" / "ckpt.pt").read_bytes() == before
+
+    other = tmp_path / "other"  # another config in the same place: refused, nothing written
+    target = other / "runs" / "s" / "ln" / "seed0"
+    target.mkdir(parents=True)
+    (target / "config.json").write_text("{}\n")
+    lines = []
+    assert carry_runs.restore(other, folder, echo=lines.append) == 1
+    assert lines[0] == "refused runs/s/ln/seed0: this checkout's config.json differs from the carried one"
+    assert sorted(p.name for p in target.iterdir()) == ["config.json"]
+
+    (carried / "ckpt.pt").write_bytes(b"damaged")  # the carried checkpoint changed since it was saved
+    fresh = tmp_path / "fresh"
+    (fresh / "runs").mkdir(parents=True)
+    lines = []
+    assert carry_runs.restore(fresh, folder, echo=lines.append) == 1
+    assert lines[0] == "refused runs/s/ln/seed0: the carried checkpoint's sha256 is not the one saved"
+    assert not (fresh / "runs" / "s").exists()
+
+
+def test_a_carry_folder_inside_the_checkout_or_without_a_manifest_is_refused(tmp_path):
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(SystemExit, match="lies inside the checkout"):
+        carry_runs.save(tmp_path, tmp_path / "carry", echo=quiet)
+    assert not (tmp_path / "carry").exists() and not (tmp_path / "carry.saving").exists()
+    empty = tmp_path.parent / (tmp_path.name + "-empty")
+    empty.mkdir()
+    try:
+        with pytest.raises(SystemExit, match="no carry.json in .*; allowed: a folder written by"):
+            carry_runs.restore(tmp_path, empty, echo=quiet)
+    finally:
+        shutil.rmtree(empty)
