@@ -20,7 +20,6 @@ logs), so carrying it changes no result. Exit code 1 when any carried run could 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -29,30 +28,25 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from embnorm_lib.checkpoint import load_checkpoint  # noqa: E402  (weights_only=True; an unreadable file says so)
+from embnorm_lib.data import sha256_of  # noqa: E402
+from embnorm_lib.io import RunLock  # noqa: E402
+from embnorm_lib.rundir import LOCK_FILES, RunDir  # noqa: E402
+
 MANIFEST = "carry.json"
-CHECKPOINT, SUMMARY, CONFIG = "ckpt.pt", "summary.json", "config.json"
-SKIPPED_FILES = {".lock", ".cell.lock"}  # flock files belong to the process holding them
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+CHECKPOINT = RunDir(Path()).checkpoint.name
 
 
 def checkpoint_step(path: Path) -> int:
-    from embnorm_lib.checkpoint import load_checkpoint  # weights_only=True; an unreadable file says so
-
     return int(load_checkpoint(path)["step"])
 
 
-def unfinished_runs(repo: Path) -> list[Path]:
+def unfinished_runs(repo: Path) -> list[RunDir]:
     """Run directories under repo/runs holding a checkpoint but no summary, in path order."""
     runs = repo / "runs"
-    found = [ckpt.parent for ckpt in runs.rglob(CHECKPOINT)] if runs.is_dir() else []
-    return sorted(d for d in found if not (d / SUMMARY).is_file())
+    found = sorted(ckpt.parent for ckpt in runs.rglob(CHECKPOINT)) if runs.is_dir() else []
+    return [RunDir(d) for d in found if not RunDir(d).summary.is_file()]
 
 
 def head_commit(repo: Path) -> str:
@@ -73,15 +67,15 @@ def save(repo: Path, folder: Path, echo=print) -> list[dict]:
     staging.mkdir(parents=True)
     entries = []
     for run in unfinished_runs(repo):
-        rel = run.relative_to(repo)
-        target = staging / rel
-        target.mkdir(parents=True)
-        shutil.copy2(run / CHECKPOINT, target / CHECKPOINT)  # first: every log copied after it reaches its step
-        for item in sorted(run.iterdir()):
-            if item.is_file() and item.name not in SKIPPED_FILES | {CHECKPOINT}:
-                shutil.copy2(item, target / item.name)
-        step = checkpoint_step(target / CHECKPOINT)
-        entries.append({"run": rel.as_posix(), "step": step, "ckpt_sha256": sha256(target / CHECKPOINT)})
+        rel = run.root.relative_to(repo)
+        target = RunDir(staging / rel)
+        target.root.mkdir(parents=True)
+        shutil.copy2(run.checkpoint, target.checkpoint)  # first: every log copied after it reaches its step
+        for item in sorted(run.root.iterdir()):  # flock files belong to the process holding them: never copied
+            if item.is_file() and item.name not in {*LOCK_FILES, CHECKPOINT}:
+                shutil.copy2(item, target.root / item.name)
+        step = checkpoint_step(target.checkpoint)
+        entries.append({"run": rel.as_posix(), "step": step, "ckpt_sha256": sha256_of(target.checkpoint)})
         echo(f"carried {rel} (checkpoint at step {step})")
     manifest = {"commit": head_commit(repo), "repo": str(repo), "runs": entries}
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
@@ -104,25 +98,23 @@ def read_manifest(folder: Path) -> dict:
 
 def restore_one(repo: Path, folder: Path, entry: dict) -> tuple[bool, str]:
     """Put one carried run back; (ok, what happened). Not restoring a run this checkout has got further with is ok."""
-    from embnorm_lib.io import RunLock
-
     rel, step = entry["run"], entry["step"]
-    source, target = folder / rel, repo / rel
-    if (target / SUMMARY).is_file():
+    source, target = RunDir(folder / rel), RunDir(repo / rel)
+    if target.summary.is_file():
         return True, f"kept {rel}: finished in this checkout"
-    if (target / CHECKPOINT).is_file() and checkpoint_step(target / CHECKPOINT) >= step:
+    if target.checkpoint.is_file() and checkpoint_step(target.checkpoint) >= step:
         return True, f"kept {rel}: this checkout's checkpoint is at or past step {step}"
-    if (target / CONFIG).is_file() and (target / CONFIG).read_bytes() != (source / CONFIG).read_bytes():
+    if target.config.is_file() and target.config.read_bytes() != source.config.read_bytes():
         return False, f"refused {rel}: this checkout's config.json differs from the carried one"
-    if sha256(source / CHECKPOINT) != entry["ckpt_sha256"]:
+    if sha256_of(source.checkpoint) != entry["ckpt_sha256"]:
         return False, f"refused {rel}: the carried checkpoint's sha256 is not the one saved"
-    with RunLock(target / ".lock"):
-        for item in sorted(source.iterdir()):
+    with RunLock(target.lock):
+        for item in sorted(source.root.iterdir()):
             if item.is_file() and item.name != CHECKPOINT:
-                shutil.copy2(item, target / item.name)
-        partial = target / (CHECKPOINT + ".tmp")
-        shutil.copy2(source / CHECKPOINT, partial)
-        os.replace(partial, target / CHECKPOINT)  # last, whole: a checkpoint only ever appears beside its logs
+                shutil.copy2(item, target.root / item.name)
+        partial = target.root / (CHECKPOINT + ".tmp")
+        shutil.copy2(source.checkpoint, partial)
+        os.replace(partial, target.checkpoint)  # last, whole: a checkpoint only ever appears beside its logs
     return True, f"restored {rel} (resumes from step {step})"
 
 
@@ -154,5 +146,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     sys.exit(main())
