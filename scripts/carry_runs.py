@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from embnorm_lib.checkpoint import load_checkpoint  # noqa: E402  (weights_only=True; an unreadable file says so)
 from embnorm_lib.data import sha256_of  # noqa: E402
-from embnorm_lib.io import RunLock  # noqa: E402
+from embnorm_lib.io import RunLock, git_commit  # noqa: E402
 from embnorm_lib.rundir import LOCK_FILES, RunDir  # noqa: E402
 
 MANIFEST = "carry.json"
@@ -47,11 +46,6 @@ def unfinished_runs(repo: Path) -> list[RunDir]:
     runs = repo / "runs"
     found = sorted(ckpt.parent for ckpt in runs.rglob(CHECKPOINT)) if runs.is_dir() else []
     return [RunDir(d) for d in found if not RunDir(d).summary.is_file()]
-
-
-def head_commit(repo: Path) -> str:
-    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else "unknown"
 
 
 def check_outside(repo: Path, folder: Path) -> None:
@@ -77,7 +71,7 @@ def save(repo: Path, folder: Path, echo=print) -> list[dict]:
         step = checkpoint_step(target.checkpoint)
         entries.append({"run": rel.as_posix(), "step": step, "ckpt_sha256": sha256_of(target.checkpoint)})
         echo(f"carried {rel} (checkpoint at step {step})")
-    manifest = {"commit": head_commit(repo), "repo": str(repo), "runs": entries}
+    manifest = {"commit": git_commit(repo), "repo": str(repo), "runs": entries}
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     old = folder.with_name(folder.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
