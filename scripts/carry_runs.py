@@ -45,7 +45,7 @@ def unfinished_runs(repo: Path) -> list[RunDir]:
     """Run directories under repo/runs holding a checkpoint but no summary, in path order."""
     runs = repo / "runs"
     found = sorted(ckpt.parent for ckpt in runs.rglob(CHECKPOINT)) if runs.is_dir() else []
-    return [RunDir(d) for d in found if not RunDir(d).summary.is_file()]
+    return [run for run in map(RunDir, found) if not run.summary.is_file()]
 
 
 def check_outside(repo: Path, folder: Path) -> None:
