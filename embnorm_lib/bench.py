@@ -181,7 +181,7 @@ def notebook_run(preset: str, iters: int, data_path, threads: int) -> dict:
                                "other_cells_s": sum(d for _, d in cells) - train_cell_s - lm_s}}
 
 
-def study_wall(study: str, data_path) -> dict:
+def study_wall(study: str, data_path, workers: int = 0) -> dict:
     """The whole study, end to end as the sweep runs it (default layout, lm-eval on), with the interim-subset
     plan, into a temporary directory; its final numbers must be those of the committed runs' plan."""
     from .sweep import run_sweep
@@ -190,10 +190,11 @@ def study_wall(study: str, data_path) -> dict:
              for c in study_cells(study)]
     with tempfile.TemporaryDirectory(prefix="embnorm-bench-study-") as tmp:
         t = time.perf_counter()
-        report = run_sweep(cells, tmp, data_path, echo=lambda *a: None, reuse=False)
+        report = run_sweep(cells, tmp, data_path, workers=workers, echo=lambda *a: None, reuse=False)
         wall = time.perf_counter() - t
         finals = {c.label(): read_json(c.run_dir(Path(tmp)) / "summary.json").get("val_loss") for c in cells}
     return {"study": study, "runs": len(cells), "failures": len(report.failures), "study_wall_s": wall,
+            "workers": workers or "default",
             "val_loss": finals, "git_commit": git_commit(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 

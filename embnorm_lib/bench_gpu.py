@@ -3,6 +3,7 @@
     python -m embnorm_lib.bench_gpu loop            # ms/iteration, compile time, MFU against the measured bf16 peak
     python -m embnorm_lib.bench_gpu notebook        # the design card's papermill command on CUDA, timed by cell
     python -m embnorm_lib.bench_gpu study main      # a whole study as the sweep runs it (packed), end to end
+    python -m embnorm_lib.bench_gpu study main --workers 2   # ... with another worker count (its own key)
     python -m embnorm_lib.bench_gpu gpt-small       # a few hundred steps of GPT-2 small: the path works at scale
 
 A lent GPU comes in slices of minutes, so each part runs on its own and merges its figures into
@@ -65,6 +66,8 @@ def loop_figures(preset: str, iters: int, device: str = "cuda", compile: bool | 
     tokens_per_s = cfg.tokens_per_iter / (steady / 1e3)
     return {"preset": preset, "iters": iters, "device": summary["device"], "precision": summary["precision"],
             "compile": compile, "n_params": summary["n_params"], "ms_per_iter": steady,
+            "p90_ms_per_iter": sorted(step_ms[STEADY_FROM:] or step_ms)[int(0.9 * len(step_ms[STEADY_FROM:] or step_ms))],
+            "first_steps_ms": step_ms[:STEADY_FROM],
             "warmup_extra_s": (sum(step_ms[:STEADY_FROM]) - steady * min(STEADY_FROM, len(step_ms))) / 1e3,
             "tokens_per_s": tokens_per_s, "achieved_tflops": summary["flops_per_token"] * tokens_per_s / 1e12,
             "first_train_loss": rows[0]["train_loss"], "last_train_loss": rows[-1]["train_loss"],
@@ -103,10 +106,10 @@ def notebook_part(data_path=None) -> dict:
                                                                          data_path, 0)}
 
 
-def study_part(study: str, data_path=None) -> dict:
+def study_part(study: str, data_path=None, workers: int = 0) -> dict:
     from .bench import study_wall
 
-    return study_wall(study, data_path)
+    return study_wall(study, data_path, workers)
 
 
 def gpt_small_part(iters: int = 300, data_path=None) -> dict:
@@ -131,6 +134,7 @@ def main(argv=None) -> int:
     p.add_argument("part", choices=PARTS)
     p.add_argument("study", nargs="?", default="main", help="the study the `study` part times (default: main)")
     p.add_argument("--iters", type=int, default=0, help="steps of the loop or gpt-small part (0: 200 / 300)")
+    p.add_argument("--workers", type=int, default=0, help="the study part's sweep workers (0: the sweep's default)")
     p.add_argument("--data-path", default=None)
     p.add_argument("--save", default=None, help="default: runs/bench-gpu.json")
     args = p.parse_args(argv)
@@ -144,7 +148,8 @@ def main(argv=None) -> int:
     elif args.part == "notebook":
         key, figures = "notebook", notebook_part(args.data_path)
     elif args.part == "study":
-        key, figures = f"study:{args.study}", study_part(args.study, args.data_path)
+        key = f"study:{args.study}" + (f":workers={args.workers}" if args.workers else "")
+        figures = study_part(args.study, args.data_path, args.workers)
     else:
         key, figures = "gpt-small", gpt_small_part(args.iters or 300, args.data_path)
     merge(save, key, figures)

@@ -64,7 +64,7 @@ class RunConfig:
     # execution
     device: str = "auto"
     precision: str = "auto"
-    compile: bool | str = "auto"  # auto: torch.compile on CUDA only (on CPU its warm-up costs more than it saves)
+    compile: bool | str = "auto"  # auto: torch.compile on CUDA for large models only (device.resolve_compile)
     torch_threads: int = 0  # 0 leaves torch's default
     # single: one run per process; packed: trained with other seeds of the same config in one process, the members'
     # arithmetic batched (packed.py). Like the thread count, it is how a run was computed, not what it is: packed

@@ -36,6 +36,21 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     return "fp32"
 
 
+# torch.compile's fixed cost against what it saves per step. Measured on an H100 (runs/bench-gpu.json, 2026-11-27):
+# at the seeds-final size (1.6M parameters, launch-bound either way) compiling took 21 s and cut the median step
+# from 18.5 to 15.2 ms, which pays back only after ~6,400 steps, longer than any run here. Large models are
+# compute-bound, where inductor's fusion pays (nanoGPT reports ~250 -> ~135 ms/iteration at GPT-2 small), so
+# `auto` compiles from this many parameters on: gpt-small (~86M) compiles, the size ladder (<= 15M) does not.
+COMPILE_MIN_PARAMS = 50_000_000
+
+
+def resolve_compile(requested: bool | str, device: torch.device, n_params: int) -> bool:
+    """'auto' means compile on CUDA for models of COMPILE_MIN_PARAMS parameters or more; never on CPU or MPS."""
+    if requested == "auto":
+        return device.type == "cuda" and n_params >= COMPILE_MIN_PARAMS
+    return bool(requested)
+
+
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 

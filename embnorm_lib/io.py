@@ -263,7 +263,8 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def git_commit(cwd: Path | None = None) -> str:
-    """HEAD of the checkout, with '-dirty' when tracked files differ; 'unknown' outside git."""
+    """HEAD of the checkout, with '-dirty' when tracked files differ; outside git, the commit a copied tree names in
+    $EMBNORM_SOURCE_COMMIT (a lent GPU gets the working tree without .git), else 'unknown'."""
     cwd = cwd or PACKAGE_DIR
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
@@ -272,7 +273,8 @@ def git_commit(cwd: Path | None = None) -> str:
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return head + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        named = os.environ.get("EMBNORM_SOURCE_COMMIT", "").strip()
+        return f"{named} (copied tree)" if named else "unknown"
 
 
 def uncommitted_indexes(runs_dir: Path) -> list[str]:

@@ -97,6 +97,9 @@ class CharLM(_LMBase):
         model = GPT(cfg)
         model.load_state_dict(torch.load(run.final_model, map_location="cpu", weights_only=True))
         corpus = load_corpus(data_path, corpus_sha256=cfg.corpus_sha256)
+        # on CUDA where the run's device setting allows it (on a GPU machine, CPU scoring took most of a sweep
+        # job's time outside training); on the CPU otherwise, as every committed run was scored
+        kwargs.setdefault("device", "cuda" if cfg.device in ("auto", "cuda") and torch.cuda.is_available() else "cpu")
         if cfg.tokenizer == "char":
             return CharLM(model, corpus.chars, **kwargs)
         from .tokenizer import bpe_tokenizer
@@ -266,6 +269,8 @@ def evaluate_lm(lm: CharLM, shots=None, data_path=None, tasks=None, suite: str =
         result["macro"][f"{k}shot"] = {"acc": sum(accs) / len(accs), "acc_norm": sum(norms) / len(norms),
                                        "acc_stderr": stderr}
     result["seconds"] = time.perf_counter() - t0
+    if lm.device_name != "cpu":  # CPU-scored files keep the shape every committed run has
+        result["device"] = lm.device_name
     result["truncated_requests"] = lm.truncated
     result["fewshot_random_seed"] = FEWSHOT_SEED
     result["git_commit"] = git_commit()

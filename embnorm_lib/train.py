@@ -30,7 +30,7 @@ from .checkpoint import (
 )
 from .config import RunConfig
 from .data import BatchSampler, evenly_spaced, load_corpus, validation_windows
-from .device import Precision, resolve_precision, select_device
+from .device import Precision, resolve_compile, resolve_precision, select_device
 from .errors import ConfigError
 from .evaluate import by_position, evaluate
 from .io import cpu_info, environment_info, git_commit, read_json, save_torch, write_json
@@ -250,8 +250,7 @@ def _train_locked(cfg: RunConfig, run: RunDir, corpus, device, ddp, *, until_ste
     active = start_run(cfg, run, corpus, device, precision, on_eval, ddp.is_main)
     model, state, scaler = active.state.model, active.state, active.state.scaler
     wrapped = torch.nn.parallel.DistributedDataParallel(model) if ddp.active else model
-    use_compile = cfg.compile is True or (cfg.compile == "auto" and device.type == "cuda")
-    forward = torch.compile(wrapped) if use_compile else wrapped
+    forward = torch.compile(wrapped) if resolve_compile(cfg.compile, device, model.num_params()) else wrapped
 
     bar = progress_bar(cfg, state.step, progress and ddp.is_main)
     last = min(until_step if until_step is not None else cfg.max_iters, cfg.max_iters)

@@ -36,6 +36,7 @@ case "${1:-}" in
     mapfile -t dirs < <(study_dirs)
     [ "${#dirs[@]}" -gt 0 ] && git rm -r -q --cached -- "${dirs[@]}"
     printf '%s\n/runs/*/\n!/runs/tokenizers/\n%s\n' "$begin" "$end" >> "$git_dir/info/exclude"
+    mkdir -p "$(dirname "$hook")"  # a checkout may have no hooks folder (git init --template= leaves none)
     printf '#!/bin/sh\necho "code-only checkout: run bash scripts/code_only.sh off before committing" >&2\nexit 1\n' > "$hook"
     chmod +x "$hook"
     touch "$marker"

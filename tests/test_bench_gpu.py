@@ -15,6 +15,7 @@ def test_loop_figures_read_the_steady_step_time_from_the_run(data_path):
 
 def test_parts_merge_under_their_keys_and_another_gpu_replaces_the_file(tmp_path, monkeypatch):
     save = tmp_path / "bench-gpu.json"
+    monkeypatch.setattr(bench_gpu.torch.cuda, "is_available", lambda: False)  # the same on a CUDA machine
     bench_gpu.merge(save, "loop", {"ms": 1.0})
     bench_gpu.merge(save, "study:main", {"study_wall_s": 100.0})
     written = json.loads(save.read_text())

@@ -82,3 +82,11 @@ def test_this_repositorys_code_only_copy_fits_a_gpu_transfer_with_room_to_spare(
                                           and not n.startswith("runs/tokenizers/"))]
     mib = sum((REPO / n).stat().st_size for n in code_only if (REPO / n).exists()) / 2 ** 20
     assert mib < 32, f"{mib:.1f} MiB of tracked files outside the run directories"
+
+
+def test_on_works_in_a_checkout_without_a_hooks_folder(repo):
+    shutil.rmtree(repo / ".git" / "hooks", ignore_errors=True)  # a checkout made with an empty template has none
+    on = _script(repo, "on")
+    assert on.returncode == 0, on.stdout + on.stderr
+    assert (repo / ".git" / "hooks" / "pre-commit").is_file()
+    assert _script(repo, "off").returncode == 0 and not (repo / ".git" / "hooks" / "pre-commit").exists()

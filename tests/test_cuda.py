@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 def cuda_run(tmp_path, name, data_path, **overrides):
-    cfg = tiny(max_iters=40, eval_interval=20, device="cuda", **{"compile": False, **overrides})  # compile: its test
+    cfg = tiny(device="cuda", **{"max_iters": 40, "eval_interval": 20, "compile": False, **overrides})  # compile: its test
     return train(cfg, tmp_path / name, data_path, progress=False)
 
 
@@ -60,3 +60,11 @@ def test_a_checkpoint_written_on_one_device_resumes_on_the_other(tmp_path, data_
     steps = [r["step"] for r in read_jsonl(tmp_path / "moved" / "metrics.jsonl")]
     assert steps == list(range(1, 31))
     assert resumed["val_loss"] == pytest.approx(whole["val_loss"], rel=5e-3)
+
+
+def test_a_run_trained_on_cuda_is_scored_there(tmp_path, data_path):
+    from embnorm_lib.lm_eval_adapter import score_if_asked
+
+    cfg = tiny(max_iters=5, eval_interval=0, eval_at_init=False, diag_interval=0, device="cuda", lm_eval=True)
+    train(cfg, tmp_path / "run", data_path, progress=False)
+    assert score_if_asked(cfg, tmp_path / "run", data_path)["device"] == "cuda"

@@ -188,6 +188,29 @@ def test_torch_compile_matches_eager(tmp_path, data_path):
     assert compiled["val_loss"] == pytest.approx(eager["val_loss"], abs=1e-4)
 
 
+def test_compile_auto_is_on_for_large_models_on_cuda_only():
+    from embnorm_lib.device import COMPILE_MIN_PARAMS, resolve_compile
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert resolve_compile("auto", cuda, COMPILE_MIN_PARAMS) and not resolve_compile("auto", cuda, COMPILE_MIN_PARAMS - 1)
+    assert not resolve_compile("auto", cpu, 10 * COMPILE_MIN_PARAMS)
+    assert resolve_compile(True, cpu, 1) and not resolve_compile(False, cuda, 10 * COMPILE_MIN_PARAMS)
+    from embnorm_lib.config import preset_config
+    from embnorm_lib.model import GPT
+
+    sizes = {p: GPT(preset_config(p)).num_params() for p in ("gpt-small", "seeds-final", "ladder-4")}
+    assert [resolve_compile("auto", cuda, n) for n in sizes.values()] == [True, False, False], sizes
+
+
+def test_a_copied_tree_names_its_commit_from_the_environment(tmp_path, monkeypatch):
+    from embnorm_lib.io import git_commit
+
+    monkeypatch.delenv("EMBNORM_SOURCE_COMMIT", raising=False)
+    assert git_commit(tmp_path) == "unknown"  # tmp_path is no git checkout
+    monkeypatch.setenv("EMBNORM_SOURCE_COMMIT", "abc123")
+    assert git_commit(tmp_path) == "abc123 (copied tree)"
+
+
 @pytest.mark.parametrize("packed", [False, True])
 def test_a_training_step_reads_the_device_once(tmp_path, data_path, monkeypatch, packed):
     """Per step, one batched transfer of what the log needs (loss, block-1 input norm, gradient norm; for every

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One lent-GPU session's checks (issue 20), in order of what they settle, each part under its own time limit so a
+# slow part cannot take the ones after it: the CUDA tests, the design card's papermill command, a whole study as the
+# sweep runs it, a hundred steps of gpt-small, then the loop's figures (compile on/off, MFU). The first lent session
+# (2026-11-27, runs/bench-gpu/) ran out of time in every part after the tests; the limits now follow what it saw.
+# Every part merges its figures into runs/bench-gpu.json (bench_gpu.py); the log and that file are copied to
+# $OUT (the device tool's return folder) after each part, so a session cut short still brings back what finished.
+#
+#   bash scripts/gpu_session.sh [SECONDS] [STUDY]     # SECONDS: the whole script's budget (default 540)
+#
+# Prepared here beforehand: `bash scripts/code_only.sh on` (the tree must stay under 64 MiB), the wheels the device
+# lacks in .whl/ (`python scripts/offline_wheels.py --have have.txt`), the corpus copied to .gpudata/input.txt; the
+# device call carries .whl and .gpudata and sets EMBNORM_SOURCE_COMMIT to the commit the tree came from.
+set -u
+budget=${1:-540}; study=${2:-main}
+start=$(date +%s)
+out=${OUT:-/tmp/gpu-session-out}; mkdir -p "$out"
+log="$out/gpu_session.log"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    >>"$log" 2>&1 || { echo "wheel install failed" | tee -a "$log"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+[ -f .gpudata/input.txt ] && export EMBNORM_DATA=$PWD/.gpudata/input.txt
+
+left() { echo $(( budget - ($(date +%s) - start) )); }
+part() {  # part NAME LIMIT COMMAND...: runs COMMAND under min(LIMIT, time left - 5 s)
+  local name=$1 limit=$2; shift 2
+  local t; t=$(left); t=$(( t - 5 < limit ? t - 5 : limit ))
+  if [ "$t" -lt 20 ]; then echo "== $name: skipped (${t}s left)" | tee -a "$log"; return; fi
+  echo "== $name (limit ${t}s) $(date -u +%T)" | tee -a "$log"
+  local t0; t0=$(date +%s)
+  timeout --signal=INT --kill-after=5 "$t" "$@" >>"$log" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc in $(( $(date +%s) - t0 ))s" | tee -a "$log"
+  [ -f runs/bench-gpu.json ] && cp runs/bench-gpu.json "$out/"
+}
+
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  python3 -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
+  nproc; } 2>&1 | tee -a "$log"
+
+# OMP threads: four pytest workers on 16 cores would otherwise start 16 torch threads each for their CPU halves
+part cuda-tests 120 env OMP_NUM_THREADS=4 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_bench_gpu.py
+part notebook 120 python3 -m embnorm_lib.bench_gpu notebook
+part "study $study" 240 python3 -m embnorm_lib.bench_gpu study "$study"
+part gpt-small 150 python3 -m embnorm_lib.bench_gpu gpt-small --iters 100
+part loop 150 python3 -m embnorm_lib.bench_gpu loop --iters 100
+echo "== done in $(( $(date +%s) - start ))s" | tee -a "$log"
