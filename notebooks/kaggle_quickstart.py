@@ -18,7 +18,8 @@
 #
 # Clones embnorm (once), installs only what the image lacks (keeping its CUDA torch and scientific stack), checks the GPU and
 # runs a small paired sweep on it. On CUDA the library picks bf16 on compute capability >= 8.0 and fp16
-# with loss scaling below that (T4, P100), and compiles the model with `torch.compile`.
+# with loss scaling below that (T4, P100), and compiles models of 50M parameters or more with `torch.compile`
+# (smaller ones are launch-bound on a GPU, where compiling does not pay).
 # Turn on the GPU accelerator and internet in the notebook settings first.
 
 # %% tags=["parameters"]
