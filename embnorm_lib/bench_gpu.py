@@ -62,11 +62,12 @@ def loop_figures(preset: str, iters: int, device: str = "cuda", compile: bool | 
         summary = train(cfg, f"{tmp}/run", data_path, progress=False)
         rows = read_jsonl(Path(tmp) / "run" / "metrics.jsonl")
     step_ms = [r["step_ms"] for r in rows]
-    steady = statistics.median(step_ms[STEADY_FROM:] or step_ms)
+    steady_ms = sorted(step_ms[STEADY_FROM:] or step_ms)
+    steady = statistics.median(steady_ms)
     tokens_per_s = cfg.tokens_per_iter / (steady / 1e3)
     return {"preset": preset, "iters": iters, "device": summary["device"], "precision": summary["precision"],
             "compile": compile, "n_params": summary["n_params"], "ms_per_iter": steady,
-            "p90_ms_per_iter": sorted(step_ms[STEADY_FROM:] or step_ms)[int(0.9 * len(step_ms[STEADY_FROM:] or step_ms))],
+            "p90_ms_per_iter": steady_ms[int(0.9 * len(steady_ms))],
             "first_steps_ms": step_ms[:STEADY_FROM],
             "warmup_extra_s": (sum(step_ms[:STEADY_FROM]) - steady * min(STEADY_FROM, len(step_ms))) / 1e3,
             "tokens_per_s": tokens_per_s, "achieved_tflops": summary["flops_per_token"] * tokens_per_s / 1e12,

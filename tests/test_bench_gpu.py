@@ -11,6 +11,7 @@ def test_loop_figures_read_the_steady_step_time_from_the_run(data_path):
     assert row["device"] == "cpu" and row["iters"] == 14 and row["ms_per_iter"] > 0
     assert row["tokens_per_s"] == pytest.approx(8 * 32 / (row["ms_per_iter"] / 1e3))
     assert row["achieved_tflops"] > 0 and row["last_train_loss"] < row["first_train_loss"]
+    assert row["p90_ms_per_iter"] >= row["ms_per_iter"] and len(row["first_steps_ms"]) == bench_gpu.STEADY_FROM
 
 
 def test_parts_merge_under_their_keys_and_another_gpu_replaces_the_file(tmp_path, monkeypatch):
