@@ -447,12 +447,24 @@ def only_cells(cells: list[Cell], text: str, out: Path) -> list[Cell]:
     return kept
 
 
+def seed_cells(cells: list[Cell], seeds: list[int]) -> list[Cell]:
+    """The cells of these seeds; a seed no cell has is refused, naming the seeds the study registers."""
+    have = sorted({c.seed for c in cells})
+    missing = sorted(set(seeds) - set(have))
+    if missing:
+        raise ConfigError(f"invalid --seeds: seed {missing[0]} is not registered here; allowed: "
+                          f"{', '.join(map(str, have))}")
+    return [c for c in cells if c.seed in seeds]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", help=f"a named study ({', '.join(STUDIES)}) or a new name with --preset")
     p.add_argument("--preset", help="build an ad-hoc grid on this preset instead of a named study")
     p.add_argument("--variants", default=",".join(ABC))
-    p.add_argument("--seeds", default="0-2", help="e.g. 0-4 or 0,3,7")
+    p.add_argument("--seeds", default=None,
+                   help="e.g. 0-4 or 0,3,7: an ad-hoc grid's seeds (default 0-2); for a named study, only its cells "
+                        "of these seeds (e.g. the seeds of a size that move to a GPU together)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="fixed config override")
     p.add_argument("--axis", action="append", default=[], metavar="FIELD=V1,V2", help="extra grid axis")
     p.add_argument("--workers", type=int, default=0)
@@ -490,9 +502,12 @@ def main(argv=None) -> int:
         if args.preset:
             fixed = {k: parse_value(v) for k, v in map(split_assignment, args.set)}
             axes = {k: [parse_value(x) for x in v.split(",")] for k, v in map(split_assignment, args.axis)}
-            cells = grid(args.study, args.preset, args.variants.split(","), parse_seeds(args.seeds), fixed, axes)
+            cells = grid(args.study, args.preset, args.variants.split(","), parse_seeds(args.seeds or "0-2"), fixed,
+                         axes)
         else:
             cells = study_cells(args.study)
+            if args.seeds is not None:
+                cells = seed_cells(cells, parse_seeds(args.seeds))
         if args.lm_eval:
             cells = [replace(c, overrides=tuple(sorted({**dict(c.overrides), "lm_eval": True}.items())))
                      for c in cells]

@@ -8,7 +8,7 @@
 #
 #   bash scripts/gpu_session.sh [SECONDS] [STUDY]     # SECONDS: the whole script's budget (default 540)
 #
-# Prepared here beforehand: `bash scripts/code_only.sh on` (the tree must stay under 64 MiB), the wheels the device
+# Prepared here beforehand (scripts/gpu_env.sh uses them there): `bash scripts/code_only.sh on` (the tree must stay under 64 MiB), the wheels the device
 # lacks in .whl/ (`python scripts/offline_wheels.py --have have.txt`), the corpus copied to .gpudata/input.txt; the
 # device call carries .whl and .gpudata and sets EMBNORM_SOURCE_COMMIT to the commit the tree came from.
 set -u
@@ -16,15 +16,7 @@ budget=${1:-540}; study=${2:-main}
 start=$(date +%s)
 out=${OUT:-/tmp/gpu-session-out}; mkdir -p "$out"
 log="$out/gpu_session.log"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    >>"$log" 2>&1 || { echo "wheel install failed" | tee -a "$log"; exit 1; }
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-[ -f .gpudata/input.txt ] && export EMBNORM_DATA=$PWD/.gpudata/input.txt
+source scripts/gpu_env.sh
 
 left() { echo $(( budget - ($(date +%s) - start) )); }
 part() {  # part NAME LIMIT COMMAND...: runs COMMAND under min(LIMIT, time left - 5 s)
@@ -38,10 +30,6 @@ part() {  # part NAME LIMIT COMMAND...: runs COMMAND under min(LIMIT, time left 
   echo "== $name: rc=$rc in $(( $(date +%s) - t0 ))s" | tee -a "$log"
   [ -f runs/bench-gpu.json ] && cp runs/bench-gpu.json "$out/"
 }
-
-{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
-  python3 -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
-  nproc; } 2>&1 | tee -a "$log"
 
 # OMP threads: four pytest workers on 16 cores would otherwise start 16 torch threads each for their CPU halves
 part cuda-tests 120 env OMP_NUM_THREADS=4 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_bench_gpu.py

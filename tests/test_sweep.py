@@ -125,6 +125,17 @@ def test_only_narrows_a_study_to_the_matching_cells_and_refuses_text_that_matche
     assert "invalid --only 'seed9/'" in capsys.readouterr().err
 
 
+def test_seeds_narrows_a_named_study_to_those_seeds_and_refuses_one_it_does_not_register(tmp_path, capsys):
+    """The seeds of one size that move to a GPU together (amendment 15, item 3) are chosen by --seeds."""
+    assert sweep.main(["ladder", "--only", "preset=ladder-1", "--seeds", "2-4", "--list",
+                       "--out-dir", str(tmp_path)]) == 0
+    listed = [line for line in capsys.readouterr().out.splitlines() if "ladder-" in line]
+    assert len(listed) == 9 and {line.split("seed")[-1].split()[0] for line in listed} == {"2", "3", "4"}, listed
+    assert sweep.main(["ladder", "--seeds", "7", "--list", "--out-dir", str(tmp_path)]) == 2
+    assert "seed 7 is not registered here; allowed: 0, 1, 2, 3, 4" in capsys.readouterr().err
+    assert not (tmp_path / "ladder").exists()
+
+
 @pytest.mark.slow  # ~26 s; tests/test_packed.py covers packed kill/resume in the default suite
 def test_a_killed_packed_sweep_resumes_to_the_uninterrupted_result(tmp_path, data_path):
     """--pack on (what --pack auto does on CUDA): the seeds of one config train as one packed job, one notebook
