@@ -9,6 +9,7 @@ embnorm_lib/lmtasks (one YAML per task) and is registered with `TaskManager(incl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -16,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 # Some harness code paths touch the Hub unless told not to (lm-eval #2394): set before importing it.
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -220,6 +222,19 @@ def fits(block_size: int, shots: int, max_item_chars: int = 31) -> bool:
     return (shots + 1) * (max_item_chars + 1) <= block_size + 1
 
 
+@contextlib.contextmanager
+def _without_env_report():
+    """lm-eval appends an environment report to every result (torch's collect_env: pip, nvidia-smi and other
+    subprocesses, about a second per call here and one call per shot count); nothing of it is kept, so skip it."""
+    import lm_eval.evaluator
+
+    if not hasattr(lm_eval.evaluator, "add_env_info"):  # a later lm-eval may drop or move it: then nothing to skip
+        yield
+        return
+    with mock.patch.object(lm_eval.evaluator, "add_env_info", lambda storage: None):
+        yield
+
+
 def evaluate_lm(lm: CharLM, shots=None, data_path=None, tasks=None, suite: str = "v1", limit: int | None = None
                 ) -> dict:
     """Per task and k: acc, acc_norm and their harness stderr; macro accuracy over tasks per k. For a suite with
@@ -245,12 +260,12 @@ def evaluate_lm(lm: CharLM, shots=None, data_path=None, tasks=None, suite: str =
         k_limit = limit if limit is not None else (spec.fewshot_limit if k > 0 else None)
         if k_limit is not None:
             result.setdefault("item_limit", {})[f"{k}shot"] = k_limit
-        out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), num_fewshot=k, task_manager=manager, limit=k_limit,
-                                      use_cache=None, cache_requests=False, log_samples=spec.item_level,
-                                      random_seed=0, numpy_random_seed=0, torch_random_seed=0,
-                                      fewshot_random_seed=FEWSHOT_SEED, bootstrap_iters=1000,
-                                      metadata={"data_path": str(data_path) if data_path else ""},
-                                      verbosity="ERROR")
+        with _without_env_report():
+            out = lm_eval.simple_evaluate(
+                model=lm, tasks=list(tasks), num_fewshot=k, task_manager=manager, limit=k_limit, use_cache=None,
+                cache_requests=False, log_samples=spec.item_level, random_seed=0, numpy_random_seed=0,
+                torch_random_seed=0, fewshot_random_seed=FEWSHOT_SEED, bootstrap_iters=1000,
+                metadata={"data_path": str(data_path) if data_path else ""}, verbosity="ERROR")
         accs, norms, ses = [], [], []
         for task in tasks:
             r = out["results"][task]

@@ -154,3 +154,15 @@ def test_suite_v2_keeps_every_items_answer_through_the_harness(data_path, corpus
         assert result["tasks"][task]["0shot"]["acc"] == pytest.approx(bits.count("1") / 24)
     fields = lm_summary_fields(result, prefix="lm2")
     assert "lm2_macro_acc" in fields and not any(k.startswith("lm_") for k in fields)
+
+
+def test_scoring_skips_lm_evals_environment_report(data_path, corpus, monkeypatch):
+    """The report (torch's collect_env: pip and nvidia-smi subprocesses) cost about a second per shot count and
+    nothing of it is kept; the scores do not depend on it."""
+    import torch.utils.collect_env
+
+    calls = []  # recorded, not raised: lm-eval catches any error of the report and carries on
+    monkeypatch.setattr(torch.utils.collect_env, "get_pretty_env_info", lambda: calls.append(1) or "")
+    result = evaluate_lm(CharLM(GPT(tiny(seed=3, block_size=64)), corpus.chars), shots=(0,), data_path=data_path,
+                         suite="v2", limit=4)
+    assert set(result["macro"]) == {"0shot"} and calls == []
