@@ -6,13 +6,15 @@
 # Every part merges its figures into runs/bench-gpu.json (bench_gpu.py); the log and that file are copied to
 # $OUT (the device tool's return folder) after each part, so a session cut short still brings back what finished.
 #
-#   bash scripts/gpu_session.sh [SECONDS] [STUDY]     # SECONDS: the whole script's budget (default 540)
+#   bash scripts/gpu_session.sh [SECONDS] [STUDY] [PART...]   # SECONDS: the whole script's budget (default 540);
+#                                                              # PARTS: some of cuda-tests notebook study gpt-small loop
 #
 # Prepared here beforehand (scripts/gpu_env.sh uses them there): `bash scripts/code_only.sh on` (the tree must stay under 64 MiB), the wheels the device
 # lacks in .whl/ (`python scripts/offline_wheels.py --have have.txt`), the corpus copied to .gpudata/input.txt; the
 # device call carries .whl and .gpudata and sets EMBNORM_SOURCE_COMMIT to the commit the tree came from.
 set -u
-budget=${1:-540}; study=${2:-main}
+budget=${1:-540}; study=${2:-main}; shift $(( $# < 2 ? $# : 2 ))
+wanted=" ${*:-cuda-tests notebook study gpt-small loop} "
 start=$(date +%s)
 out=${OUT:-/tmp/gpu-session-out}; mkdir -p "$out"
 log="$out/gpu_session.log"
@@ -21,6 +23,7 @@ source scripts/gpu_env.sh
 left() { echo $(( budget - ($(date +%s) - start) )); }
 part() {  # part NAME LIMIT COMMAND...: runs COMMAND under min(LIMIT, time left - 5 s)
   local name=$1 limit=$2; shift 2
+  [[ "$wanted" == *" ${name%% *} "* ]] || return 0
   local t; t=$(left); t=$(( t - 5 < limit ? t - 5 : limit ))
   if [ "$t" -lt 20 ]; then echo "== $name: skipped (${t}s left)" | tee -a "$log"; return; fi
   echo "== $name (limit ${t}s) $(date -u +%T)" | tee -a "$log"
