@@ -5,6 +5,7 @@
     python -m embnorm_lib.bench_gpu study main      # a whole study as the sweep runs it (packed), end to end
     python -m embnorm_lib.bench_gpu study main --workers 2   # ... with another worker count (its own key)
     python -m embnorm_lib.bench_gpu gpt-small       # a few hundred steps of GPT-2 small: the path works at scale
+    python -m embnorm_lib.bench_gpu profile         # where an eager step's time goes: top operators, launches/step
 
 A lent GPU comes in slices of minutes, so each part runs on its own and merges its figures into
 runs/bench-gpu.json under its own key, beside the GPU's name, compute capability and the torch and CUDA versions
@@ -25,9 +26,10 @@ from .config import preset_config
 from .io import environment_info, git_commit, read_json, read_jsonl, runs_root, write_json
 from .train import train
 
-PARTS = ("loop", "notebook", "study", "gpt-small")
+PARTS = ("loop", "notebook", "study", "gpt-small", "profile")
 LOOP_PRESETS = ("seeds-final", "nanogpt-cpu")  # the two regimes of the `main` study
 STEADY_FROM = 10  # steps before this one hold compilation and allocator warm-up
+KERNEL_LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC", "cuLaunchKernel")
 
 
 def gpu_info() -> dict:
@@ -119,6 +121,37 @@ def gpt_small_part(iters: int = 300, data_path=None) -> dict:
     return row
 
 
+def profile_part(iters: int = 30, data_path=None, preset: str = "seeds-final", device: str = "cuda",
+                 top: int = 25) -> dict:
+    """Where an eager training step's time goes: `iters` steps under torch.profiler, no interim evaluation or
+    diagnostics, and the final evaluation cut to 8 windows so that the steps dominate what is profiled."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cfg = preset_config(preset, max_iters=iters, eval_interval=0, eval_at_init=False, checkpoint_interval=0,
+                        diag_interval=0, eval_windows=8, device=device, compile=False, lm_eval=False)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with tempfile.TemporaryDirectory(prefix="embnorm-bench-gpu-prof-") as tmp, profile(activities=activities) as prof:
+        summary = train(cfg, f"{tmp}/run", data_path, progress=False)
+    return {"preset": preset, "iters": iters, "device": summary["device"], "precision": summary["precision"],
+            **profile_figures(prof.key_averages(), iters, top)}
+
+
+def profile_figures(averages, iters: int, top: int = 25) -> dict:
+    """A profiler's operator table as data: totals, kernel launches per step, the `top` operators by self CPU time
+    (milliseconds over the whole profile, calls per step)."""
+    def device_us(event) -> float:  # named self_cuda_time_total before torch 2.4
+        return getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0))
+
+    events = list(averages)
+    launches = sum(e.count for e in events if e.key in KERNEL_LAUNCHES)
+    ranked = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
+    return {"self_cpu_s": sum(e.self_cpu_time_total for e in events) / 1e6,
+            "self_device_s": sum(device_us(e) for e in events) / 1e6,
+            "kernel_launches_per_step": launches / iters,
+            "top_ops": [{"name": e.key, "calls_per_step": e.count / iters, "self_cpu_ms": e.self_cpu_time_total / 1e3,
+                         "self_device_ms": device_us(e) / 1e3} for e in ranked]}
+
+
 def merge(save: Path, key: str, figures: dict) -> dict:
     """Add one part's figures under `key`; a file written on another GPU is replaced, not mixed."""
     info = gpu_info() if torch.cuda.is_available() else {"gpu": "none"}
@@ -134,7 +167,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("part", choices=PARTS)
     p.add_argument("study", nargs="?", default="main", help="the study the `study` part times (default: main)")
-    p.add_argument("--iters", type=int, default=0, help="steps of the loop or gpt-small part (0: 200 / 300)")
+    p.add_argument("--iters", type=int, default=0,
+                   help="steps of the loop, gpt-small or profile part (0: 200 / 300 / 30)")
     p.add_argument("--workers", type=int, default=0, help="the study part's sweep workers (0: the sweep's default)")
     p.add_argument("--data-path", default=None)
     p.add_argument("--save", default=None, help="default: runs/bench-gpu.json")
@@ -151,6 +185,8 @@ def main(argv=None) -> int:
     elif args.part == "study":
         key = f"study:{args.study}" + (f":workers={args.workers}" if args.workers else "")
         figures = study_part(args.study, args.data_path, args.workers)
+    elif args.part == "profile":
+        key, figures = "profile", profile_part(args.iters or 30, args.data_path)
     else:
         key, figures = "gpt-small", gpt_small_part(args.iters or 300, args.data_path)
     merge(save, key, figures)

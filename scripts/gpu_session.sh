@@ -7,14 +7,14 @@
 # $OUT (the device tool's return folder) after each part, so a session cut short still brings back what finished.
 #
 #   bash scripts/gpu_session.sh [SECONDS] [STUDY] [PART...]   # SECONDS: the whole script's budget (default 540);
-#                                                              # PARTS: some of cuda-tests notebook study gpt-small loop
+#                                                              # PARTS: some of cuda-tests notebook study gpt-small loop profile
 #
 # Prepared here beforehand (scripts/gpu_env.sh uses them there): `bash scripts/code_only.sh on` (the tree must stay under 64 MiB), the wheels the device
 # lacks in .whl/ (`python scripts/offline_wheels.py --have have.txt`), the corpus copied to .gpudata/input.txt; the
 # device call carries .whl and .gpudata and sets EMBNORM_SOURCE_COMMIT to the commit the tree came from.
 set -u
 budget=${1:-540}; study=${2:-main}; shift $(( $# < 2 ? $# : 2 ))
-wanted=" ${*:-cuda-tests notebook study gpt-small loop} "
+wanted=" ${*:-cuda-tests notebook study gpt-small loop profile} "
 start=$(date +%s)
 out=${OUT:-/tmp/gpu-session-out}; mkdir -p "$out"
 log="$out/gpu_session.log"
@@ -40,4 +40,5 @@ part notebook 120 python3 -m embnorm_lib.bench_gpu notebook
 part "study $study" 240 python3 -m embnorm_lib.bench_gpu study "$study"
 part gpt-small 150 python3 -m embnorm_lib.bench_gpu gpt-small --iters 100
 part loop 150 python3 -m embnorm_lib.bench_gpu loop --iters 100
+part profile 60 python3 -m embnorm_lib.bench_gpu profile
 echo "== done in $(( $(date +%s) - start ))s" | tee -a "$log"
