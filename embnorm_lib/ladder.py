@@ -696,6 +696,18 @@ def _display(table: pd.DataFrame) -> pd.DataFrame:
                                      for s, p in zip(table["significant"], table["p_holm"], strict=True)])
 
 
+def _unfinished_rungs(study: str, runs: pd.DataFrame) -> str:
+    """The registered runs a study still lacks, per preset ('ladder-4 (4 runs)'), from its cells and its index."""
+    from collections import Counter
+
+    from .studies import STUDIES
+
+    planned = Counter(c.preset for c in STUDIES[study].cells())
+    done = runs["cfg.preset"].value_counts() if len(runs) else {}
+    left = [(preset, n - int(done.get(preset, 0))) for preset, n in sorted(planned.items())]
+    return ", ".join(f"{preset} ({n} run{'s' if n != 1 else ''})" for preset, n in left if n > 0) or "none"
+
+
 def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
     """ladder-lr registers each arm's best factor for the ladder (amendment 5); the subword checks (ladder-bpe-lr,
     ladder-bpe-lr2) are exploratory and only say whether the subword ladder's factor, checked on characters, is also
@@ -715,8 +727,8 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
     lines = [f"# {title} (`{study}`)", "",
              f"Written by `python -m embnorm_lib.ladder {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {planned} registered runs finished"
-             + ("; **partial**" + ("" if subword else ": rungs 3 and 4 run on a CPU across sessions, and rung 4's "
-                                          "grid is entered once rung 3's best factors are (amendments 14-15)")
+             + ("; **partial**" + ("" if subword else f": still to finish {_unfinished_rungs(study, runs)}; rungs 3 "
+                                          "and 4 train on a CPU across sessions (amendments 14-15)")
                 if done < planned else "")
              + f"). Figure: `figures/ladder/{study}_lr_curves.png` (each arm's loss against its LR factor, the best "
              "of a complete grid filled).", "",

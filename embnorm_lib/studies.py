@@ -137,7 +137,8 @@ LADDER_LR_FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0]
 LADDER_LR_CHECKED: dict[int, dict[str, float]] = {0: {"none": 0.5, "ln": 4.0}, 1: {"none": 0.5, "ln": 1.0},
                                                   2: {"none": 0.25, "ln": 1.0}, 3: {"none": 0.25, "ln": 1.0}}
 # Amendment 6: where an arm's best is at the grid's edge, its check at that rung goes on by factors of two beyond it
-LADDER_LR_EXTENDED: dict[int, dict[str, list[float]]] = {0: {"ln": [8.0]}, 2: {"none": [0.125]}}
+LADDER_LR_EXTENDED: dict[int, dict[str, list[float]]] = {0: {"ln": [8.0]}, 2: {"none": [0.125]},
+                                                    4: {"none": [0.0625]}}
 # Amendment 14: from rung 3 (runs of an hour and more on a CPU) the check is narrower: each arm at the rung below's
 # best factor times 1/2, 1 and 2, registered here before any of the rung's check runs (amendment 6 still extends it)
 LADDER_LR_NARROW_FROM = 3

@@ -64,9 +64,12 @@ def test_from_rung_3_the_check_centres_on_the_rung_belows_best_factor():
             below = LADDER_LR_CHECKED[rung - 1][variant]
             assert grid == [below / 2, below, below * 2], (rung, variant)
     assert ladder_check_factors(3, "none") == [0.125, 0.25, 0.5] and ladder_check_factors(3, "ln") == [0.5, 1.0, 2.0]
-    for rung in (3, 4):  # neither has an amendment-6 extension: arms x factors x seeds, seeds inner
+    # arms x factors x seeds, seeds inner; rung 3 has no amendment-6 extension, rung 4's none one (its best at 0.125,
+    # the grid's smallest factor, runs/ladder-lr)
+    assert ladder_check_factors(4, "none") == [0.0625, 0.125, 0.25, 0.5]
+    for rung, factors in ((3, 6), (4, 7)):
         cells = [c for c in study_cells("ladder-lr") if c.preset == f"ladder-{rung}"]
-        assert len(cells) == 2 * 3 * 2 and [c.seed for c in cells] == [0, 1] * 6, rung
+        assert len(cells) == factors * 2 and [c.seed for c in cells] == [0, 1] * factors, rung
     for rung in set(range(LADDER_LR_NARROW_FROM, len(LADDER_RUNGS))) - set(LADDER_LR_GRID):
         assert ladder_check_factors(rung, "ln") == [] and not [c for c in study_cells("ladder-lr")
                                                                if c.preset == f"ladder-{rung}"]
@@ -774,6 +777,10 @@ def test_the_lr_check_figure_fills_each_arms_best_factor_and_the_report_points_a
     text = ladder.write_report("ladder-lr", tmp_path, tmp_path / "figures").read_text()
     assert "Figure: `figures/ladder/ladder-lr_lr_curves.png`" in text
     assert (tmp_path / "figures" / "ladder-lr_lr_curves.png").is_file()
+    # a partial check names what it still lacks, per rung, from its registered cells (rung 1 is all here)
+    lacking = {p: sum(c.preset == p for c in study_cells("ladder-lr")) for p in ("ladder-0", "ladder-4")}
+    assert f"still to finish ladder-0 ({lacking['ladder-0']} runs), ladder-2 (" in text and "ladder-1 (" not in text
+    assert f"ladder-4 ({lacking['ladder-4']} runs); rungs 3 and 4 train on a CPU" in text
 
 
 def test_the_subword_scale_study_takes_each_arms_lr_family_and_reports_the_shares(tmp_path):
