@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .config import preset_config
+from .config import RunConfig, preset_config
 from .io import environment_info, git_commit, read_json, read_jsonl, runs_root, write_json
 from .train import train
 
@@ -54,12 +54,17 @@ def matmul_peak_tflops(dtype: torch.dtype = torch.bfloat16, n: int = 8192, repea
     return best
 
 
+def bench_config(preset: str, iters: int, device: str, compile: bool | str, **extra) -> RunConfig:
+    """A timed run: the preset for `iters` steps with no interim evaluation, checkpoint, diagnostics or lm-eval."""
+    return preset_config(preset, max_iters=iters, eval_interval=0, checkpoint_interval=0, diag_interval=0,
+                         device=device, compile=compile, lm_eval=False, **extra)
+
+
 def loop_figures(preset: str, iters: int, device: str = "cuda", compile: bool | str = "auto",
                  data_path=None, eval_at_init: bool = False) -> dict:
     """One run without interim evaluation passes: the steady ms/iteration (median from step STEADY_FROM on), the
     first steps' extra time (compilation, allocator warm-up) and the achieved model FLOP/s."""
-    cfg = preset_config(preset, max_iters=iters, eval_interval=0, eval_at_init=eval_at_init, checkpoint_interval=0,
-                        diag_interval=0, device=device, compile=compile, lm_eval=False)
+    cfg = bench_config(preset, iters, device, compile, eval_at_init=eval_at_init)
     with tempfile.TemporaryDirectory(prefix="embnorm-bench-gpu-") as tmp:
         summary = train(cfg, f"{tmp}/run", data_path, progress=False)
         rows = read_jsonl(Path(tmp) / "run" / "metrics.jsonl")
@@ -127,8 +132,7 @@ def profile_part(iters: int = 30, data_path=None, preset: str = "seeds-final", d
     diagnostics, and the final evaluation cut to 8 windows so that the steps dominate what is profiled."""
     from torch.profiler import ProfilerActivity, profile
 
-    cfg = preset_config(preset, max_iters=iters, eval_interval=0, eval_at_init=False, checkpoint_interval=0,
-                        diag_interval=0, eval_windows=8, device=device, compile=False, lm_eval=False)
+    cfg = bench_config(preset, iters, device, compile=False, eval_at_init=False, eval_windows=8)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with tempfile.TemporaryDirectory(prefix="embnorm-bench-gpu-prof-") as tmp, profile(activities=activities) as prof:
         summary = train(cfg, f"{tmp}/run", data_path, progress=False)
