@@ -277,15 +277,20 @@ def git_commit(cwd: Path | None = None) -> str:
         return f"{named} (copied tree)" if named else "unknown"
 
 
+# What publication reads from a study besides its run dirs: the index and the sweep log.
+INDEX_PATHSPECS = ("*/runs.csv", "*/sweeps.jsonl")
+
+
 def uncommitted_indexes(runs_dir: Path) -> list[str]:
-    """The studies' indexes (runs/<study>/runs.csv) under a git checkout's runs directory that are untracked or
-    differ from HEAD; [] outside git. What is published from such an index disagrees with a clean clone."""
+    """The studies' indexes under a git checkout's runs directory (runs/<study>/runs.csv, and sweeps.jsonl, whose
+    sweep wall time runs/README.md reports) that are untracked or differ from HEAD; [] outside git. What is published
+    from such an index disagrees with a clean clone."""
     try:
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", "*/runs.csv"],
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", *INDEX_PATHSPECS],
                                 cwd=runs_dir, capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return sorted(line[3:].strip().strip('"') for line in status.splitlines() if line[3:].endswith("runs.csv"))
+    return sorted(line[3:].strip().strip('"') for line in status.splitlines())
 
 
 def cpu_info() -> dict[str, str]:

@@ -158,6 +158,7 @@ def test_uncommitted_indexes_names_the_untracked_and_the_changed_ones(tmp_path):
     for study in ("kept", "changed"):
         (runs / study).mkdir(parents=True)
         (runs / study / "runs.csv").write_text("run_dir\n")
+        (runs / study / "sweeps.jsonl").write_text("{}\n")
     subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
     subprocess.run([*git, "commit", "-qm", "index"], cwd=tmp_path, check=True)
     assert io_module.uncommitted_indexes(runs) == []
@@ -166,4 +167,8 @@ def test_uncommitted_indexes_names_the_untracked_and_the_changed_ones(tmp_path):
     (runs / "new" / "runs.csv").write_text("run_dir\n")
     (runs / "new" / "notes.txt").write_text("not an index\n")
     assert io_module.uncommitted_indexes(runs) == ["runs/changed/runs.csv", "runs/new/runs.csv"]
+    with (runs / "kept" / "sweeps.jsonl").open("a") as log:  # a lane's sweep appended its line
+        log.write("{}\n")
+    assert io_module.uncommitted_indexes(runs) == ["runs/changed/runs.csv", "runs/kept/sweeps.jsonl",
+                                                   "runs/new/runs.csv"]
     assert io_module.uncommitted_indexes(tmp_path / "runs" / "kept" / "missing") == []  # not a directory: no git
