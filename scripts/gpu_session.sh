@@ -11,8 +11,8 @@
 #
 # Prepared here beforehand (scripts/gpu_env.sh uses them there): `bash scripts/code_only.sh on` (the tree must
 # stay under 64 MiB), the wheels the device lacks in .whl/ (`python scripts/offline_wheels.py --have have.txt`),
-# the corpus copied to .gpudata/input.txt; the
-# device call carries .whl and .gpudata and sets EMBNORM_SOURCE_COMMIT to the commit the tree came from.
+# the corpus copied to .gpudata/input.txt; the device call carries .whl and .gpudata and sets
+# EMBNORM_SOURCE_COMMIT to the commit the tree came from.
 set -u
 budget=${1:-540}; study=${2:-main}; shift $(( $# < 2 ? $# : 2 ))
 wanted=" ${*:-cuda-tests notebook study gpt-small loop profile} "
