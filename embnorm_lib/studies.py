@@ -135,7 +135,8 @@ LADDER_LR_FACTORS = [0.25, 0.5, 1.0, 2.0, 4.0]
 # bracketed by the grid; `ladder.lr_check`, tested against runs/ladder-lr); rms takes ln's. A rung not in this
 # table has not been checked: the ladder would run it at the rule (factor 1), and LADDER.md flags that.
 LADDER_LR_CHECKED: dict[int, dict[str, float]] = {0: {"none": 0.5, "ln": 4.0}, 1: {"none": 0.5, "ln": 1.0},
-                                                  2: {"none": 0.25, "ln": 1.0}, 3: {"none": 0.25, "ln": 1.0}}
+                                                  2: {"none": 0.25, "ln": 1.0}, 3: {"none": 0.25, "ln": 1.0},
+                                                  4: {"none": 0.125, "ln": 1.0}}
 # Amendment 6: where an arm's best is at the grid's edge, its check at that rung goes on by factors of two beyond it
 LADDER_LR_EXTENDED: dict[int, dict[str, list[float]]] = {0: {"ln": [8.0]}, 2: {"none": [0.125]},
                                                     4: {"none": [0.0625]}}
