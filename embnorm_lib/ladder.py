@@ -479,7 +479,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
              "## Per size (the registered paired comparison, Holm within each size)", "",
              compact_markdown(_display(table)) if len(table) else "No size has finished yet.", ""]
-    lines += in_progress_lines(every_size, table, seeds)
+    lines += in_progress_lines(every_size, table, seeds, arms={c.variant for c in STUDIES[study].cells()} - {"none"})
     if len(runs):
         lines += per_seed_section(runs)
     lines += budget_section(runs) + fit_section(runs) + peak_section(runs, study) + norm_loss_section(runs)
@@ -515,9 +515,12 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")
 
 
-def in_progress_lines(every_size: pd.DataFrame, quoted: pd.DataFrame, seeds: int | None = None) -> list[str]:
+def in_progress_lines(every_size: pd.DataFrame, quoted: pd.DataFrame, seeds: int | None = None,
+                      arms=()) -> list[str]:
     """The sizes with some finished runs that are not quoted yet (`finished`): per arm, how many of its registered
-    seeds have finished, and no difference, interval or test, since a size is read only as a whole (amendment 4)."""
+    seeds have finished, and no difference, interval or test, since a size is read only as a whole (amendment 4).
+    A registered arm (`arms`, none aside) with no finished run at such a size is counted as 0, not left out."""
+    from .results import arm_order
     from .studies import LADDER_SEEDS
 
     wanted = len(LADDER_SEEDS) if seeds is None else seeds
@@ -527,8 +530,9 @@ def in_progress_lines(every_size: pd.DataFrame, quoted: pd.DataFrame, seeds: int
     lines = [f"Not quoted yet (docs/PROTOCOL.md amendment 4: a size is compared once every arm has its {wanted} "
              "registered seeds; its finished runs are in the per-seed tables below):", ""]
     for (tokenizer, preset), sub in primary(waiting).groupby(["tokenizer", "preset"], sort=False):
-        arms = ", ".join(f"`{v}` {int(n)}" for v, n in zip(sub["variant"], sub["seeds"], strict=True))
-        lines.append(f"- {preset} ({tokenizer}): seeds finished with a paired `none` run: {arms} of {wanted}.")
+        counts = {v: 0 for v in arms} | dict(zip(sub["variant"], sub["seeds"].astype(int), strict=True))
+        counted = ", ".join(f"`{v}` {counts[v]}" for v in sorted(counts, key=arm_order))
+        lines.append(f"- {preset} ({tokenizer}): seeds finished with a paired `none` run: {counted} of {wanted}.")
     return lines + [""]
 
 

@@ -473,7 +473,8 @@ def test_a_size_short_of_its_seeds_is_counted_in_the_report_but_not_compared(tmp
     text = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
     per_size = text.split("## Per size")[1].split("## Per seed")[0]
     assert f"| {last} |" not in per_size and "| ladder-0 |" in per_size  # amendment 4: no interim comparison
-    assert f"- {last} (char): seeds finished with a paired `none` run: `ln` 2 of 5." in per_size
+    # rms has no run there yet: counted as 0, not left out
+    assert f"- {last} (char): seeds finished with a paired `none` run: `ln` 2, `rms` 0 of 5." in per_size
     assert f"| char | {last} | 1 |" in text  # its runs stay visible, per seed
     runs.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
     complete = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
