@@ -460,7 +460,8 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     seeds = registered_seeds(study)
     # amendment 4: a size's comparison is quoted (table, figure, trend) only once every arm has its registered seeds
     table = finished(every_size, seeds)
-    across_sizes = len({c.preset for c in STUDIES[study].cells()}) > 1  # a one-size study has no trend or figure
+    cells = STUDIES[study].cells()
+    across_sizes = len({c.preset for c in cells}) > 1  # a one-size study has no trend or figure
     lines_trend = trend(table, seeds=seeds) if len(table) else pd.DataFrame()
     axes = {"params": "params", "train_flops": "compute"} if len(table) and across_sizes else {}
     for x, name in axes.items():
@@ -469,7 +470,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         fig = plots.plot_ladder(primary(table), x)
         plots.save(fig, figures / f"{study}_delta_vs_{name}", footer)
         plt.close(fig)
-    done, planned = len(runs), len(STUDIES[study].cells())
+    done, planned = len(runs), len(cells)
     lines = [f"# {'The size ladder' if across_sizes else 'One size of the ladder'} (`{study}`)", "",
              f"Written by `python -m embnorm_lib.ladder` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
              f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + ")."
@@ -479,7 +480,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
              " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
              "## Per size (the registered paired comparison, Holm within each size)", "",
              compact_markdown(_display(table)) if len(table) else "No size has finished yet.", ""]
-    lines += in_progress_lines(every_size, table, seeds, arms={c.variant for c in STUDIES[study].cells()} - {"none"})
+    lines += in_progress_lines(every_size, table, seeds, arms={c.variant for c in cells} - {"none"})
     if len(runs):
         lines += per_seed_section(runs)
     lines += budget_section(runs) + fit_section(runs) + peak_section(runs, study) + norm_loss_section(runs)
