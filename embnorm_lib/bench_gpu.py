@@ -6,6 +6,8 @@
     python -m embnorm_lib.bench_gpu study main --workers 2   # ... with another worker count (its own key)
     python -m embnorm_lib.bench_gpu gpt-small       # a few hundred steps of GPT-2 small: the path works at scale
     python -m embnorm_lib.bench_gpu profile         # where an eager step's time goes: top operators, launches/step
+    python -m embnorm_lib.bench_gpu compare main    # (no GPU needed) a timed study's final losses against the
+                                                    # committed CPU runs of the same cells: per run and per pair
 
 A lent GPU comes in slices of minutes, so each part runs on its own and merges its figures into
 runs/bench-gpu.json under its own key, beside the GPU's name, compute capability and the torch and CUDA versions
@@ -23,10 +25,11 @@ from pathlib import Path
 import torch
 
 from .config import RunConfig, preset_config
-from .io import environment_info, git_commit, read_json, read_jsonl, runs_root, write_json
+from .io import environment_info, git_commit, read_json, read_jsonl, repo_root, runs_root, write_json
+from .studies import study_cells
 from .train import train
 
-PARTS = ("loop", "notebook", "study", "gpt-small", "profile")
+PARTS = ("loop", "notebook", "study", "gpt-small", "profile", "compare")
 LOOP_PRESETS = ("seeds-final", "nanogpt-cpu")  # the two regimes of the `main` study
 STEADY_FROM = 10  # steps before this one hold compilation and allocator warm-up
 KERNEL_LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC", "cuLaunchKernel")
@@ -90,11 +93,12 @@ def loop_part(data_path=None, iters: int = 200) -> dict:
     return {"bf16_matmul_peak_tflops": peak, "runs": rows}
 
 
-def notebook_part(data_path=None) -> dict:
+def notebook_part(data_path=None, save_partial=lambda figures: None) -> dict:
     """The design card's command, `papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3`, run as
     typed (into a temporary directory) and timed end to end; then one run as a sweep worker runs it (lm-eval on),
     split by cell into kernel start, the training loop with its evaluations, lm-eval and the rest
-    (`bench.notebook_run`)."""
+    (`bench.notebook_run`). The design card's figures go to `save_partial` before the second run starts, so a
+    time limit that stops the second keeps the first."""
     from .bench import _train_notebook, notebook_run
 
     with tempfile.TemporaryDirectory(prefix="embnorm-bench-gpu-nb-") as tmp:
@@ -110,6 +114,7 @@ def notebook_part(data_path=None) -> dict:
                    "wall_s": total, "device": summary["device"], "precision": summary["precision"],
                    "preset": summary["preset"], "steps": summary["steps"], "val_loss": summary["val_loss"],
                    "train_loop_and_eval_s": summary["wall_s"]}
+    save_partial({"design_card": design_card})
     return {"design_card": design_card, "sweep_worker_run": notebook_run(summary["preset"], summary["steps"],
                                                                          data_path, 0)}
 
@@ -123,6 +128,8 @@ def study_part(study: str, data_path=None, workers: int = 0) -> dict:
 def gpt_small_part(iters: int = 300, data_path=None) -> dict:
     row = loop_figures("gpt-small", iters, data_path=data_path, eval_at_init=True)
     row["loss_fell"] = row["val_loss"] < row["init_val_loss"]
+    row["bf16_matmul_peak_tflops"] = matmul_peak_tflops()
+    row["mfu_vs_measured_bf16_peak"] = row["achieved_tflops"] / row["bf16_matmul_peak_tflops"]
     return row
 
 
@@ -156,6 +163,62 @@ def profile_figures(averages, iters: int, top: int = 25) -> dict:
                          "self_device_ms": device_us(e) / 1e3} for e in ranked]}
 
 
+def against_committed(study: str, val_loss: dict[str, float | None], root: Path | None = None) -> dict:
+    """Exploratory, not a registered analysis: a study's final validation losses from another device (label ->
+    val_loss, as the study part records them) against the committed runs of the same cells under `root`: the
+    per-run difference, and per arm the paired difference to the `none` arm of the same seed on each device."""
+    root = runs_root(root)
+    cells = {c.label(): c for c in study_cells(study)}
+    unknown = sorted(set(val_loss) - set(cells))
+    if unknown:
+        raise ValueError(f"compare: {unknown[0]!r} is not a cell of study {study!r}; allowed: its labels, "
+                         f"e.g. {next(iter(cells))!r}")
+    committed = {}
+    for label, cell in cells.items():
+        summary = cell.run_dir(root) / "summary.json"
+        committed[label] = read_json(summary).get("val_loss") if summary.is_file() else None
+    both = sorted(label for label, loss in val_loss.items() if loss is not None and committed[label] is not None)
+    if not both:
+        raise ValueError(f"compare: no cell of {study!r} has a final loss both here ({root}) and in the figures")
+    diff = {label: val_loss[label] - committed[label] for label in both}
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for label in both:
+        variant = cells[label].variant
+        baseline = "none" + label[len(variant):]
+        if variant != "none" and baseline in diff:
+            pairs.setdefault(label.rsplit(" seed", 1)[0], []).append(
+                (val_loss[label] - val_loss[baseline], committed[label] - committed[baseline]))
+    by_arm: dict[str, list[float]] = {}
+    for label in both:
+        by_arm.setdefault(label.rsplit(" seed", 1)[0], []).append(diff[label])
+    try:
+        shown = root.resolve().relative_to(repo_root())
+    except ValueError:
+        shown = root
+    return {"exploratory": True, "runs_compared": len(both), "committed_root": str(shown),
+            "max_abs_val_loss_diff": max(abs(d) for d in diff.values()),
+            "mean_val_loss_diff_by_arm": {arm: statistics.fmean(d) for arm, d in sorted(by_arm.items())},
+            "paired_diff_to_none_by_arm": {
+                arm: {"n": len(p), "here_mean": statistics.fmean(g for g, _ in p),
+                      "committed_mean": statistics.fmean(c for _, c in p),
+                      "here_min": min(g for g, _ in p), "here_max": max(g for g, _ in p),
+                      "same_sign_every_seed": all((g > 0) == (c > 0) for g, c in p)}
+                for arm, p in sorted(pairs.items())}}
+
+
+def compare_part(save: Path, study: str, root: Path | None = None) -> dict:
+    """Adds `against_committed` to the study part already in `save` (no GPU needed, the device fields stay)."""
+    key = f"study:{study}"
+    figures = read_json(save) if save.is_file() else {}
+    part = figures.get("parts", {}).get(key)
+    if part is None:
+        raise ValueError(f"compare: {save} has no {key!r} part; allowed: a study timed there "
+                         f"({', '.join(k for k in figures.get('parts', {}) if k.startswith('study:')) or 'none'})")
+    part["against_committed_cpu"] = against_committed(study, part["val_loss"], root)
+    write_json(save, figures)
+    return part["against_committed_cpu"]
+
+
 def merge(save: Path, key: str, figures: dict) -> dict:
     """Add one part's figures under `key`; a file written on another GPU is replaced, not mixed."""
     info = gpu_info() if torch.cuda.is_available() else {"gpu": "none"}
@@ -177,15 +240,24 @@ def main(argv=None) -> int:
     p.add_argument("--data-path", default=None)
     p.add_argument("--save", default=None, help="default: runs/bench-gpu.json")
     args = p.parse_args(argv)
+    save = Path(args.save) if args.save else runs_root() / "bench-gpu.json"
+    if args.part == "compare":
+        try:
+            result = compare_part(save, args.study)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"study:{args.study} against the committed runs: {result}")
+        return 0
     if not torch.cuda.is_available():
         print("error: no CUDA device here; bench_gpu times the CUDA paths (allowed: a machine where "
               "torch.cuda.is_available() is True; `python -m embnorm_lib.bench` times the CPU)", file=sys.stderr)
         return 2
-    save = Path(args.save) if args.save else runs_root() / "bench-gpu.json"
     if args.part == "loop":
         key, figures = "loop", loop_part(args.data_path, args.iters or 200)
     elif args.part == "notebook":
-        key, figures = "notebook", notebook_part(args.data_path)
+        key = "notebook"
+        figures = notebook_part(args.data_path, save_partial=lambda partial: merge(save, key, partial))
     elif args.part == "study":
         key = f"study:{args.study}" + (f":workers={args.workers}" if args.workers else "")
         figures = study_part(args.study, args.data_path, args.workers)

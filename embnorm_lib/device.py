@@ -36,11 +36,12 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     return "fp32"
 
 
-# torch.compile's fixed cost against what it saves per step. Measured on an H100 (runs/bench-gpu.json, 2026-11-27):
-# at the seeds-final size (1.6M parameters, launch-bound either way) compiling took 21 s and cut the median step
-# from 18.5 to 15.2 ms, which pays back only after ~6,400 steps, longer than any run here. Large models are
-# compute-bound, where inductor's fusion pays (nanoGPT reports ~250 -> ~135 ms/iteration at GPT-2 small), so
-# `auto` compiles from this many parameters on: gpt-small (~86M) compiles, the size ladder (<= 15M) does not.
+# torch.compile's fixed cost against what it saves per step. Measured on an H100 (2026-11-27) and an H200
+# (2026-11-28; runs/bench-gpu.json, runs/bench-gpu/): at the seeds-final size (1.6M parameters, launch-bound either
+# way) compiling took 18-21 s and cut the median step from 18.5 to 15.2 ms (H100) and from 24.9 to 14.2 ms (H200),
+# which pays back only after ~1,800-6,400 steps, longer than any run here. Large models are compute-bound, where
+# inductor's fusion pays (nanoGPT reports ~250 -> ~135 ms/iteration at GPT-2 small), so `auto` compiles from this
+# many parameters on: gpt-small (~86M) compiles, the size ladder (<= 15M) does not.
 COMPILE_MIN_PARAMS = 50_000_000
 
 

@@ -2,7 +2,8 @@
 # One lent-GPU session's checks (issue 20), in order of what they settle, each part under its own time limit so a
 # slow part cannot take the ones after it: the CUDA tests, the design card's papermill command, a whole study as the
 # sweep runs it, a hundred steps of gpt-small, then the loop's figures (compile on/off, MFU). The first lent session
-# (2026-11-27, runs/bench-gpu/) ran out of time in every part after the tests; the limits now follow what it saw.
+# (2026-11-27, an H100) ran out of time in every part after the tests; with the limits that followed, the second
+# (2026-11-28, an H200) ran notebook, study main, gpt-small and profile in 293 s (runs/bench-gpu/).
 # Every part merges its figures into runs/bench-gpu.json (bench_gpu.py); the log and that file are copied to
 # $OUT (the device tool's return folder) after each part, so a session cut short still brings back what finished.
 #
@@ -37,7 +38,7 @@ part() {  # part NAME LIMIT COMMAND...: runs COMMAND under min(LIMIT, time left 
 
 # OMP threads: four pytest workers on 16 cores would otherwise start 16 torch threads each for their CPU halves
 part cuda-tests 120 env OMP_NUM_THREADS=4 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_bench_gpu.py
-part notebook 120 python3 -m embnorm_lib.bench_gpu notebook
+part notebook 150 python3 -m embnorm_lib.bench_gpu notebook
 part "study $study" 240 python3 -m embnorm_lib.bench_gpu study "$study"
 part gpt-small 150 python3 -m embnorm_lib.bench_gpu gpt-small --iters 100
 part loop 150 python3 -m embnorm_lib.bench_gpu loop --iters 100

@@ -55,3 +55,45 @@ def test_without_cuda_it_refuses_in_one_line(capsys, monkeypatch):
     assert bench_gpu.main(["loop"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no CUDA device" in err[0]
+
+
+def _committed_seeds_final():
+    from embnorm_lib.io import read_json, runs_root
+    from embnorm_lib.studies import study_cells
+
+    return {c.label(): read_json(c.run_dir(runs_root()) / "summary.json")["val_loss"]
+            for c in study_cells("seeds-final")}
+
+
+def test_a_study_from_another_device_is_compared_with_the_committed_runs():
+    committed = _committed_seeds_final()
+    shifted = {label: loss + (0.002 if label.startswith("ln ") else 0.0) for label, loss in committed.items()}
+    shifted["rms seed4"] = None  # a diverged run there is left out, not compared
+    result = bench_gpu.against_committed("seeds-final", shifted)
+    assert result["exploratory"] and result["runs_compared"] == 14
+    assert result["max_abs_val_loss_diff"] == pytest.approx(0.002)
+    assert result["mean_val_loss_diff_by_arm"] == pytest.approx({"ln": 0.002, "none": 0.0, "rms": 0.0})
+    ln, rms = result["paired_diff_to_none_by_arm"]["ln"], result["paired_diff_to_none_by_arm"]["rms"]
+    assert ln["n"] == 5 and rms["n"] == 4
+    assert ln["here_mean"] == pytest.approx(ln["committed_mean"] + 0.002)
+    assert ln["here_min"] <= ln["here_mean"] <= ln["here_max"]
+    assert ln["same_sign_every_seed"] and rms["same_sign_every_seed"]
+    flipped = {**committed, "ln seed0": committed["none seed0"] - 0.01}
+    assert not bench_gpu.against_committed("seeds-final", flipped)["paired_diff_to_none_by_arm"]["ln"][
+        "same_sign_every_seed"]
+
+
+def test_compare_writes_into_the_study_part_and_refuses_what_it_cannot_compare(tmp_path, capsys):
+    save = tmp_path / "bench-gpu.json"
+    save.write_text(json.dumps({"gpu": "Some GPU", "parts": {"study:seeds-final": {
+        "study_wall_s": 60.0, "val_loss": _committed_seeds_final()}}}))
+    assert bench_gpu.main(["compare", "seeds-final", "--save", str(save)]) == 0
+    written = json.loads(save.read_text())
+    assert written["gpu"] == "Some GPU" and written["parts"]["study:seeds-final"]["study_wall_s"] == 60.0
+    assert written["parts"]["study:seeds-final"]["against_committed_cpu"]["max_abs_val_loss_diff"] == 0.0
+    capsys.readouterr()
+    assert bench_gpu.main(["compare", "main", "--save", str(save)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'study:main'" in err[0] and "study:seeds-final" in err[0]
+    with pytest.raises(ValueError, match="'ln seed99' is not a cell"):
+        bench_gpu.against_committed("seeds-final", {"ln seed99": 2.0})
