@@ -93,12 +93,37 @@ def paper_data(out: Path) -> dict:
         t = read_json(throughput)
         data["throughput"] = {"summary": t["summary"], "rounds": t["rounds"], "preset": t["preset"],
                               "threads": t["threads"]}
+    gpu = gpu_check_data(out)
+    if gpu:
+        data["gpu_check"] = gpu
     zeroshot = zeroshot_data(out)
     if zeroshot:
         data["zeroshot_v2"] = zeroshot
     if has_index("ladder-lr", out):
         data["ladder"] = ladder_data(out)
     return data
+
+
+def gpu_check_data(out: Path) -> dict | None:
+    """The main study re-trained on a GPU (runs/bench-gpu.json, `bench_gpu study main` then `bench_gpu compare
+    main`), beside the committed runs: exploratory, a check of the instrument rather than a registered analysis."""
+    path = out / "bench-gpu.json"
+    if not path.is_file():
+        return None
+    bench = read_json(path)
+    part = bench.get("parts", {}).get("study:main", {})
+    compared = part.get("against_committed_cpu")
+    if not compared:
+        return None
+    paired = compared["paired_diff_to_none_by_arm"]
+    return {"gpu": bench["gpu"], "runs": part["runs"], "failures": part["failures"],
+            "study_wall_s": part["study_wall_s"], "runs_compared": compared["runs_compared"],
+            "max_abs_val_loss_diff": compared["max_abs_val_loss_diff"],
+            "same_sign_every_seed": all(arm["same_sign_every_seed"] for arm in paired.values()),
+            "paired": {scope.replace("-", "_"): {variant: {"gpu": paired[f"{variant}_preset={scope}"]["here_mean"],
+                                                           "cpu": paired[f"{variant}_preset={scope}"]["committed_mean"]}
+                                                 for variant in ("ln", "rms")}
+                       for scope in ("seeds-final", "nanogpt-cpu")}}
 
 
 def ladder_data(out: Path) -> dict:

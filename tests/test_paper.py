@@ -253,3 +253,20 @@ def test_the_limitations_name_only_what_is_still_open(tmp_path, fresh_data):
     data["ladder"].update(unfinished_rungs=[], subword_runs=data["ladder"]["subword_planned"])
     text = planted_paper(tmp_path, data)[0]
     assert "not all trained yet" not in text and "This version reports only what the committed runs support." in text
+
+
+@pytest.mark.committed
+def test_the_gpu_check_is_quoted_from_bench_gpu_and_says_when_a_sign_changed(tmp_path, fresh_data):
+    bench = json.loads((REPO / "runs" / "bench-gpu.json").read_text())["parts"]["study:main"]
+    compared = bench["against_committed_cpu"]
+    gpu = fresh_data["gpu_check"]
+    assert gpu["study_wall_s"] == bench["study_wall_s"] and gpu["runs_compared"] == compared["runs_compared"]
+    assert gpu["paired"]["seeds_final"]["ln"]["gpu"] == \
+        compared["paired_diff_to_none_by_arm"]["ln_preset=seeds-final"]["here_mean"]
+    data = json.loads(json.dumps(fresh_data))
+    data["gpu_check"].update(same_sign_every_seed=False, failures=2, max_abs_val_loss_diff=0.01234)
+    text, _ = planted_paper(tmp_path, data)
+    assert "end to end (2 failed), and the" in text and "within 0.0123 nats of the committed CPU runs" in text
+    assert "some seeds' paired differences changed sign between the devices" in text.replace("’", "'")
+    del data["gpu_check"]
+    assert "re-trained once on a GPU" not in planted_paper(tmp_path, data)[0]
