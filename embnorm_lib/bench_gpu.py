@@ -181,16 +181,15 @@ def against_committed(study: str, val_loss: dict[str, float | None], root: Path 
     if not both:
         raise ValueError(f"compare: no cell of {study!r} has a final loss both here ({root}) and in the figures")
     diff = {label: val_loss[label] - committed[label] for label in both}
+    by_arm: dict[str, list[float]] = {}
     pairs: dict[str, list[tuple[float, float]]] = {}
     for label in both:
-        variant = cells[label].variant
+        arm, variant = label.rsplit(" seed", 1)[0], cells[label].variant
+        by_arm.setdefault(arm, []).append(diff[label])
         baseline = "none" + label[len(variant):]
         if variant != "none" and baseline in diff:
-            pairs.setdefault(label.rsplit(" seed", 1)[0], []).append(
+            pairs.setdefault(arm, []).append(
                 (val_loss[label] - val_loss[baseline], committed[label] - committed[baseline]))
-    by_arm: dict[str, list[float]] = {}
-    for label in both:
-        by_arm.setdefault(label.rsplit(" seed", 1)[0], []).append(diff[label])
     try:
         shown = root.resolve().relative_to(repo_root())
     except ValueError:
