@@ -32,6 +32,9 @@ class RunConfig:
     vocab_size: int = 65
     tokenizer: str = "char"  # tokenizer.py's registry: char | bpe-512 | bpe-4096 (vocab_size must match)
     corpus_sha256: str = ""  # "": tiny Shakespeare; else the sha256 of a UTF-8 text file of your own (give data_path)
+    # where the training split ends, in characters (0: the first 90%); a corpus split by document (opencorpus.py)
+    # puts its validation documents last and records this point
+    train_chars: int = 0
     dropout: float = 0.0
     bias: bool = True
     init_std: float = 0.02
@@ -95,7 +98,7 @@ class RunConfig:
             _check(_num(getattr(self, name)) and 0 <= getattr(self, name) < 1, name, getattr(self, name),
                    "a number in [0, 1)")
         for name in ("eval_interval", "checkpoint_interval", "diag_interval", "torch_threads", "spike_window",
-                     "eval_windows", "interim_eval_windows"):
+                     "eval_windows", "interim_eval_windows", "train_chars"):
             v = getattr(self, name)
             _check(isinstance(v, int) and not isinstance(v, bool) and v >= 0, name, v, "an integer >= 0")
         _check(_num(self.spike_factor) and self.spike_factor > 1, "spike_factor", self.spike_factor, "a number > 1")
@@ -234,6 +237,19 @@ for _rung, (_layers, _width, _heads) in enumerate(LADDER_RUNGS):
                                       max_iters=_iters, dropout=0.0, beta2=0.99, warmup_frac=0.05,
                                       eval_interval=max(_iters // 8, 1), checkpoint_interval=max(_iters // 8, 1),
                                       diag_interval=max(_iters // 20, 1), lr=1e-3)
+
+
+# The adequate-data ladder (issue 76; PROTOCOL amendment 16): four sizes on the open-English corpus, whose record
+# (docs/corpus-open-english.json) fixes the corpus checksum, its symbols and the document split point
+def _data_ladder_presets() -> None:
+    from . import ladder_data
+
+    if ladder_data.CORPUS_RECORD.is_file():  # a copy without docs/ has no such presets
+        for rung in range(len(ladder_data.RUNGS)):
+            PRESETS[f"ladder-data-{rung}"] = ladder_data.preset(rung)
+
+
+_data_ladder_presets()
 
 
 def preset_config(preset: str, **overrides: Any) -> RunConfig:

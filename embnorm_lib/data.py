@@ -142,18 +142,19 @@ class Corpus:
         return torch.tensor([len(t) for t in self.chars], dtype=torch.int64)
 
 
-_CACHE: dict[tuple[Path, str], Corpus] = {}
-_TOKENIZED: dict[tuple[Path, str, str], Corpus] = {}
+_CACHE: dict[tuple[Path, str, int], Corpus] = {}
+_TOKENIZED: dict[tuple[Path, str, int, str], Corpus] = {}
 
 
 def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "char",
-                corpus_sha256: str = "") -> Corpus:
+                corpus_sha256: str = "", train_chars: int = 0) -> Corpus:
     """The verified corpus (tiny Shakespeare, or the file whose sha256 is `corpus_sha256`), encoded by a registered
-    tokenizer (tokenizer.py); characters unless asked. The split is the first 90% of the characters for training."""
+    tokenizer (tokenizer.py); characters unless asked. The split is the first `train_chars` characters for training
+    (0: the first 90%; a corpus split by document records its own point, opencorpus.py)."""
     if tokenizer != "char":
-        return _tokenized(load_corpus(data_path, corpus_sha256=corpus_sha256), tokenizer)
+        return _tokenized(load_corpus(data_path, corpus_sha256=corpus_sha256, train_chars=train_chars), tokenizer)
     path = resolve_data_path(data_path, corpus_sha256).resolve()
-    key = (path, corpus_sha256 or CORPUS_SHA256)  # verified just now: the file at `path` has this sha256
+    key = (path, corpus_sha256 or CORPUS_SHA256, train_chars)  # verified just now: the file at `path` has this sha256
     if key not in _CACHE:
         try:
             text = path.read_text(encoding="utf-8")
@@ -168,7 +169,10 @@ def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "ch
         lookup = torch.full((max(map(ord, chars)) + 1,), -1, dtype=torch.int64)
         lookup[torch.tensor([ord(c) for c in chars])] = torch.arange(len(chars))
         ids = lookup[codes]
-        n_train = int(TRAIN_FRACTION * len(ids))
+        if train_chars and not 1000 <= train_chars <= len(ids) - 1000:
+            raise DataError(f"invalid train_chars={train_chars} for {path.name} ({len(ids):,} characters); allowed: "
+                            f"0 (the first {TRAIN_FRACTION:.0%}) or a split point leaving >= 1,000 on each side")
+        n_train = train_chars or int(TRAIN_FRACTION * len(ids))
         _CACHE[key] = Corpus(text=text, chars=chars, train=ids[:n_train].clone(),
                              val=ids[n_train:].clone(), path=path, sha256=corpus_sha256 or CORPUS_SHA256)
     return _CACHE[key]
@@ -178,7 +182,7 @@ def _tokenized(chars: Corpus, name: str) -> Corpus:
     """The character corpus's split, each side encoded by the subword tokenizer trained on its training side."""
     from .tokenizer import bpe_tokenizer
 
-    key = (chars.path, chars.sha256, name)
+    key = (chars.path, chars.sha256, len(chars.train), name)
     if key not in _TOKENIZED:
         tok, tok_sha = bpe_tokenizer(name, chars.train_text, chars.sha256)
         encode = lambda text: torch.tensor(tok.encode(text).ids, dtype=torch.int64)  # noqa: E731

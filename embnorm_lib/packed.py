@@ -149,7 +149,7 @@ def train_packed(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike
     runs = [RunDir(Path(d)) for d in run_dirs]
     if len({r.root.resolve() for r in runs}) != len(runs):
         raise ConfigError("invalid pack: two members share a run directory; allowed: one directory per seed")
-    corpus = load_corpus(data_path, cfgs[0].tokenizer, cfgs[0].corpus_sha256)
+    corpus = load_corpus(data_path, cfgs[0].tokenizer, cfgs[0].corpus_sha256, cfgs[0].train_chars)
     check_fits_data(cfgs[0], corpus)
     device = select_device(cfgs[0].device)
     threads_before = torch.get_num_threads()

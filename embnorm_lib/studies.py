@@ -84,7 +84,8 @@ def _seed_major(study: str, preset: str, variants, seeds, fixed: dict, axes: dic
 class Study:
     name: str
     description: str  # one paragraph for runs/README.md
-    analysis: str  # "paired", "stability", "stability-v2", "h1b" (stability v2's confirmatory test), "ladder", "smoke"
+    # "paired", "stability", "stability-v2", "h1b" (stability v2's confirmatory test), "ladder", "ladder-data", "smoke"
+    analysis: str
     cells: Callable[[], list[Cell]]
     note: str = ""  # what a reader of its report must know about the design (REPORT.md prints it)
     shared_seeds: dict[str, str] = field(default_factory=dict)  # scope -> which runs it shares with another study
@@ -220,6 +221,25 @@ def _ladder_cells(study: str, rungs, variants, seeds, tokenizers=("char",), fact
                     over = {k: v for k, v in over.items() if k != "tokenizer"}
                 assert f"ladder-{rung}" in PRESETS
                 cells += grid(study, f"ladder-{rung}", [variant], seeds, fixed=over, axes=axes, tag_preset=True)
+    return cells
+
+
+def _data_ladder_cells(study: str, tuning: bool) -> list[Cell]:
+    """The adequate-data ladder (amendment 16), small rungs first. Tuning: none and ln on each rung's LR grid x the
+    tuning seeds (a rung's grid exists once the rung below has its registered LRs). Confirmatory: none/ln/rms at
+    their registered LRs (rms at ln's) x fresh seeds, for the rungs whose LRs are registered."""
+    from . import ladder_data
+
+    cells = []
+    for rung in range(len(ladder_data.RUNGS)):
+        preset = f"ladder-data-{rung}"
+        for variant in (ladder_data.ARMS_TUNED if tuning else ABC):
+            if tuning and ladder_data.grid(rung, variant):
+                cells += grid(study, preset, [variant], ladder_data.TUNING_SEEDS,
+                              axes={"lr": ladder_data.grid(rung, variant)}, tag_preset=True)
+            elif not tuning and ladder_data.lr_of(rung, variant) is not None:
+                cells += grid(study, preset, [variant], ladder_data.CONFIRMATORY_SEEDS,
+                              fixed={"lr": ladder_data.lr_of(rung, variant)}, tag_preset=True)
     return cells
 
 
@@ -377,6 +397,19 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                "(ln_matched: LayerNorm whose gain starts so that block 1's input norm at init is none's) or "
                "rescaling (scaled_unit: the token embedding at unit RMS, no norm). Its none and ln runs are "
                "ladder-bpe-rep's seeds 5-9, copied bitwise.", waits_for=ladder_rung_waits),
+    # -- the adequate-data ladder (issue 76; docs/PROTOCOL.md amendment 16): ~57M training characters of open English
+    Study("ladder-data-lr", "Adequate-data ladder, LR tuning (amendment 16): rungs 2x64, 3x96, 4x128, 6x160 "
+                            "(0.1M-1.8M non-embedding parameters) on the open-English corpus, 20 tokens per "
+                            "parameter (at most 4 passes); none and ln on a sqrt(2) LR grid x tuning seeds "
+                            "100-102, a grid extended past any edge where the best sits.", "ladder-data",
+          lambda: _data_ladder_cells("ladder-data-lr", tuning=True),
+          note="Tuning seeds are never confirmatory seeds. A rung's grid is centred on the rung below's "
+               "registered LR scaled by width (ladder_data.centre)."),
+    Study("ladder-data", "Adequate-data ladder, confirmatory (amendment 16): none/ln/rms x fresh seeds 0-4 per "
+                         "rung, each arm at its tuned LR (rms at ln's), on the open-English corpus.", "ladder-data",
+          lambda: _data_ladder_cells("ladder-data", tuning=False),
+          note="Per rung: paired differences, 95% t intervals, Holm within the rung; the trend across rungs is "
+               "exploratory and covers only rungs that pass the data-bound check."),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
           lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
 )}

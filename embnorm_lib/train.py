@@ -89,7 +89,7 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
 
 def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval) -> dict:
     run = RunDir(Path(run_dir))
-    corpus = load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256)  # verified, tokenized, before any write
+    corpus = load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars)  # verified, tokenized, before any write
     check_fits_data(cfg, corpus)
     device = select_device(cfg.device)
     ddp = D.setup(device.type)

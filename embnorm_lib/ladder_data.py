@@ -1,0 +1,162 @@
+"""The adequate-data ladder (issue 76; docs/PROTOCOL.md amendment 16): four character-level sizes on the ~57M
+training characters of the open-English corpus (opencorpus.py), each trained on 20 tokens per non-embedding
+parameter and never more than 4 passes, each arm at its own learning rate tuned on a sqrt(2) grid with 3 tuning
+seeds that are never confirmatory seeds.
+
+Everything registered lives here as data: the rungs, the budget rule, the grid rule, the seeds, and the two tables
+that the tuning runs fill in by the registered rule (`EXTENSIONS`: grid points added where a best sat at an edge;
+`BEST_LR`: each arm's registered LR per rung). `tests/test_ladder_data.py` holds both tables equal to what the
+committed runs give, so neither can be typed by hand."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from .io import repo_root
+
+CORPUS_RECORD = repo_root() / "docs" / "corpus-open-english.json"
+RUNGS = ((2, 64, 4), (3, 96, 6), (4, 128, 4), (6, 160, 5))  # (n_layer, n_embd, n_head); head size 16-32
+TOKENS_PER_ITER = 32 * 128  # batch 32 x block 128, as the 1 MB ladder
+TOKENS_PER_PARAM = 20
+MAX_PASSES = 4  # Muennighoff et al. 2023: up to ~4 passes, repeated data is nearly as good as new
+ARMS_TUNED = ("none", "ln")  # rms runs at ln's LR (both are LayerNorms)
+LR_STEP = math.sqrt(2)
+# rung 0's grid centres: the 1 MB ladder's checked LRs for the same 2 x 64 shape (runs/ladder-lr, LADDER_LR_CHECKED)
+RUNG0_CENTRE = {"none": 0.01, "ln": 0.024}
+GRID_HALF_WIDTH = {0: 2, 1: 2, 2: 1, 3: 1}  # points either side of the centre: 5, 5, 3, 3
+TUNING_SEEDS = (100, 101, 102)
+CONFIRMATORY_SEEDS = (0, 1, 2, 3, 4)
+
+# Filled in by the registered rule as tuning runs land (tested against the runs): rung -> arm -> extra LRs, and
+# rung -> arm -> the LR with the lowest mean final validation loss over the tuning seeds, bracketed.
+EXTENSIONS: dict[int, dict[str, list[float]]] = {}
+BEST_LR: dict[int, dict[str, float]] = {}
+
+
+def corpus_record() -> dict:
+    return json.loads(Path(CORPUS_RECORD).read_text())
+
+
+def non_embedding_params(rung: int) -> int:
+    n_layer, n_embd, _ = RUNGS[rung]
+    return 12 * n_layer * n_embd ** 2
+
+
+def iters(rung: int, train_chars: int | None = None) -> int:
+    """20 tokens per non-embedding parameter, capped at MAX_PASSES over the training split."""
+    train_chars = train_chars if train_chars is not None else corpus_record()["train_chars"]
+    tokens = min(TOKENS_PER_PARAM * non_embedding_params(rung), MAX_PASSES * train_chars)
+    return -(-tokens // TOKENS_PER_ITER)
+
+
+def passes(rung: int) -> float:
+    return iters(rung) * TOKENS_PER_ITER / corpus_record()["train_chars"]
+
+
+def preset(rung: int) -> dict:
+    """The rung's preset (config.PRESETS['ladder-data-<rung>']): the corpus, the model, the budget; lr is per arm."""
+    record = corpus_record()
+    n_layer, n_embd, n_head = RUNGS[rung]
+    n = iters(rung, record["train_chars"])
+    return dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=128, batch_size=32, max_iters=n,
+                dropout=0.0, beta2=0.99, warmup_frac=0.05, lr=1e-3, lm_eval=False,
+                corpus_sha256=record["sha256"], vocab_size=record["vocab_size"], train_chars=record["train_chars"],
+                eval_interval=max(n // 8, 1), checkpoint_interval=max(n // 8, 1), diag_interval=max(n // 20, 1),
+                interim_eval_windows=64)  # the learning curve on 64 windows; the final metrics on every window
+
+
+def _snap(lr: float) -> float:
+    return float(f"{lr:.3g}")
+
+
+def centre(rung: int, arm: str) -> float | None:
+    """Rung 0: RUNG0_CENTRE. Above: the rung below's registered LR times its width over this width (Adam's LR
+    falls as 1/width); None while the rung below has no registered LR."""
+    if rung == 0:
+        return RUNG0_CENTRE[arm]
+    below = BEST_LR.get(rung - 1, {}).get(arm)
+    return None if below is None else below * RUNGS[rung - 1][1] / RUNGS[rung][1]
+
+
+def grid(rung: int, arm: str) -> list[float]:
+    """The LRs tuned for an arm at a rung: the centre times sqrt(2)^k, |k| <= the rung's half-width, then any
+    registered extension (one sqrt(2) step beyond an edge where the best sat)."""
+    c = centre(rung, arm)
+    if c is None:
+        return []
+    k = GRID_HALF_WIDTH[rung]
+    return sorted({_snap(c * LR_STEP ** j) for j in range(-k, k + 1)} | set(EXTENSIONS.get(rung, {}).get(arm, [])))
+
+
+def lr_of(rung: int, variant: str) -> float | None:
+    return BEST_LR.get(rung, {}).get("ln" if variant == "rms" else variant)
+
+
+def best_lrs(runs, rung: int) -> dict[str, dict]:
+    """From the tuning runs of one rung (a runs.csv frame): per arm, the mean final validation loss per LR over the
+    tuning seeds, the best LR (a LR with a failed or missing run never wins), whether it is bracketed, and the LR
+    one sqrt(2) step beyond the edge when it is not (the registered extension)."""
+    out = {}
+    rows = runs[runs["cfg.preset"] == f"ladder-data-{rung}"]
+    for arm in ARMS_TUNED:
+        lrs = grid(rung, arm)
+        sub = rows[rows["cfg.variant"] == arm]
+        means, complete = {}, True
+        for lr in lrs:
+            at = sub[(sub["cfg.lr"] - lr).abs() < 1e-12]
+            finished = at[at["cfg.seed"].isin(TUNING_SEEDS)]
+            if len(finished) < len(TUNING_SEEDS):
+                complete = False
+                continue
+            failed = finished["failed"].astype(bool).any()  # amendment 1: non-finite, or worse than at init
+            means[lr] = math.inf if failed else float(finished["val_loss"].mean())
+        if not complete or not means:
+            out[arm] = {"complete": False, "means": means}
+            continue
+        best = min(means, key=means.get)
+        edge = best in (min(lrs), max(lrs))
+        beyond = None
+        if edge and math.isfinite(means[best]):
+            beyond = _snap(best / LR_STEP) if best == min(lrs) else _snap(best * LR_STEP)
+        out[arm] = {"complete": True, "means": means, "best": best, "bracketed": not edge, "extend_to": beyond}
+    return out
+
+
+def estimate_hours(ms_per_iter) -> dict[int, float]:
+    """Run-hours per rung (tuning + confirmatory), given a function rung -> ms per iteration on one thread."""
+    hours = {}
+    for rung in range(len(RUNGS)):
+        runs = sum(len(range(-GRID_HALF_WIDTH[rung], GRID_HALF_WIDTH[rung] + 1)) * len(TUNING_SEEDS)
+                   for _ in ARMS_TUNED) + 3 * len(CONFIRMATORY_SEEDS)
+        hours[rung] = runs * iters(rung) * ms_per_iter(rung) / 3.6e6
+    return hours
+
+
+def committed_ms_per_iter(rung: int) -> float:
+    """One-thread ms per iteration at this rung's size, interpolated (log-log in non-embedding parameters) between
+    the median step times of the committed 1 MB ladder's one-thread runs (runs/ladder/runs.csv)."""
+    import numpy as np
+    import pandas as pd
+
+    runs = pd.read_csv(repo_root() / "runs" / "ladder" / "runs.csv")
+    runs = runs[runs["cfg.torch_threads"] == 1]
+    size = 12 * runs["cfg.n_layer"] * runs["cfg.n_embd"] ** 2
+    table = runs.assign(size=size).groupby("size")["train_ms_per_iter"].median().sort_index()
+    return float(np.exp(np.interp(np.log(non_embedding_params(rung)), np.log(table.index), np.log(table.values))))
+
+
+def main() -> int:
+    hours = estimate_hours(committed_ms_per_iter)
+    for rung, (n_layer, n_embd, _) in enumerate(RUNGS):
+        print(f"rung {rung}: {n_layer} x {n_embd}, {non_embedding_params(rung):,} non-embedding parameters, "
+              f"{iters(rung):,} iterations ({passes(rung):.2f} passes), ~{committed_ms_per_iter(rung):.0f} ms/iter "
+              f"on one thread, {hours[rung]:.1f} run-hours (tuning {len(ARMS_TUNED)} arms x "
+              f"{2 * GRID_HALF_WIDTH[rung] + 1} LRs x {len(TUNING_SEEDS)} seeds + 3 arms x "
+              f"{len(CONFIRMATORY_SEEDS)} seeds)")
+    print(f"total {sum(hours.values()):.1f} run-hours before any grid extension")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

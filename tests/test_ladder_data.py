@@ -1,0 +1,230 @@
+"""The adequate-data ladder (issue 76): the open-English corpus builder, the split by document, the registered
+design (amendment 16) and the tables that the tuning runs fill in."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import math
+import subprocess
+import tarfile
+
+import pandas as pd
+import pytest
+
+from embnorm_lib import ladder_data, opencorpus
+from embnorm_lib.config import PRESETS, RunConfig
+from embnorm_lib.data import load_corpus
+from embnorm_lib.errors import DataError
+from embnorm_lib.io import repo_root
+from embnorm_lib.studies import study_cells
+
+# -- a synthetic .deb: an ar archive with a data.tar.xz -------------------------------------------------------------
+
+
+def make_deb(files: dict[str, bytes]) -> bytes:
+    tar_bytes = io.BytesIO()
+    with tarfile.open(fileobj=tar_bytes, mode="w:xz") as tar:
+        for path, payload in files.items():
+            info = tarfile.TarInfo("./" + path)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    members = [("debian-binary", b"2.0\n"), ("control.tar.xz", b""), ("data.tar.xz", tar_bytes.getvalue())]
+    out = b"!<arch>\n"
+    for name, payload in members:
+        header = f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(payload):<10}`\n".encode()
+        out += header + payload + (b"\n" if len(payload) % 2 else b"")
+    return out
+
+
+def b64(n: int) -> str:
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    digits = ""
+    while True:
+        digits = alphabet[n % 64] + digits
+        n //= 64
+        if not n:
+            return digits
+
+
+def make_dictd(entries: list[tuple[list[str], str]]) -> tuple[bytes, bytes]:
+    """(index, dict.dz) with each entry's text under one or more headwords."""
+    text, index = b"", []
+    for headwords, body in entries:
+        start = len(text)
+        text += body.encode()
+        index += [f"{h}\t{b64(start)}\t{b64(len(body.encode()))}" for h in headwords]
+    return "\n".join(sorted(index)).encode() + b"\n", gzip.compress(text)
+
+
+ENTRIES = [(["00-database-info", "00-gcide-info"], "00-database-info\n   Converted from the original.\n"),
+           (["Abaca", "abaca"], 'Abaca \\Ab"a*ca\\ ([a^]b"[.a]*k[.a]), n. [The native name.]\n'
+                                "   The Manila-hemp plant ({Musa textilis}); b[ae]c.\n   [1913 Webster]\n"),
+           *[([f"word{i}"], f"word{i} \\Word\\, n.\n   Meaning number {i} of {{many}}.\n   [PJC]\n")
+             for i in range(200)]]
+
+
+@pytest.fixture
+def sources(tmp_path, monkeypatch):
+    index, dict_dz = make_dictd(ENTRIES)
+    dict_deb = make_deb({"usr/share/dictd/toy.index": index, "usr/share/dictd/toy.dict.dz": dict_dz})
+    fortunes = "\n%\n".join(f"Quotation {i}:\n\tbe kind \u2014 it\u2019s free." for i in range(100)).encode()
+    fortune_deb = make_deb({"usr/share/games/fortunes/toy": fortunes, "usr/share/games/fortunes/toy.dat": b"\0\1",
+                            "usr/share/games/fortunes/toy.u8": fortunes})
+    debs = tmp_path / "debs"
+    debs.mkdir()
+    (debs / "dict-toy_1.0_all.deb").write_bytes(dict_deb)
+    (debs / "fortunes-toy_1.0_all.deb").write_bytes(fortune_deb)
+    toy = (opencorpus.Source("toy-dict", "dict-toy", "1.0", hashlib.sha256(dict_deb).hexdigest(), "dictd",
+                             ("usr/share/dictd/toy",), "test"),
+           opencorpus.Source("toy-fortunes", "fortunes-toy", "1.0", hashlib.sha256(fortune_deb).hexdigest(),
+                             "fortune", ("usr/share/games/fortunes/",), "test"))
+    monkeypatch.setattr(opencorpus, "SOURCES", toy)
+    shakespeare = tmp_path / "input.txt"
+    shakespeare.write_text("\n\n".join(f"FIRST CITIZEN:\nSpeech {i}, before we proceed." for i in range(300)))
+    return debs, shakespeare
+
+
+def test_deb_reader_takes_the_data_archive(sources):
+    debs, _ = sources
+    files = opencorpus.deb_files((debs / "dict-toy_1.0_all.deb").read_bytes(), "usr/share/dictd/")
+    assert sorted(files) == ["usr/share/dictd/toy.dict.dz", "usr/share/dictd/toy.index"]
+    with pytest.raises(DataError, match="not an ar archive"):
+        opencorpus.deb_files(b"PK\3\4 a zip file", "")
+
+
+def test_dictd_entries_once_each_without_metadata():
+    index, dict_dz = make_dictd(ENTRIES)
+    entries = list(opencorpus.dictd_entries(index, dict_dz))
+    assert len(entries) == len(ENTRIES) - 1  # metadata left out; two headwords of Abaca give one entry
+    assert entries[0].startswith("Abaca")
+    assert not any("Converted from the original" in e for e in entries)
+
+
+def test_cleaning_removes_markup_and_keeps_words():
+    doc = opencorpus.clean(ENTRIES[1][1], "dictd")
+    assert doc == "Abaca, n. [The native name.]\nThe Manila-hemp plant (Musa textilis); baec."
+    wn = "absolute\n    adj 1: perfect; \"absolute loyalty\"\n       [ant: {comparative},\n {relative}]\n"
+    assert opencorpus.clean(wn, "dictd") == 'absolute\nadj 1: perfect; "absolute loyalty"'
+    text, dropped = opencorpus.fold_ascii("caf\u00e9 \u2014 \u201cna\u00efve\u201d \u4e2d")
+    assert (text, dropped) == ('cafe -- "naive" ', 1)
+
+
+def test_build_splits_by_document_and_records_the_split(sources):
+    debs, shakespeare = sources
+    text, record = opencorpus.build(debs, shakespeare)
+    train, val = text[:record["train_chars"]], text[record["train_chars"]:]
+    assert record["characters"] == len(text) and record["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    val_docs = [d for d in val.split("\n") if d]
+    assert val_docs, "1 in 40 documents goes to validation: this toy corpus has enough for some"
+    numbered = [line for line in val.split("\n") if any(c.isdigit() for c in line)]  # unique to one document
+    assert numbered and not set(numbered) & set(train.split("\n"))  # whole documents moved, none cut in two
+    assert set(text) <= set(map(chr, range(32, 127))) | {"\n"}
+    assert "{" not in text and "[PJC]" not in text and "\t" not in text
+    by_source = {s["source"]: s for s in record["per_source"]}
+    assert by_source["toy-fortunes"]["documents_train"] + by_source["toy-fortunes"]["documents_val"] == 100
+    assert by_source["toy-dict"]["documents_train"] + by_source["toy-dict"]["documents_val"] == 201
+    assert sum(s["chars_train"] for s in record["per_source"]) == record["train_chars"]
+    again, _ = opencorpus.build(debs, shakespeare)
+    assert again == text  # the same bytes every time
+
+
+def test_a_deb_with_another_checksum_is_refused_in_one_line(sources, tmp_path):
+    debs, shakespeare = sources
+    (debs / "dict-toy_1.0_all.deb").write_bytes(b"!<arch>\nchanged")
+    out = tmp_path / "corpus.txt"
+    rc = opencorpus.main(["--out", str(out), "--debs", str(debs), "--shakespeare", str(shakespeare)])
+    assert rc == 2 and not out.exists()
+
+
+def test_load_corpus_splits_at_train_chars(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("ab\n" * 2000)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    corpus = load_corpus(path, corpus_sha256=sha, train_chars=4500)
+    assert len(corpus.train) == 4500 and len(corpus.val) == 1500
+    with pytest.raises(DataError, match="invalid train_chars=5500"):
+        load_corpus(path, corpus_sha256=sha, train_chars=5500)
+    with pytest.raises(Exception, match="invalid train_chars=-1"):
+        RunConfig(train_chars=-1)
+
+
+# -- the registered design (amendment 16) ---------------------------------------------------------------------------
+
+
+def test_presets_train_on_the_registered_corpus_within_the_budget_rule():
+    record = ladder_data.corpus_record()
+    sizes = [ladder_data.non_embedding_params(r) for r in range(len(ladder_data.RUNGS))]
+    assert len(sizes) >= 4 and sizes[-1] / sizes[0] >= 16
+    for rung in range(len(ladder_data.RUNGS)):
+        cfg = RunConfig.from_dict({**PRESETS[f"ladder-data-{rung}"], "preset": f"ladder-data-{rung}"})
+        assert (cfg.corpus_sha256, cfg.vocab_size, cfg.train_chars) == (record["sha256"], record["vocab_size"],
+                                                                         record["train_chars"])
+        tokens = cfg.max_iters * cfg.tokens_per_iter
+        assert tokens <= 4 * record["train_chars"]  # never more than 4 passes
+        assert tokens >= min(20 * sizes[rung], 4 * record["train_chars"]) > tokens - cfg.tokens_per_iter
+    assert record["characters"] >= 30_000_000
+
+
+def test_tuning_grid_is_fine_and_its_seeds_are_never_confirmatory():
+    assert not set(ladder_data.TUNING_SEEDS) & set(ladder_data.CONFIRMATORY_SEEDS)
+    assert len(ladder_data.TUNING_SEEDS) >= 3 and len(ladder_data.CONFIRMATORY_SEEDS) >= 5
+    for arm in ladder_data.ARMS_TUNED:
+        lrs = ladder_data.grid(0, arm)
+        ratios = [b / a for a, b in zip(lrs, lrs[1:])]
+        assert len(lrs) >= 3 and max(ratios) <= math.sqrt(2) * 1.01
+    tuning = study_cells("ladder-data-lr")
+    assert {c.seed for c in tuning} == set(ladder_data.TUNING_SEEDS)
+    assert {c.seed for c in study_cells("ladder-data")} <= set(ladder_data.CONFIRMATORY_SEEDS)
+
+
+def test_best_lr_rule_brackets_or_extends():
+    lrs = ladder_data.grid(0, "none")
+    rows = [{"cfg.preset": "ladder-data-0", "cfg.variant": "none", "cfg.lr": lr, "cfg.seed": s,
+             "failed": False, "val_loss": 2.0 + abs(math.log(lr / lrs[0]))} for lr in lrs
+            for s in ladder_data.TUNING_SEEDS]
+    result = ladder_data.best_lrs(pd.DataFrame(rows), 0)["none"]
+    assert result["best"] == lrs[0] and not result["bracketed"]
+    assert result["extend_to"] == pytest.approx(lrs[0] / math.sqrt(2), rel=1e-2)
+    rows[0]["failed"] = True  # a LR with a failed run never wins
+    assert ladder_data.best_lrs(pd.DataFrame(rows), 0)["none"]["best"] == lrs[1]
+
+
+def _amendment_commit() -> str:
+    out = subprocess.run(["git", "log", "--format=%H", "-S", "### Amendment 16", "--", "docs/PROTOCOL.md"],
+                         cwd=repo_root(), capture_output=True, text=True, check=True).stdout.split()
+    return out[-1] if out else ""
+
+
+@pytest.mark.committed
+def test_the_amendment_precedes_every_run_of_the_new_ladder():
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=repo_root(), capture_output=True,
+                             text=True).stdout.strip()
+    if shallow == "true":
+        pytest.skip("a shallow clone has no history to check")
+    amendment = _amendment_commit()
+    assert amendment, "amendment 16 is registered in docs/PROTOCOL.md"
+    for study in ("ladder-data-lr", "ladder-data"):
+        index = repo_root() / "runs" / study / "runs.csv"
+        if not index.is_file():
+            continue
+        for commit in pd.read_csv(index)["git_commit"].dropna().unique():
+            ok = subprocess.run(["git", "merge-base", "--is-ancestor", amendment, commit], cwd=repo_root())
+            assert ok.returncode == 0, f"{study}: run commit {commit} does not descend from amendment {amendment}"
+
+
+@pytest.mark.committed
+def test_registered_lrs_are_what_the_tuning_runs_give():
+    index = repo_root() / "runs" / "ladder-data-lr" / "runs.csv"
+    runs = pd.read_csv(index) if index.is_file() else pd.DataFrame(columns=["cfg.preset", "cfg.variant", "cfg.lr", "cfg.seed",
+                                                                                "failed", "val_loss"])
+    for rung in range(len(ladder_data.RUNGS)):
+        found = ladder_data.best_lrs(runs, rung)
+        for arm in ladder_data.ARMS_TUNED:
+            got = found[arm]
+            if got.get("complete") and got["bracketed"]:
+                assert ladder_data.BEST_LR.get(rung, {}).get(arm) == got["best"], (rung, arm)
+            else:
+                assert arm not in ladder_data.BEST_LR.get(rung, {}), f"rung {rung} {arm}: not bracketed yet"
+            if got.get("complete") and not got["bracketed"] and got["extend_to"]:
+                assert got["extend_to"] in ladder_data.EXTENSIONS.get(rung, {}).get(arm, []), (rung, arm)
