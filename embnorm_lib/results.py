@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import RunConfig
+from .config import TRAIN_CHARS_TINY_SHAKESPEARE, RunConfig
 from .diagnostics import after_warmup
 from .errors import BRIEF_ERRORS
 from .io import atomic_write_text, read_json, read_jsonl, runs_root
@@ -64,7 +64,16 @@ def derived_fields(cfg: RunConfig, metrics: list[dict], summary: dict) -> dict:
     worse_than_init = bool(isinstance(init, float) and isinstance(final, float) and math.isfinite(init)
                            and math.isfinite(final) and final > init)
     return {**after_warmup(metrics, cfg.warmup_iters, cfg.spike_factor, cfg.spike_window),
-            "failed": bool(summary.get("diverged")) or worse_than_init}
+            "failed": bool(summary.get("diverged")) or worse_than_init, "epochs": epochs(cfg, summary)}
+
+
+def epochs(cfg: RunConfig, summary: dict) -> float:
+    """Passes over the training split (characters; NaN for subword runs, whose split length is in the tokenizer)."""
+    train = cfg.train_chars or (TRAIN_CHARS_TINY_SHAKESPEARE if not cfg.corpus_sha256 else 0)
+    tokens = summary.get("tokens")
+    if cfg.tokenizer != "char" or not train or not isinstance(tokens, (int, float)):
+        return float("nan")
+    return tokens / train
 
 
 def build_index(study: str, out_dir: str | Path | None = None, echo=None) -> pd.DataFrame:

@@ -228,3 +228,12 @@ def test_registered_lrs_are_what_the_tuning_runs_give():
                 assert arm not in ladder_data.BEST_LR.get(rung, {}), f"rung {rung} {arm}: not bracketed yet"
             if got.get("complete") and not got["bracketed"] and got["extend_to"]:
                 assert got["extend_to"] in ladder_data.EXTENSIONS.get(rung, {}).get(arm, []), (rung, arm)
+
+
+def test_runs_csv_records_passes_over_the_training_split():
+    from embnorm_lib.config import TRAIN_CHARS_TINY_SHAKESPEARE
+    from embnorm_lib.results import epochs
+
+    assert epochs(RunConfig(), {"tokens": 2 * TRAIN_CHARS_TINY_SHAKESPEARE}) == 2.0
+    assert epochs(RunConfig(corpus_sha256="a" * 64, train_chars=4000), {"tokens": 1000}) == 0.25
+    assert math.isnan(epochs(RunConfig(corpus_sha256="a" * 64), {"tokens": 1000}))  # split unknown: not guessed
