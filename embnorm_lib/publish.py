@@ -169,6 +169,10 @@ def v2_report_writer(study: str) -> Callable[[Path, Path | None], Path]:
         return lambda out, figures: boundary.write_report(out, figures, study)
     if study in studies_of("ladder"):
         return lambda out, figures: ladder.write_report(study, out, figures)
+    if study in studies_of("ladder-data"):
+        from . import ladder_data_report
+
+        return lambda out, figures: ladder_data_report.write_report(study, out, figures)
     writers = {scale_vs_norm.STUDY: lambda out, figures: scale_vs_norm.write_report(out),
                budget_trend.REPORT_STUDY: lambda out, figures: budget_trend.write_report(out, figures_dir=figures),
                h1b.STUDY: lambda out, figures: h1b.write_report(out, figures)}
@@ -207,7 +211,7 @@ def main(argv=None) -> int:
             written = {"paper.pdf": paper.build(args.out_dir)}
         elif args.study == "stability":
             written = publish_stability(args.out_dir, args.figures_dir)
-        elif args.study in STUDIES and STUDIES[args.study].analysis in ("stability-v2", "h1b", "ladder"):
+        elif args.study in STUDIES and STUDIES[args.study].analysis in ("stability-v2", "h1b", "ladder", "ladder-data"):
             written = publish_v2(args.study, args.out_dir, args.figures_dir)
         else:
             written = publish(args.study, args.out_dir, args.figures_dir)

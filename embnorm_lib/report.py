@@ -72,7 +72,7 @@ def replication_sentence(rep: pd.DataFrame) -> str:
             f"under our defaults (GPT-2 init, N(0, 0.02) embeddings).")
 
 
-V2_REPORTS = ("BOUNDARY.md", "SCALE.md", "BUDGET.md", "H1B.md", "LENGTH.md", "ZEROSHOT.md", "LADDER.md")
+V2_REPORTS = ("BOUNDARY.md", "SCALE.md", "BUDGET.md", "H1B.md", "LENGTH.md", "ZEROSHOT.md", "LADDER.md", "LADDER-DATA.md")
 
 
 def _planned(study: str) -> int:
@@ -149,7 +149,7 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
                      if (out / study / "ZEROSHOT.md").is_file() else "") + ".", ""]
     parts += ["## Stability v2 studies (issue 16; exploratory searches, docs/PROTOCOL.md amendment 1; "
               "the confirmatory H1b study, amendment 2) and the size ladder (issue 18)", ""]
-    for study in studies_of("stability-v2") + studies_of("h1b") + studies_of("ladder"):
+    for study in studies_of("stability-v2") + studies_of("h1b") + studies_of("ladder") + studies_of("ladder-data"):
         text = STUDIES[study].description
         if not has_index(study, out):
             parts += [f"- `{study}`: {text} Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
