@@ -62,6 +62,17 @@ def arm_color(arm: str) -> str | None:
     return variant.color if variant else None
 
 
+# Line style and marker per variant, so arms stay apart where colours are hard to tell or curves overlap (ln and
+# rms often sit on top of each other)
+VARIANT_STYLES = {"none": ("-", "o"), "ln": ("-", "s"), "rms": ("--", "^"), "scaled": (":", "D"),
+                  "ln_matched": ("-.", "v"), "scaled_unit": (":", "P")}
+
+
+def variant_style(arm: str) -> tuple[str, str]:
+    """(line style, marker) of the arm's variant."""
+    return VARIANT_STYLES.get(arm.split("_preset")[0].split("_")[0] if arm not in VARIANT_STYLES else arm, ("-", "o"))
+
+
 def interval_error(rows, center: str = "mean_diff") -> np.ndarray:
     """Matplotlib's asymmetric error bars (2 x n: below, above) from a frame's or a row's ci_low/ci_high."""
     mid = np.atleast_1d(np.asarray(rows[center], float))
