@@ -139,3 +139,24 @@ def test_the_findings_page_is_grouped_by_question_and_reconciles_the_zero_shot_s
         assert "suite v1" not in group.lower() or "superseded" in group
     assert "suite v1" not in README.read_text().split("## TL;DR")[1].split("](figures")[0].lower() or \
         "superseded" in README.read_text()
+
+
+def test_study_figures_label_axes_and_legends_in_words_and_keep_ln_and_rms_apart():
+    import matplotlib.pyplot as plt
+
+    from embnorm_lib import plots
+
+    rows = [{"arm": f"{v}_preset=nanogpt-cpu", "seed": s, "step": t, "val_loss": 2.0 - 0.01 * t,
+             "grad_norm.block1.attn": 1.0} for v in ("none", "ln", "rms") for s in range(2) for t in range(10)]
+    series = pd.DataFrame(rows)
+    fig = plots.plot_study_metric(series, "val_loss")
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "validation loss (nats/char)" and ax.get_xlabel() == "training step"
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[1].startswith("ln (preset nanogpt-cpu)") and not any("=" in t for t in legend)
+    markers = {line.get_label().split()[0]: line.get_marker() for line in ax.get_lines()}
+    assert markers["ln"] != markers["rms"]
+    plt.close(fig)
+    panels = plots.plot_study_panels(series, ["grad_norm.block1.attn"], "gradient norm per group")
+    assert panels.axes[0].get_title() == "grad norm: block1 attn"
+    plt.close(panels)
