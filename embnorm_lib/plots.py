@@ -62,6 +62,17 @@ def arm_color(arm: str) -> str | None:
     return variant.color if variant else None
 
 
+# Line style and marker per variant, so arms stay apart where colours are hard to tell or curves overlap (ln and
+# rms often sit on top of each other)
+VARIANT_STYLES = {"none": ("-", "o"), "ln": ("-", "s"), "rms": ("--", "^"), "scaled": (":", "D"),
+                  "ln_matched": ("-.", "v"), "scaled_unit": (":", "P")}
+
+
+def variant_style(arm: str) -> tuple[str, str]:
+    """(line style, marker) of the arm's variant (an arm such as `ln_preset=nanogpt-cpu` takes `ln`'s)."""
+    return VARIANT_STYLES.get(arm if arm in VARIANT_STYLES else arm.split("_")[0], ("-", "o"))
+
+
 def interval_error(rows, center: str = "mean_diff") -> np.ndarray:
     """Matplotlib's asymmetric error bars (2 x n: below, above) from a frame's or a row's ci_low/ci_high."""
     mid = np.atleast_1d(np.asarray(rows[center], float))
@@ -99,13 +110,39 @@ def arm_linestyle(arm: str, arms) -> str:
     return LINESTYLES[tags.index(arm.partition("_")[2]) % len(LINESTYLES)]
 
 
+def arm_label(arm: str) -> str:
+    """A legend entry for a run directory's arm name: `ln_preset=nanogpt-cpu` -> `ln (preset nanogpt-cpu)`, so no
+    legend shows the internal key=value spelling."""
+    variant, _, rest = arm.partition("_")
+    if variant not in VARIANTS or not rest or "=" not in rest:
+        return arm
+    return f"{variant} ({', '.join(part.replace('=', ' ') for part in rest.split('_') if part)})"
+
+
+# Axis and panel labels for the per-step log columns the study figures draw (figures.FIGURES): never the column name
+COLUMN_LABELS = {"train_loss": "train loss (nats/char)", "val_loss": "validation loss (nats/char)",
+                 "grad_norm_total": "gradient norm (before clipping)", "block1_input_norm": "L2 norm of block-1 input",
+                 "nll": "validation NLL (nats/char)", "step": "training step", "temperature": "softmax temperature",
+                 "capped": "final val loss (failed = loss at init)", "cfg.lr": "peak learning rate"}
+
+
+def column_label(column: str) -> str:
+    """A readable label for a log column; dotted diagnostics (`grad_norm.block1.attn`) become `grad norm: block1 attn`."""
+    if column in COLUMN_LABELS:
+        return COLUMN_LABELS[column]
+    head, _, tail = column.partition(".")
+    return f"{head.replace('_', ' ')}: {tail.replace('.', ' ').replace('_', ' ')}" if tail else column.replace("_", " ")
+
+
 def plot_bands(ax, series: pd.DataFrame, x: str, y: str, label_prefix: str = "") -> None:
     arms = list(dict.fromkeys(series["arm"]))
     for arm, frame in series.groupby("arm", sort=False):
         band = seed_band(frame, x, y)
         color = arm_color(arm)
-        ax.plot(band[x], band["mean"], color=color, lw=1.2, ls=arm_linestyle(arm, arms),
-                label=f"{label_prefix}{arm} (n={frame['seed'].nunique()})")
+        # colour: the variant; line style: the regime; a marker per variant, so ln and rms stay apart when they overlap
+        ax.plot(band[x], band["mean"], color=color, lw=1.2, ls=arm_linestyle(arm, arms), marker=variant_style(arm)[1],
+                markevery=max(1, len(band) // 8), ms=4, mfc="white",
+                label=f"{label_prefix}{arm_label(arm)} ({frame['seed'].nunique()} seeds)")
         ax.fill_between(band[x], band["mean"] - band["half_width"], band["mean"] + band["half_width"],
                         color=color, alpha=0.2, lw=0)
 
@@ -113,7 +150,8 @@ def plot_bands(ax, series: pd.DataFrame, x: str, y: str, label_prefix: str = "")
 def plot_study_metric(series: pd.DataFrame, y: str, title: str = "", log: bool = False, x: str = "step") -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     plot_bands(ax, series, x, y)
-    ax.set(xlabel=x, ylabel=y, title=title or y, yscale="log" if log else "linear")
+    ax.set(xlabel=column_label(x), ylabel=column_label(y), title=title or column_label(y),
+           yscale="log" if log else "linear")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -126,7 +164,7 @@ def plot_study_panels(series: pd.DataFrame, columns: list[str], title: str, log:
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 2.9 * nrows), squeeze=False)
     for ax, col in zip(axes.flat, columns):
         plot_bands(ax, series, "step", col)
-        ax.set(title=col, xlabel="step", yscale="log" if log else "linear")
+        ax.set(title=column_label(col), xlabel=column_label("step"), yscale="log" if log else "linear")
         ax.title.set_fontsize(9)
     for ax in list(axes.flat)[len(columns):]:
         ax.axis("off")
@@ -159,7 +197,8 @@ def plot_reliability(calibration: pd.DataFrame, binning: str = "equal_width") ->
         conf = sum(pd.Series(t["confidence"]) * pd.Series(t["count"]) for t in tables) / count
         acc = sum(pd.Series(t["accuracy"]) * pd.Series(t["count"]) for t in tables) / count
         keep = count > 0
-        ax.plot(conf[keep], acc[keep], "o-", ms=3, color=arm_color(arm), label=arm)
+        ax.plot(conf[keep], acc[keep], ls=variant_style(arm)[0], marker=variant_style(arm)[1], ms=3,
+                color=arm_color(arm), label=arm_label(arm))
     ax.set(xlabel="confidence (top-label)", ylabel="accuracy", title=f"reliability ({binning.replace('_', ' ')})",
            xlim=(0, 1), ylim=(0, 1))
     ax.legend(fontsize=8)
@@ -260,7 +299,8 @@ def plot_lr_growth(phase: pd.DataFrame) -> plt.Figure:
               "final_out_logit_max": "max output logit (last probe)"}
     for ax, column in zip(np.atleast_1d(axes), columns, strict=True):
         for variant, sub in frame.groupby("variant", sort=False):
-            ax.plot(sub["cfg.lr"], sub[column], marker="o", label=variant, color=arm_color(variant))
+            ls, marker = variant_style(variant)
+            ax.plot(sub["cfg.lr"], sub[column], ls=ls, marker=marker, label=variant, color=arm_color(variant))
         ax.set(xscale="log", xlabel="peak learning rate", ylabel=labels[column])
         if column == "failed_share":
             ax.set_ylim(-0.05, 1.05)

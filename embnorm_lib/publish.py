@@ -5,6 +5,7 @@
     python -m embnorm_lib.publish stability           # the v1 stability studies -> STABILITY.md
     python -m embnorm_lib.publish stability-h1b-v2    # a stability v2 study -> its BOUNDARY/SCALE/BUDGET/H1B.md
     python -m embnorm_lib.publish paper               # paper/paper.pdf alone
+    python -m embnorm_lib.publish readme              # README's first screen, FINDINGS.md, figures/ index alone
 
 Executed notebooks land in runs/<study>/ (without timestamps or machine paths); the statistics notebook is
 rendered to runs/<study>/report.html with nbconvert, outputs only. Publishing unchanged runs rewrites nothing."""
@@ -23,7 +24,7 @@ from .analysis import check_complete, study_family
 from .config import check_name
 from .errors import BRIEF_ERRORS
 from .io import default_runs_dir, repo_root, runs_root, uncommitted_indexes, write_bytes_if_changed
-from .report import FINDINGS_STUDIES, findings_text, update_readme_findings, write_runs_readme
+from .report import FINDINGS_STUDIES, update_readme, write_runs_readme
 from .results import build_index, load_positions
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
@@ -142,11 +143,11 @@ def publish_stability(out_dir=None, figures_dir=None) -> dict[str, Path]:
 
 
 def _quoting_readmes(out: Path, refresh_findings: bool) -> dict[str, Path]:
-    """runs/README.md; and for the committed runs directory the README findings and the paper, which quote it."""
+    """runs/README.md; and for the committed runs directory the README's first screen, FINDINGS.md, the figure index
+    and the paper, which quote it."""
     written = {"runs/README.md": write_runs_readme(out)}
     if refresh_findings:
-        update_readme_findings(repo_root() / "README.md", findings_text(out))
-        written["README.md findings"] = repo_root() / "README.md"
+        written.update({path.relative_to(repo_root()).as_posix(): path for path in update_readme(out)})
         written["paper.pdf"] = paper.build(out)
     return written
 
@@ -200,7 +201,7 @@ def publish_v2(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", help="a study of the registry, 'stability' for all v1 stability studies together, or "
-                                 "'paper' for the paper alone")
+                                 "'paper' for the paper alone, 'readme' for the README's first screen, FINDINGS.md and the figure index")
     p.add_argument("--out-dir", default=None)
     p.add_argument("--figures-dir", default=None)
     args = p.parse_args(argv)
@@ -209,6 +210,8 @@ def main(argv=None) -> int:
     try:
         if args.study == "paper":
             written = {"paper.pdf": paper.build(args.out_dir)}
+        elif args.study == "readme":
+            written = {path.name: path for path in update_readme(args.out_dir)}
         elif args.study == "stability":
             written = publish_stability(args.out_dir, args.figures_dir)
         elif args.study in STUDIES and STUDIES[args.study].analysis in ("stability-v2", "h1b", "ladder", "ladder-data"):

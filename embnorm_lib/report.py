@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import runs_root, write_bytes_if_changed
+from .io import repo_root, runs_root, write_bytes_if_changed
 from .render import compact_markdown, layouts_text, markdown_arm_table, replication_markdown
 from .results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .stability import recommendation_for
@@ -253,90 +253,223 @@ def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
     prim = family[family["metric"] == "val_loss"].set_index("variant")
     parts = [f"`{v}` {_direction(r)} "
              f"(95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {p_text(r.p_holm)})" for v, r in prim.iterrows()]
+    return (f"In {_where(study, scope, several)} ({int(prim['n'].iloc[0])} seeds, paired), against a final validation "
+            f"loss of {prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, " + " and ".join(parts)
+            + f"; the registered decision rule (on validation loss) says: **{decision['overall']}**.")
+
+
+def _where(study: str, scope: str, several: bool) -> str:
     where = f"[`{study}`](runs/{study}/REPORT.md)" + (f", regime `{scope}`" if several else "")
     overlap = STUDIES[study].shared_seeds.get(scope) if study in STUDIES else None
-    where += f" ({overlap})" if overlap else ""
-    lm = family[family["metric"] == "lm_macro_acc"].set_index("variant")
-    zero_shot = ("; zero-shot macro accuracy (suite v1) " + ", ".join(
-        f"`{v}` {r.mean_diff:+.3f} (95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {p_text(r.p_holm)}, "
-        f"{'significant' if r.significant else 'not significant'})" for v, r in lm.iterrows())) if len(lm) else ""
-    return (f"In {where} ({int(prim['n'].iloc[0])} seeds, paired), against a final validation loss of "
-            f"{prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, " + " and ".join(parts)
-            + zero_shot + f"; the registered decision rule (on validation loss) says: **{decision['overall']}**.")
+    return where + (f" ({overlap})" if overlap else "")
 
 
-def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
-    """The README's findings block, built from the analysis files, the replication table and STABILITY.md."""
-    out = runs_root(out_dir)
-    sentences = []
+SECONDARY_WORDS = {"ece_equal_width": ("top-label ECE (15 equal-width bins)", "worse", "better"),
+                   "brier": ("Brier score", "worse", "better"),
+                   "lm_macro_acc": ("zero-shot macro accuracy, suite v1 (superseded)", "higher", "lower")}
+
+
+def secondary_sentence(study: str, scope: str, out: Path, several: bool, metrics: tuple[str, ...]) -> str:
+    """One regime's secondary metrics from its registered family (family.csv), worded by the Holm decision."""
+    family = pd.read_csv(out / study / "analysis" / scope / "family.csv")
+    parts = []
+    for metric in metrics:
+        rows = family[family["metric"] == metric]
+        if not len(rows):
+            continue
+        name, up, down = SECONDARY_WORDS[metric]
+        parts.append(f"{name}: " + ", ".join(
+            f"`{r.variant}` {r.mean_diff:+.4f} (95% t CI [{r.ci_low:+.4f}, {r.ci_high:+.4f}], Holm p = "
+            f"{p_text(r.p_holm)}, {(up if r.mean_diff > 0 else down) if r.significant else 'not resolved'})"
+            for r in rows.itertuples()))
+    if not parts:
+        return ""
+    return f"In {_where(study, scope, several)} ({int(family['n'].iloc[0])} seeds, paired), " + "; ".join(parts) + "."
+
+
+def _scopes(out: Path, studies) -> list[tuple[str, str, bool]]:
+    found = []
     for study in studies:
         root = out / study / "analysis"
-        if not root.is_dir():
-            continue
-        scopes = sorted(p.name for p in root.iterdir() if (p / "family.csv").is_file())
-        sentences += [scope_sentence(study, scope, out, len(scopes) > 1) for scope in scopes]
+        if root.is_dir():
+            scopes = sorted(p.name for p in root.iterdir() if (p / "family.csv").is_file())
+            found += [(study, scope, len(scopes) > 1) for scope in scopes]
+    return found
+
+
+# The findings page's groups, in order: (title, what the group measures, in one sentence). The sentence that opens a
+# group is this plus, where the group's own results decide it, a computed reading (`_group_reading`).
+FINDINGS_GROUPS = {
+    "accuracy": ("Accuracy: does an embedding norm change validation loss?",
+                 "Final validation loss in nats per character (lower is better); a positive difference from `none` "
+                 "is a cost of the norm."),
+    "calibration": ("Calibration: are the predicted probabilities as trustworthy?",
+                    "Top-label ECE and Brier score of next-character predictions (lower is better), secondary "
+                    "endpoints of the registered family."),
+    "zero-shot": ("Zero-shot: does it change what the model can do on tasks it was not trained for?",
+                  "Accuracy on multiple-choice Shakespeare tasks scored without training; suite v2 is the registered "
+                  "endpoint (docs/PROTOCOL.md amendment 3) and suite v1 is superseded."),
+    "stability": ("Stability: does an embedding norm let training survive a higher learning rate?",
+                  "Failures (non-finite loss, or a final loss above the loss at init) and loss spikes across peak "
+                  "learning rates, depth, clipping and precision."),
+    "scale": ("Scale: does the answer change with model size?",
+              "Each norm's difference from `none` at each size of the ladder, and the trend across sizes "
+              "(exploratory; on 1 MB of text the larger rungs are data-bound, issue 76)."),
+    "mechanism": ("Mechanism: why does the norm help or hurt?",
+                  "Which half of LayerNorm (normalizing, or rescaling what enters block 1) carries its effect, and "
+                  "how the embedding's init scale decides its sign."),
+}
+
+
+def findings_groups(out_dir=None, studies=FINDINGS_STUDIES) -> dict[str, list[str]]:
+    """The findings, as paragraphs per group (FINDINGS_GROUPS), each built from the committed analysis files."""
+    out = runs_root(out_dir)
+    groups: dict[str, list[str]] = {g: [] for g in FINDINGS_GROUPS}
+    scopes = _scopes(out, studies)
+    lines = [f"- {scope_sentence(study, scope, out, several)}" for study, scope, several in scopes]
     if has_index("seeds-prelim", out):
-        sentences.append(replication_sentence(replication_table(load_runs("seeds-prelim", out))))
-    text = "\n".join(f"- {s}" for s in sentences)
-    verdict = [line for line in (recommendation_for(out) or "").splitlines() if line.startswith("- ")]
-    if verdict:
-        text += ("\n\nStability, exploratory (3 seeds; [`runs/STABILITY.md`](runs/STABILITY.md)):\n\n"
-                 + "\n".join(verdict))
-    scale_line = scale_finding(out)
-    if scale_line:
-        text += ("\n\nScale vs normalization, exploratory (3 seeds; "
-                 "[`runs/stability-scale-v2/SCALE.md`](runs/stability-scale-v2/SCALE.md)):\n\n" + scale_line)
+        lines.append("- " + replication_sentence(replication_table(load_runs("seeds-prelim", out))))
+    if lines:
+        groups["accuracy"].append("\n".join(lines))
     budget_line = budget_finding(out)
     if budget_line:
-        text += ("\n\nBudget trend, exploratory (3 seeds; "
-                 "[`runs/stability-budget-v2/BUDGET.md`](runs/stability-budget-v2/BUDGET.md)):\n\n" + budget_line)
+        groups["accuracy"].append("Budget trend, exploratory (3 seeds; "
+                                  "[`runs/stability-budget-v2/BUDGET.md`](runs/stability-budget-v2/BUDGET.md)):\n\n"
+                                  + budget_line)
+    calibration = [s for s in (secondary_sentence(study, scope, out, several, ("ece_equal_width", "brier"))
+                               for study, scope, several in scopes) if s]
+    if calibration:
+        groups["calibration"].append("\n".join(f"- {s}" for s in calibration))
+    groups["zero-shot"] += zeroshot_paragraphs(out, scopes)
+    verdict = [line for line in (recommendation_for(out) or "").splitlines() if line.startswith("- ")]
+    if verdict:
+        groups["stability"].append("Stability v1, exploratory (3 seeds; [`runs/STABILITY.md`](runs/STABILITY.md)):"
+                                   "\n\n" + "\n".join(verdict))
     from .boundary import BOUNDARY_STUDIES, search_finding
 
     searches = [line for line in (search_finding(study, out) for study in BOUNDARY_STUDIES) if line]
     if searches:
-        text += ("\n\nWhere each arm fails, exploratory (failure: non-finite loss, or final validation loss above the "
-                 "loss at init; each search's BOUNDARY.md):\n\n" + "\n".join(searches))
+        groups["stability"].append("Where each arm fails, exploratory (failure: non-finite loss, or final validation "
+                                   "loss above the loss at init; each search's BOUNDARY.md):\n\n" + "\n".join(searches))
     h1b_lines = h1b_findings(out)
     if h1b_lines:
-        text += ("\n\nWhere the baseline fails, confirmatory (H1b, docs/PROTOCOL.md amendment 2; "
-                 "[`runs/stability-h1b-v2/H1B.md`](runs/stability-h1b-v2/H1B.md)):\n\n" + "\n".join(h1b_lines))
-    zero_shot = zeroshot_findings(out)
-    if zero_shot:
-        text += ("\n\nZero-shot accuracy, confirmatory (suite v2, docs/PROTOCOL.md amendments 1 and 3):\n\n"
-                 + "\n".join(zero_shot))
+        groups["stability"].append("Where the baseline fails, confirmatory (H1b, docs/PROTOCOL.md amendment 2; "
+                                   "[`runs/stability-h1b-v2/H1B.md`](runs/stability-h1b-v2/H1B.md)):\n\n"
+                                   + "\n".join(h1b_lines))
+    groups["scale"] += ladder_paragraphs(out)
+    scale_line = scale_finding(out)
+    if scale_line:
+        groups["mechanism"].append("Scale vs normalization, exploratory (3 seeds; "
+                                   "[`runs/stability-scale-v2/SCALE.md`](runs/stability-scale-v2/SCALE.md)):\n\n"
+                                   + scale_line)
+    scale_vs_norm = subword_scale_findings(out)
+    if scale_vs_norm:
+        groups["mechanism"].append("Scale vs normalization on subwords, exploratory (docs/PROTOCOL.md amendment 10; "
+                                   "[`runs/ladder-bpe-scale/LADDER.md`](runs/ladder-bpe-scale/LADDER.md)):\n\n"
+                                   + "\n".join(scale_vs_norm))
+    return groups
+
+
+def ladder_paragraphs(out: Path) -> list[str]:
+    """The size ladders, their trends, the subword replications and LR checks, in the order they were registered."""
+    paragraphs = []
     for study, what, amendments in (("ladder", "The size ladder", "amendments 4-6"),
                                     ("ladder-bpe", "The subword ladder (BPE tokens, at the LR checked on characters)",
                                      "amendments 4 and 7")):
         ladder_lines = ladder_findings(out, study)
         scale_lines = ladder_scale_findings(out, study)
         if ladder_lines:
-            text += (f"\n\n{what}, per finished size (docs/PROTOCOL.md {amendments}; "
-                     f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md))"
-                     + ("" if scale_lines else "; no trend across sizes until three have finished")
-                     + ":\n\n" + "\n".join(ladder_lines))
+            paragraphs.append(f"{what}, per finished size (docs/PROTOCOL.md {amendments}; "
+                              f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md))"
+                              + ("" if scale_lines else "; no trend across sizes until three have finished")
+                              + ":\n\n" + "\n".join(ladder_lines))
         if scale_lines:
-            text += ("\n\nAcross its finished sizes, exploratory (does the difference shrink, grow or flip as the "
-                     "model grows?):\n\n" + "\n".join(scale_lines))
+            paragraphs.append("Across its finished sizes, exploratory (does the difference shrink, grow or flip as "
+                              "the model grows?):\n\n" + "\n".join(scale_lines))
     from .ladder import SUBWORD_LR_CHECKS
 
     # the rung-1 check beside the subword ladder; a later one after the replication whose LRs it checks
     first_check, *later_checks = SUBWORD_LR_CHECKS
-    text += _subword_check_paragraph(out, first_check)
-    scale_vs_norm = subword_scale_findings(out)
-    if scale_vs_norm:
-        text += ("\n\nScale vs normalization on subwords, exploratory (docs/PROTOCOL.md amendment 10; "
-                 "[`runs/ladder-bpe-scale/LADDER.md`](runs/ladder-bpe-scale/LADDER.md)):\n\n" + "\n".join(scale_vs_norm))
+    paragraphs.append(_subword_check_paragraph(out, first_check))
     for study, amendment, what in REPLICATIONS:
         replication = ladder_findings(out, study) + ladder_peak_findings(out, study)
         if replication:
-            text += (f"\n\nThe subword replication{what}, confirmatory (docs/PROTOCOL.md amendment {amendment}; "
-                     f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)): "
-                     + ("the size where the subword ladder's seeds split" if study == "ladder-bpe-rep" else
-                        "the size where the subword ladder's rung-1 gain turned into an unresolved cost")
-                     + ", on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
-    for study in later_checks:
-        text += _subword_check_paragraph(out, study)
-    return text
+            paragraphs.append(f"The subword replication{what}, confirmatory (docs/PROTOCOL.md amendment {amendment}; "
+                              f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)): "
+                              + ("the size where the subword ladder's seeds split" if study == "ladder-bpe-rep" else
+                                 "the size where the subword ladder's rung-1 gain turned into an unresolved cost")
+                              + ", on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
+    paragraphs += [_subword_check_paragraph(out, study) for study in later_checks]
+    return [p for p in paragraphs if p]
+
+
+def zeroshot_paragraphs(out: Path, scopes) -> list[str]:
+    """Suite v2 (the registered endpoint) per regime, then suite v1 beside it with why it is superseded, in one
+    place: whoever reads either reads how they relate."""
+    from . import zeroshot
+
+    v2 = zeroshot_findings(out)
+    v1 = [s for s in (secondary_sentence(study, scope, out, several, ("lm_macro_acc",))
+                      for study, scope, several in scopes) if s]
+    paragraphs = []
+    if v2:
+        paragraphs.append("Suite v2, confirmatory (docs/PROTOCOL.md amendments 1 and 3):\n\n" + "\n".join(v2))
+    breakdown = zeroshot.task_breakdown_lines(out)
+    if breakdown:
+        paragraphs.append("Per task (suite v2, the largest regime scored), the share of the macro difference each "
+                          "task carries:\n\n" + "\n".join(breakdown))
+    if v1:
+        paragraphs.append(zeroshot.reconciliation(out) + "\n\n" + "\n".join(f"- {s}" for s in v1))
+    return paragraphs
+
+
+def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
+    """The findings page's body: per group (FINDINGS_GROUPS) its title, the sentence of what it means and its
+    paragraphs, built from the analysis files, the replication table and the stability reports."""
+    out = runs_root(out_dir)
+    parts = []
+    for key, paragraphs in findings_groups(out, studies).items():
+        if paragraphs:
+            title, meaning = FINDINGS_GROUPS[key]
+            reading = _group_reading(key, out, studies)
+            parts.append(f"### {title}\n\n*{meaning}{(' ' + reading) if reading else ''}*\n\n"
+                         + "\n\n".join(paragraphs))
+    return "\n\n".join(parts)
+
+
+def _group_reading(key: str, out: Path, studies) -> str:
+    """A group's computed reading, where its own registered results decide it (else nothing)."""
+    scopes = _scopes(out, studies)
+    if key == "accuracy" and scopes:
+        verdicts = {json.loads((out / s / "analysis" / c / "decision.json").read_text())["overall"]
+                    for s, c, _ in scopes}
+        return (f"Every registered regime's decision rule says: {verdicts.pop()}." if len(verdicts) == 1 else
+                f"The registered regimes' decisions differ: {', '.join(sorted(verdicts))}.")
+    if key == "calibration" and scopes:
+        family = pd.concat([pd.read_csv(out / s / "analysis" / c / "family.csv") for s, c, _ in scopes])
+        rows = family[family["metric"].isin(["ece_equal_width", "brier"])]
+        worse, better = int((rows["significant"] & (rows["mean_diff"] > 0)).sum()), int(
+            (rows["significant"] & (rows["mean_diff"] < 0)).sum())
+        return (f"Of {len(rows)} registered comparisons, {worse} resolve a worse and {better} a better calibration "
+                "with the norm.")
+    if key == "zero-shot":
+        from . import zeroshot
+
+        d = zeroshot.largest_regime(FINDINGS_STUDIES[-1], out) if has_index(FINDINGS_STUDIES[-1], out) else None
+        if d is not None and len(d["family"]):
+            shares = zeroshot.task_shares(d)
+            macro = d["family"][d["family"]["task"] == "macro"].iloc[0]
+            top = shares[shares["variant"] == macro["variant"]].sort_values("share").iloc[-1]
+            word = ("lowers" if macro["mean_diff"] < 0 else "raises") if macro["significant"] else "does not resolve"
+            return (f"On suite v2 `{macro['variant']}` {word} macro accuracy ({macro['mean_diff']:+.3f} in the "
+                    f"largest regime), {top['share']:.0%} of it through one task, `{top['task']}`.")
+    if key == "stability":
+        h1b_lines = h1b_findings(out)
+        if h1b_lines:
+            removed = sum(line.count("(removes the failures") for line in h1b_lines)
+            return ("In the registered test where `none` fails, " + ("no norm removes the failures." if not removed
+                                                                       else f"{removed} arm(s) remove them."))
+    return ""
 
 
 def _subword_check_paragraph(out: Path, study: str) -> str:
@@ -554,3 +687,124 @@ def update_readme_findings(readme: Path, text: str) -> None:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+ANSWER_START, ANSWER_END = "<!-- answer:start -->", "<!-- answer:end -->"
+FINDINGS_PAGE = "FINDINGS.md"
+
+
+def findings_page(out_dir=None) -> str:
+    """FINDINGS.md: every generated finding, grouped by the question it answers."""
+    return ("# Findings\n\nWritten by `python -m embnorm_lib.publish` from the committed runs; every number comes from "
+            "`runs/`. The answer on one screen: [README.md](README.md). Each group opens with what it measures and, "
+            "where its registered results decide it, what they say. Registered (confirmatory) results follow "
+            "[`docs/PROTOCOL.md`](docs/PROTOCOL.md); everything labelled exploratory is a description.\n\n"
+            + findings_text(out_dir) + "\n")
+
+
+def replace_block(content: str, start: str, end: str, text: str, where: str) -> str:
+    if start not in content or end not in content:
+        raise ValueError(f"{where} has no {start} ... {end} block; allowed: a file holding both markers")
+    head, rest = content.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{text}\n{end}{tail}"
+
+
+def update_readme(out_dir=None) -> list[Path]:
+    """The README's first screen (TL;DR, answer figure, regime table: embnorm_lib.answer), FINDINGS.md and the
+    figure index, from the committed runs. Every block is computed before any file is written."""
+    from . import answer
+
+    data = answer.answer_data(out_dir)
+    figure = answer.write_figure(data, out_dir)
+    root = repo_root()
+    readme = root / "README.md"
+    block = answer.first_screen(data, figure.relative_to(root).as_posix())
+    content = replace_block(readme.read_text(), ANSWER_START, ANSWER_END, block, readme)
+    page = findings_page(out_dir)
+    index = figure_index(root / "figures")
+    return [figure, write_bytes_if_changed(readme, content.encode()),
+            write_bytes_if_changed(root / FINDINGS_PAGE, page.encode()),
+            write_bytes_if_changed(root / "figures" / "README.md", index.encode())]
+
+
+# What each committed figure shows and which findings group it belongs to (FINDINGS_GROUPS), by file name; a study's
+# per-run figures (figures.FIGURES) share one entry per name. `figure_index` refuses a figure that no entry describes.
+FIGURE_WHAT = {
+    "answer": ("The answer in four panels: Δ val loss vs training budget, vs embedding init scale; failures vs peak "
+               "LR per arm; Δ vs model size", "README TL;DR"),
+    "char_classes": ("tiny Shakespeare: the share of each character class in the training and validation splits",
+                     "data"),
+    "train_loss": ("training loss per step, per arm (mean and 95% band over seeds)", "accuracy"),
+    "val_loss": ("validation loss at each evaluation, per arm (mean and 95% band over seeds)", "accuracy"),
+    "grad_norm_total": ("total gradient norm before clipping per step, per arm", "stability"),
+    "grad_norm_groups": ("gradient norm per parameter group (embeddings, first and last block, final norm)",
+                         "mechanism"),
+    "block1_input_norm": ("norm of what enters block 1, per step and arm", "mechanism"),
+    "embedding_norm_by_class": ("token-embedding norm by character class at the end", "mechanism"),
+    "block1_input_norm_by_class": ("block-1 input norm by character class at the end", "mechanism"),
+    "cosine_similarity": ("mean pairwise cosine similarity of token embeddings and block-1 inputs", "mechanism"),
+    "residual_norm_by_depth": ("residual-stream norm after each block at the end", "mechanism"),
+    "attention_logit_max": ("largest attention logit per layer over training", "stability"),
+    "output_logits": ("output-logit growth over training", "stability"),
+    "reliability_equal_width": ("reliability diagram (accuracy vs confidence, equal-width bins)", "calibration"),
+    "reliability_equal_mass": ("reliability diagram (accuracy vs confidence, equal-mass bins)", "calibration"),
+    "temperature_nll": ("validation NLL against softmax temperature", "calibration"),
+    "forest": ("paired difference from none per registered metric, per arm (95% t interval; filled: Holm-significant)",
+               "accuracy, calibration, zero-shot"),
+    "paired_lines": ("each seed's value per arm, joined by seed", "accuracy, calibration"),
+    "delta_vs_params": ("each norm's Δ final val loss vs none against model size", "scale"),
+    "delta_vs_compute": ("each norm's Δ final val loss vs none against training compute", "scale"),
+    "lr_curves": ("final val loss against the LR factor, per rung and arm (the LR check)", "scale"),
+    "lr_boundary_loss": ("final val loss and failures against peak LR, per arm", "stability"),
+    "lr_boundary_growth": ("share failed, largest attention and output logit against peak LR, per arm", "stability"),
+    "budget_trend": ("each norm's Δ final and best val loss vs none against training budget", "accuracy"),
+    "budget_deltas": ("each norm's Δ val loss vs none at 150, 300 and 2000 iterations (stability v1)", "accuracy"),
+    "h1b_stability_vs_cost": ("failures at peak LR 1 against the tuned cost, per arm (H1b)", "stability"),
+    "length_tuned": ("Δ val loss vs none at each position of the window, each arm at its best LR", "stability"),
+    "lr_sensitivity": ("final val loss against peak LR, per arm (stability v1)", "stability"),
+    "stress_loss_traces": ("training loss traces in the stress regime (stability v1)", "stability"),
+}
+# figures/stability-v2/<prefix>_lr_boundary_*: the LR search each prefix names (boundary.py)
+BOUNDARY_PREFIX = {"": "stability-lr-v2", "noclip": "stability-noclip-v2", "bf16": "stability-bf16-v2",
+                   "deep": "stability-deep-v2", "deep32": "stability-deep32-v2"}
+
+
+def describe_figure(rel: str) -> tuple[str, str, str]:
+    """(what it shows, which study, which findings group) of a figure's path under figures/."""
+    parts = rel.removesuffix(".png").split("/")
+    folder, stem = (parts[0], parts[-1]) if len(parts) > 1 else ("", parts[0])
+    matches = [n for n in FIGURE_WHAT if stem == n or stem.endswith("_" + n) or stem.startswith(n + "_")]
+    if not matches:
+        raise ValueError(f"figure {rel} has no entry in report.FIGURE_WHAT; allowed: a figure whose name ends with one "
+                         f"of {', '.join(FIGURE_WHAT)}")
+    name = sorted(matches, key=lambda n: (n != stem, -len(n)))[0]  # the exact name, else the longest
+    what, group = FIGURE_WHAT[name]
+    if name in ("forest", "paired_lines"):
+        study = f"{folder} (regime {stem.removeprefix(name + '_')})"
+    elif name.startswith("lr_boundary"):
+        study = BOUNDARY_PREFIX[stem[: -len(name)].rstrip("_")]
+    elif folder == "ladder":
+        study = stem.removesuffix("_" + name)
+    elif name == "budget_trend":
+        study = "stability-budget, stability-budget-v2"
+    elif name in ("h1b_stability_vs_cost", "length_tuned"):
+        study = "stability-h1b-v2"
+    elif folder == "stability":
+        study = "stability (v1 studies)"
+    elif name == "answer":
+        study = "main, stability-budget(-v2), stability-scale-v2, stability-lr-v2, stability-h1b-v2, ladder"
+    else:
+        study = folder
+    return what, study, group
+
+
+def figure_index(figures_dir: Path) -> str:
+    """figures/README.md: one line per figure (PNG; each has a PDF beside it): what it shows, its study, its finding."""
+    rows = [(p.relative_to(figures_dir).as_posix(), *describe_figure(p.relative_to(figures_dir).as_posix()))
+            for p in sorted(figures_dir.rglob("*.png"))]
+    lines = ["# Figures", "", "Written by `python -m embnorm_lib.publish` (one line per figure; a vector PDF of the "
+             "same name lies beside each PNG). Findings groups: [FINDINGS.md](../FINDINGS.md).", "",
+             "| figure | what it shows | study | finding |", "|---|---|---|---|"]
+    lines += [f"| [{rel}]({rel}) | {what} | {study} | {group} |" for rel, what, study, group in rows]
+    return "\n".join(lines) + "\n"

@@ -89,14 +89,26 @@ def item_sampling_mde(item_se: float, n_seeds: int = 10, tests: int = 10) -> flo
 
 
 # -- the report ---------------------------------------------------------------------------------------------------
-def family_table(runs: pd.DataFrame, variants=("ln", "rms", "scaled")) -> pd.DataFrame:
-    """Per variant and task (and the macro): zero-shot v2 accuracy minus none's, paired by seed (95% t interval),
-    Holm over the variant x task tests; the macro rows are the endpoint, tested alongside."""
-    tasks = sorted(c.removeprefix("lm2.").removesuffix(".0shot.acc") for c in runs.columns
-                   if c.startswith("lm2.") and c.endswith(".0shot.acc"))
+# runs.csv's column prefix of each suite (results.lm_summary_fields) and the manifest that froze its items
+SUITE_PREFIX = {"v1": "lm", "v2": "lm2"}
+SUITE_MANIFESTS = {"v1": Path(__file__).parent / "lmtasks" / "manifest.json",
+                   "v2": Path(__file__).parent / "lmtasks" / "manifest_v2.json"}
+
+
+def _task_columns(runs: pd.DataFrame, suite: str) -> dict[str, str]:
+    prefix = SUITE_PREFIX[suite] + "."
+    return {c.removeprefix(prefix).removesuffix(".0shot.acc"): c for c in sorted(runs.columns)
+            if c.startswith(prefix) and c.endswith(".0shot.acc")}
+
+
+def family_table(runs: pd.DataFrame, variants=("ln", "rms", "scaled"), suite: str = "v2") -> pd.DataFrame:
+    """Per variant and task (and the macro): zero-shot accuracy minus none's, paired by seed (95% t interval),
+    Holm over the variant x task tests; the macro rows are the endpoint, tested alongside. Suite v2 is the
+    registered one (amendment 3); `suite="v1"` gives the superseded suite's table the same way, for comparison."""
+    tasks = _task_columns(runs, suite)
     rows = []
     for variant in [v for v in variants if v in set(runs["variant"])]:
-        for task, column in [("macro", "lm2_macro_acc"), *((t, f"lm2.{t}.0shot.acc") for t in tasks)]:
+        for task, column in [("macro", f"{SUITE_PREFIX[suite]}_macro_acc"), *tasks.items()]:
             c = stats.compare(runs, column, variant)
             rows.append({"variant": variant, "task": task, "n": c.n, "none": c.baseline_mean,
                          "variant_acc": c.variant_mean, "mean_diff": c.mean_diff, "ci_low": c.ci_low,
@@ -134,13 +146,13 @@ def scored_runs(study: str, out: Path) -> pd.DataFrame:
     return runs[runs["lm2_macro_acc"].notna()] if "lm2_macro_acc" in runs else runs.iloc[:0]
 
 
-def difficulty(runs: pd.DataFrame, baseline: str = "none") -> pd.DataFrame:
+def difficulty(runs: pd.DataFrame, baseline: str = "none", suite: str = "v2") -> pd.DataFrame:
     """Per task, the baseline arm's mean zero-shot accuracy and its distance from chance and from 1."""
     base = runs[runs["variant"] == baseline]
     rows = []
-    for c in sorted(c for c in runs.columns if c.startswith("lm2.") and c.endswith(".0shot.acc")):
+    for task, c in _task_columns(runs, suite).items():
         acc = float(base[c].mean())
-        rows.append({"task": c.removeprefix("lm2.").removesuffix(".0shot.acc"), "none_acc": acc, "chance": CHANCE,
+        rows.append({"task": task, "none_acc": acc, "chance": CHANCE,
                      "above_chance": acc - CHANCE, "below_ceiling": 1 - acc,
                      "well_inside": bool(acc - CHANCE >= MARGIN and 1 - acc >= MARGIN)})
     return pd.DataFrame(rows)
@@ -203,6 +215,64 @@ def findings_line(d: dict) -> str:
     return (f"Zero-shot suite v2 on [{where}](runs/{d['study']}/ZEROSHOT.md) ({len(d['seeds'])} seeds, "
             f"{', '.join(f'`{a}`' for a in d['arms'])}): `none` macro accuracy {macro['none'].iloc[0]:.3f}; "
             + "; ".join(parts) + f"; measured MDE at these seeds {mde['mde_at_seeds_used'].max():.4f}.")
+
+
+def task_shares(d: dict) -> pd.DataFrame:
+    """One regime's per-task rows (suite v2) with the share of the variant's macro difference each task carries: the
+    macro is the tasks' plain mean, so a task carries its difference / number of tasks of it."""
+    family = d["family"]
+    tasks = family[family["task"] != "macro"]
+    macro = family[family["task"] == "macro"].set_index("variant")["mean_diff"]
+    n_tasks = tasks["task"].nunique()
+    return tasks.assign(share=[r.mean_diff / n_tasks / macro[r.variant] for r in tasks.itertuples()])
+
+
+def largest_regime(study: str, out: Path) -> dict | None:
+    """The regime of a study that suite v2 scored on the most seeds (the README's and the paper's headline)."""
+    found = analyse(study, out, bootstrap=False) if len(scored_runs(study, out)) else {}
+    return max(found.values(), key=lambda d: len(d["seeds"])) if found else None
+
+
+def task_breakdown_lines(out: Path, study: str = "main") -> list[str]:
+    """Per variant: each task's difference and the share of the macro difference it carries, largest share first."""
+    d = largest_regime(study, out)
+    if d is None or not len(d["family"]):
+        return []
+    lines = []
+    for variant, rows in task_shares(d).groupby("variant", sort=False):
+        rows = rows.reindex(rows["share"].abs().sort_values(ascending=False).index)
+        lines.append(f"- `{variant}` on `{study}` ({d['regime'] or 'one regime'}, {len(d['seeds'])} seeds): " + "; ".join(
+            f"`{r.task}` {r.mean_diff:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}] "
+            f"({'significant' if r.significant else 'not resolved'}; {r.share:.0%} of the macro difference)"
+            for r in rows.itertuples()) + ".")
+    return lines
+
+
+def reconciliation(out: Path, study: str = "main") -> str:
+    """Why suite v1 is superseded by v2 (amendment 3), from the same runs: v1's tasks against chance and ceiling,
+    its items per task, and both suites' minimum detectable macro difference at the same seeds."""
+    d = largest_regime(study, out)
+    if d is None:
+        return ("Suite v1, superseded (docs/PROTOCOL.md amendment 3: suite v2 is the registered zero-shot endpoint); "
+                "no run of this study was scored with suite v2, so no comparison:")
+    runs = d["runs"]
+    hard = difficulty(runs, suite="v1")
+    at_chance = hard[hard["above_chance"] < MARGIN]
+    at_ceiling = hard[hard["below_ceiling"] < MARGIN]
+    v1_mde = measured_mde(family_table(runs, suite="v1"))["mde_at_seeds_used"].max()
+    v2_mde = d["mde"]["mde_at_seeds_used"].max()
+    items_v1 = read_json(SUITE_MANIFESTS["v1"])["n_test"]
+
+    def listed(rows):
+        return ", ".join(f"`{r.task}` {r.none_acc:.3f}" for r in rows.itertuples()) or "none"
+
+    return (f"Suite v1, superseded: suite v2 is the registered zero-shot endpoint (docs/PROTOCOL.md amendment 3) and "
+            f"counts where the two differ. On the same `{study}` runs ({d['regime'] or 'one regime'}, "
+            f"{len(d['seeds'])} seeds), `none`'s suite-v1 accuracy sits within {MARGIN:g} of chance ({CHANCE:g}) on "
+            f"{len(at_chance)} of {len(hard)} tasks ({listed(at_chance)}) and within {MARGIN:g} of the ceiling on "
+            f"{len(at_ceiling)} ({listed(at_ceiling)}), with {items_v1} items per task against v2's "
+            f"{min(d['items'].values())}; so v1's minimum detectable macro difference at these seeds is "
+            f"{v1_mde:.4f}, v2's {v2_mde:.4f}. Suite v1's rows, for the record:")
 
 
 TITLES = {"stability-h1b-v2": "every arm at its own best LR (the tuned runs)"}

@@ -55,7 +55,9 @@ def test_analysis_writes_tables_decision_and_report(tiny_study, tmp_path):
     from embnorm_lib.report import findings_text
 
     words = findings_text(tiny_study, studies=("tinystudy",))
-    assert words.startswith("- In [`tinystudy`](runs/tinystudy/REPORT.md) (3 seeds, paired)")
+    assert words.startswith("### Accuracy")  # grouped by question, each group opening with what it means
+    assert "\n- In [`tinystudy`](runs/tinystudy/REPORT.md) (3 seeds, paired)" in words
+    assert "### Calibration" in words  # the tiny study scored no zero-shot suite: no such group
     assert f"`ln` {'raises' if ln_loss.mean_diff > 0 else 'lowers'} it by {abs(ln_loss.mean_diff):.3f}" in words
     assert f"**{decision['overall']}**" in words
 
