@@ -19,6 +19,7 @@ N_RESAMPLES = 10_000
 INTERVAL_METHOD = "paired t"  # the primary 95% interval (docs/PROTOCOL.md, amendment 1)
 BCA_MIN_N = 20  # below this many seeds a BCa interval covers far less than 95% (tests/test_stats.py): not reported
 PRIMARY = "val_loss"
+MDE_POWER = 0.8  # the power at which minimum detectable effects and seeds needed are computed
 
 # metric -> True when lower is better
 METRIC_DIRECTION: dict[str, bool] = {
@@ -156,7 +157,7 @@ def _paired_t_power(effect_size: float, n: int, alpha: float) -> float:
     return float(integrate.quad(reject_given_variance, 0, np.inf, limit=200)[0])
 
 
-def detectable_effect_size(n: int, alpha: float, power: float = 0.8) -> float:
+def detectable_effect_size(n: int, alpha: float, power: float = MDE_POWER) -> float:
     """The standardized effect (mean / SD of the paired differences) the two-sided paired t-test detects with
     `power` at n seeds, solved on the exact power function. statsmodels' solve_power can stop short at tiny n and a
     Holm-level alpha (an effect whose power is 0.78, not 0.80); this root is checked against a Monte Carlo estimate in
@@ -169,7 +170,7 @@ def detectable_effect_size(n: int, alpha: float, power: float = 0.8) -> float:
     return float(brentq(lambda e: _paired_t_power(e, n, alpha) - power, 0.0, high, xtol=1e-10))
 
 
-def seeds_needed(effect_size: float, alpha: float, power: float = 0.8) -> int:
+def seeds_needed(effect_size: float, alpha: float, power: float = MDE_POWER) -> int:
     """The smallest number of seeds (at least 2) at which the exact power reaches `power` (it grows with n)."""
     if _paired_t_power(effect_size, 2, alpha) >= power:
         return 2
