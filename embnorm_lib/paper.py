@@ -192,6 +192,7 @@ def design_limits(out: Path) -> dict:
     effects = family[family["preset"] != "ladder-0"]["mean_diff"].abs()
     return {"rungs": rungs, "tuning_seeds": list(TUNING_SEEDS), "adjacent_lr_step_min": float(min(steps)),
             "adjacent_lr_step_max": float(max(steps)), "arm_effect_max": float(effects.max()),
+            "adjacent_lr_steps": len(steps), "adjacent_lr_steps_above_effect": int(sum(x > effects.max() for x in steps)),
             "bigram": subword_bigram(out)}
 
 
