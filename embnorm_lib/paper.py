@@ -73,7 +73,8 @@ def paper_data(out: Path) -> dict:
 
     data["protocol"] = {"mei": stats.MEI, "alpha": stats.ALPHA, "ece_bins": calibration.N_BINS,
                         "train_percent": round(100 * TRAIN_FRACTION), "ci_percent": 95,
-                        "p_floor": 0.001}  # smaller p-values are written "p < 0.001"
+                        "p_floor": 0.001,  # smaller p-values are written "p < 0.001"
+                        "power_percent": round(100 * stats.MDE_POWER)}
     data["external"] = EXTERNAL_FACTS
     rep = replication_table(load_runs("seeds-prelim", out))
     data["replication"] = {v: {k: _clean(x) for k, x in row.items()} for v, row in rep.iterrows()}
@@ -101,7 +102,132 @@ def paper_data(out: Path) -> dict:
         data["zeroshot_v2"] = zeroshot
     if has_index("ladder-lr", out):
         data["ladder"] = ladder_data(out)
+        data["design_limits"] = design_limits(out)
+    data["registration"] = registration_data(out)
     return data
+
+
+# -- what each claim's registration was (issue 72) -----------------------------------------------------------------
+# Per claim of the paper: its status, the studies whose runs are its data (the first listed is where the data first
+# existed), and the commit of docs/PROTOCOL.md that registered it. "before": registered before any of its runs was
+# trained; "after": registered, but after (some of) its data existed; "exploratory": never registered as confirmatory.
+# tests/test_paper.py checks each "before"/"after" against git ancestry of the runs' recorded commits.
+REGISTRATION = (
+    {"claim": "budget", "status": "exploratory", "studies": ["stability-budget", "stability-budget-v2"],
+     "registered_by": None, "where": "amendment 1, item 6 (v1 stability studies exploratory)"},
+    {"claim": "main_short", "status": "after", "studies": ["seeds-final", "main"], "registered_by": "7948277d",
+     "where": "protocol; seeds 0-4 are the seeds-final runs, trained before it"},
+    {"claim": "main_long", "status": "before", "studies": ["main"], "registered_by": "7948277d",
+     "where": "protocol (interval method amended after, amendment 1)"},
+    {"claim": "seed_study", "status": "after", "studies": ["seeds-prelim"], "registered_by": "7948277d",
+     "where": "protocol, committed after the runs and their results"},
+    {"claim": "scale", "status": "exploratory", "studies": ["stability-scale-v2"], "registered_by": None,
+     "where": "exploratory throughout"},
+    {"claim": "search", "status": "exploratory", "studies": ["stability-lr-v2", "stability-noclip-v2",
+                                                             "stability-deep-v2"],
+     "registered_by": None, "where": "amendment 1, item 6 (the search is exploratory)"},
+    {"claim": "h1b", "status": "before", "studies": ["stability-h1b-v2"], "registered_by": "7a467f82",
+     "where": "amendment 2"},
+    {"claim": "zeroshot_v1", "status": "before", "studies": ["main"], "registered_by": "7948277d",
+     "where": "protocol (secondary); superseded by amendment 3"},
+    {"claim": "zeroshot_v2", "status": "before", "studies": ["main"], "registered_by": "89d30598",
+     "where": "amendment 3 (scored after the runs were trained, before any was scored)"},
+    {"claim": "ladder", "status": "before", "studies": ["ladder"], "registered_by": "04f27a2f",
+     "where": "amendment 4 (per size; the trend across sizes exploratory)"},
+    {"claim": "bpe_ladder", "status": "after", "studies": ["ladder-bpe"], "registered_by": "53957780",
+     "where": "amendment 7, written while rung 1 ran, before its analysis"},
+    {"claim": "bpe_rep", "status": "before", "studies": ["ladder-bpe-rep"], "registered_by": "2ed72d0e",
+     "where": "amendment 9"},
+    {"claim": "bpe_rep2", "status": "before", "studies": ["ladder-bpe-rep2"], "registered_by": "f2b9dffa",
+     "where": "amendment 11"},
+    {"claim": "bpe_scale", "status": "exploratory", "studies": ["ladder-bpe-scale"], "registered_by": None,
+     "where": "amendment 10 (exploratory)"},
+)
+
+
+def registration_data(out: Path) -> list[dict]:
+    """REGISTRATION with, per claim, the commits its studies' runs recorded (sorted), for the test against git."""
+    rows = []
+    for claim in REGISTRATION:
+        commits = sorted({str(c)[:12] for study in claim["studies"] if has_index(study, out)
+                          for c in load_runs(study, out)["git_commit"]})
+        rows.append({**claim, "run_commits": commits})
+    return rows
+
+
+def design_limits(out: Path) -> dict:
+    """The design's limits that the paper discloses, computed from the committed runs (issue 72): the character
+    ladder's data-bound rungs (none's final validation and training loss per rung, passes over the training split),
+    the LR grid's resolution beside the arm effects, the reuse of the LR check's seeds, the clipping asymmetry, and
+    a count bigram model on subword tokens as the floor the subword ladder should be read against."""
+    from . import ladder
+    from .config import LADDER_RUNGS, LADDER_TOKENS_PER_ITER, PRESETS
+    from .data import load_corpus
+
+    train_chars = len(load_corpus().train)
+    runs = load_runs("ladder", out)
+    rungs = []
+    for rung in range(len(LADDER_RUNGS)):
+        at = runs[runs["cfg.preset"] == f"ladder-{rung}"]
+        none = at[at["variant"] == "none"]
+        if none.empty:
+            continue
+        tuning = none[none["seed"].isin(TUNING_SEEDS)]["val_loss"].mean()
+        fresh = none[~none["seed"].isin(TUNING_SEEDS)]["val_loss"].mean()
+        clip = at.groupby("variant")["clipped_frac"].mean()
+        rungs.append({"rung": rung, "params": int(none["n_params"].iloc[0]),
+                      "passes": PRESETS[f"ladder-{rung}"]["max_iters"] * LADDER_TOKENS_PER_ITER / train_chars,
+                      "none_val": float(none["val_loss"].mean()), "none_train": float(none["final_train_loss"].mean()),
+                      "tuning_seed_gap": float(tuning - fresh),
+                      "clipped": {v: float(x) for v, x in clip.items()}})
+    # adjacent LR points of the check: how much the loss moves between neighbouring rates of a factor-2 grid, beside
+    # the size of the arm effects the ladder resolves
+    check = ladder.lr_check(load_runs("ladder-lr", out))
+    steps = []
+    for (rung, _variant), sub in check[check["tokenizer"] == "char"].groupby(["rung", "variant"]):
+        losses = sub.sort_values("factor")["val_loss_mean"].dropna().to_numpy()
+        best = int(np.argmin(losses))
+        steps += [abs(losses[j] - losses[best]) for j in (best - 1, best + 1) if 0 <= j < len(losses) and rung >= 1]
+    family = ladder.finished(ladder.primary(ladder.rung_table(runs)))
+    effects = family[family["preset"] != "ladder-0"]["mean_diff"].abs()
+    return {"rungs": rungs, "tuning_seeds": list(TUNING_SEEDS), "adjacent_lr_step_min": float(min(steps)),
+            "adjacent_lr_step_max": float(max(steps)), "arm_effect_max": float(effects.max()),
+            "adjacent_lr_steps": len(steps), "adjacent_lr_steps_above_effect": int(sum(x > effects.max() for x in steps)),
+            "bigram": subword_bigram(out)}
+
+
+TUNING_SEEDS = (0, 1)  # the LR check's seeds, reused as the ladder's seeds 0-1 (amendment 5, item 3)
+BIGRAM_TOKENIZER = "bpe-4096"
+BIGRAM_WEIGHTS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)  # unigram weights tried on a held-out tail of the training split
+
+
+def subword_bigram(out: Path) -> dict:
+    """A count bigram on BIGRAM_TOKENIZER tokens, interpolated with the unigram (the weight chosen on the last tenth
+    of the training split, then the counts taken over the whole split), scored on the validation split in nats per
+    character; beside it none's final validation loss per character at the subword ladder's rung 1."""
+    from .data import load_corpus
+
+    corpus = load_corpus(tokenizer=BIGRAM_TOKENIZER)
+    train, val = corpus.train.numpy(), corpus.val.numpy()
+    vocab = corpus.vocab_size
+
+    def nll(fit: np.ndarray, score: np.ndarray, weight: float) -> float:
+        counts = np.zeros((vocab, vocab))
+        np.add.at(counts, (fit[:-1], fit[1:]), 1)
+        unigram = (np.bincount(fit, minlength=vocab) + 1.0) / (len(fit) + vocab)
+        rows = counts.sum(1, keepdims=True)
+        prob = (1 - weight) * counts / np.maximum(rows, 1) + weight * unigram[None, :]
+        return float(-np.log(prob[score[:-1], score[1:]]).sum())
+
+    cut = int(0.9 * len(train))
+    weight = min(BIGRAM_WEIGHTS, key=lambda w: nll(train[:cut], train[cut:], w))
+    runs = load_runs("ladder-bpe", out)
+    none = runs[(runs["variant"] == "none") & (runs["cfg.tokenizer"] == BIGRAM_TOKENIZER)
+                & (runs["cfg.preset"] == "ladder-1")]
+    return {"tokenizer": BIGRAM_TOKENIZER, "unigram_weight": weight,
+            "nats_per_char": nll(train, val, weight) / len(corpus.val_text),
+            "none_rung1_per_char": float(none["val_loss_per_char"].mean()),
+            "none_rung1_iters": int(none["cfg.max_iters"].iloc[0])}
 
 
 def gpu_check_data(out: Path) -> dict | None:
@@ -379,71 +505,134 @@ def forest_figure(data: dict) -> plt.Figure:
 
 
 def budget_figure(data: dict) -> plt.Figure:
-    from .plots import arm_color
+    """The headline figure: each norm's paired difference from none in final validation loss against the training
+    budget (the exploratory budget series on the nanoGPT CPU model, 3 seeds), with the registered comparison on the
+    same model (main, 2000 iterations) as open diamonds; passes over the training split on the top axis."""
+    from .plots import arm_color, interval_error
 
     frame = pd.DataFrame(data["budget"])
-    fig, ax = plt.subplots(figsize=(4.2, 2.8))
+    fig, ax = plt.subplots(figsize=(5.2, 3.0))
     for variant, sub in frame.groupby("variant"):
         color = arm_color(variant)
-        offset = 1.03 if variant == "rms" else 1.0  # rms beside ln, not hidden under it
+        offset = 1.06 if variant == "rms" else 1 / 1.06  # the two arms side by side at each budget
         ax.errorbar(sub["max_iters"] * offset, sub["delta_final"],
                     yerr=[sub["delta_final"] - sub["ci_low_final"], sub["ci_high_final"] - sub["delta_final"]],
-                    fmt="o-", color=color, capsize=2, label=variant)
+                    fmt="o-", color=color, capsize=2, ms=4, label=f"{variant} (budget series, 3 seeds)")
+    registered = data["regimes"]["nanogpt_cpu"]
+    for row in (r for r in registered["family"] if r["metric"] == "val_loss"):
+        offset = 1.06 if row["variant"] == "rms" else 1 / 1.06
+        ax.errorbar(registered["iters"] * offset * 1.12, row["mean_diff"], yerr=interval_error(row), fmt="D",
+                    mfc="white", color=arm_color(row["variant"]), capsize=2, ms=5,
+                    label=f"{row['variant']} (registered, {registered['seeds']} seeds)")
     ax.axhline(0, color="0.6", lw=0.8)
-    ax.set(xscale="log", xlabel="training iterations (nanoGPT CPU model)", ylabel="Δ final val. loss (nats/char)")
+    ax.set(xscale="log", xlabel="training iterations (4 × 128 model)", ylabel="Δ final val. loss (nats/char)")
     budgets = sorted(frame["max_iters"].unique())
     ax.set_xticks(budgets, [str(b) for b in budgets])
     ax.xaxis.set_minor_locator(plt.NullLocator())
-    ax.legend(fontsize=8)
+    ax.set_xlim(budgets[0] / 1.6, budgets[-1] * 1.6)
+    per_iter = frame["epochs"].iloc[0] / frame["max_iters"].iloc[0]  # passes per iteration, from the series
+    top = ax.secondary_xaxis("top", functions=(lambda x: x * per_iter, lambda e: e / per_iter))
+    top.set_xticks([b * per_iter for b in budgets], [f"{b * per_iter:.2g}" for b in budgets], fontsize=7)
+    top.xaxis.set_minor_locator(plt.NullLocator())
+    top.set_xlabel("passes over the training split", fontsize=8)
+    ax.legend(fontsize=7, ncol=2, loc="upper right")
     fig.tight_layout()
     return fig
 
 
 def ladder_figure(data: dict) -> plt.Figure:
     """The size ladder: on top the character ladder's LR check, one panel per rung (each arm's mean final loss
-    against its LR factor, the registered best filled); below, each norm's difference from none against model size,
-    per tokenizer (plots.plot_ladder)."""
-    from .plots import plot_ladder, plot_lr_check
+    against its LR factor, the registered best filled); below, one panel per tokenizer of each norm's difference
+    from none against model size (95% t intervals, filled where significant after Holm), the two arms side by side,
+    and the sizes trained at the 10-pass cap shaded."""
+    from .plots import arm_color, interval_error, plot_lr_check
 
     found = data.get("ladder", {})
     check = pd.DataFrame(found.get("check", []))
     check = check[check["tokenizer"] == "char"] if len(check) else check
     panels = check.groupby(["tokenizer", "rung"]).ngroups if len(check) else 0
-    fig = plt.figure(figsize=(7.6, 5.6))
-    grid = fig.add_gridspec(2, max(panels, 1), height_ratios=(1, 1.2))
-    if panels:
-        plot_lr_check(check, pd.DataFrame(found.get("best", [])), axes=[fig.add_subplot(grid[0, i]) for i in range(panels)])
     family = pd.DataFrame(found.get("family", []))
-    if len(family):
-        plot_ladder(family, "params", ax=fig.add_subplot(grid[1, :]))
-    fig.tight_layout()
+    tokenizers = list(dict.fromkeys(family["tokenizer"])) if len(family) else []
+    fig = plt.figure(figsize=(7.6, 5.6))
+    # explicit margins and gaps: plot_lr_check's own tight_layout cannot lay out nested grids, and these keep each
+    # panel's tick labels clear of its neighbour
+    outer = fig.add_gridspec(2, 1, height_ratios=(1, 1.1), hspace=0.42, left=0.1, right=0.985, top=0.95, bottom=0.09)
+    top = outer[0].subgridspec(1, max(panels, 1), wspace=0.5)
+    bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12)
+    if panels:
+        plot_lr_check(check, pd.DataFrame(found.get("best", [])),
+                      axes=[fig.add_subplot(top[0, i]) for i in range(panels)])
+    capped = found.get("budget", {}).get("first_capped")
+    capped_params = [p for r, p in found.get("params", {}).items() if capped is not None and int(r) >= capped]
+    first = None
+    for i, tokenizer in enumerate(tokenizers):
+        ax = fig.add_subplot(bottom[0, i], sharey=first)
+        first = first or ax
+        sub = family[family["tokenizer"] == tokenizer]
+        for variant, rows in sub.groupby("variant", sort=False):
+            color = arm_color(variant)
+            offset = 1.08 if variant == "rms" else 1 / 1.08
+            ax.errorbar(rows["params"] * offset, rows["mean_diff"], yerr=interval_error(rows), fmt="o-", ms=4,
+                        color=color, mfc="white", capsize=2, label=variant)
+            sig = rows[rows["significant"]]
+            ax.plot(sig["params"] * offset, sig["mean_diff"], "o", ms=4, color=color, zorder=3)
+        if tokenizer == "char" and capped_params:
+            ax.axvspan(min(capped_params) / 1.4, max(capped_params) * 1.4, color="0.92", zorder=0,
+                       label="10 passes (data-bound)")
+        ax.axhline(0, color="0.6", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_title(f"{tokenizer} tokens", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        ax.set_xlabel("non-embedding parameters", fontsize=7)
+        if i == 0:
+            ax.set_ylabel("Δ final val. loss\nvs none (nats/char)", fontsize=7)
+            ax.legend(fontsize=6, loc="lower left")
+        else:
+            ax.tick_params(labelleft=False)  # shared with the first panel
     return fig
 
 
 def boundary_figure(data: dict) -> plt.Figure:
     """Share of runs failed against the peak LR per arm, one panel per exploratory search (clipping, depth,
-    precision)."""
+    precision). Ticks at the grid's decades only, or at its rates when it spans less than two decades (the
+    32-layer search has two rates), so that no tick labels run together."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+
     from .plots import arm_color
 
     searches = data.get("lr_boundary", {})
     cols = min(max(len(searches), 1), 3)
     rows = max(-(-len(searches) // cols), 1)
-    fig, axes = plt.subplots(rows, cols, figsize=(7.6, 2.6 * rows), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.6, 2.5 * rows), sharey=True, squeeze=False)
     for ax in axes.flat[len(searches):]:
         ax.set_visible(False)
+    markers = {"none": "o", "ln": "s", "rms": "^", "scaled": "v"}
     for ax, search in zip(axes.flat, searches.values(), strict=False):
         frame = pd.DataFrame(search["phase"])
-        for variant, sub in frame.groupby("variant", sort=False):
+        arms = list(dict.fromkeys(frame["variant"]))
+        for k, (variant, sub) in enumerate(frame.groupby("variant", sort=False)):
             color = arm_color(variant)
-            ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"], "o-", color=color, label=variant, ms=3)
-        clipping = f"gradient clipping at {search['grad_clip']}" if search["grad_clip"] else "no gradient clipping"
-        precision = "" if search.get("precision", "fp32") == "fp32" else f"\n{search['precision']} autocast"
-        ax.set(xscale="log", xlabel="peak learning rate", ylim=(-0.05, 1.05),
-               title=f"{search['layers']} layers, {clipping}{precision}")
-        ax.title.set_fontsize(8)
+            # a small vertical step per arm: curves that coincide (every arm at 0 or 1) stay visible
+            lift = 0.02 * (k - (len(arms) - 1) / 2)
+            ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"] + lift, "-", marker=markers.get(variant, "o"),
+                    color=color, label=variant, ms=3.5, mfc="white" if k % 2 else color)
+        clipping = f"clipping at {search['grad_clip']}" if search["grad_clip"] else "no clipping"
+        precision = "" if search.get("precision", "fp32") == "fp32" else f", {search['precision']} autocast"
+        ax.set(xscale="log", ylim=(-0.1, 1.1))
+        ax.set_xlabel("peak learning rate", fontsize=7)
+        ax.set_title(f"{search['layers']} layers, {clipping}{precision}", fontsize=8)
+        lrs = sorted(frame["cfg.lr"].unique())
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        if np.log10(lrs[-1] / lrs[0]) < 2:
+            ax.set_xticks(lrs)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_xlim(lrs[0] / 2, lrs[-1] * 2)
+        ax.tick_params(labelsize=7)
     for row in axes:
-        row[0].set_ylabel("share of runs failed")
-    axes[0][0].legend(fontsize=7)
+        row[0].set_ylabel("share of runs failed", fontsize=7)
+    axes[0][0].legend(fontsize=6, loc="upper left")
     fig.tight_layout()
     return fig
 

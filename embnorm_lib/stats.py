@@ -1,6 +1,6 @@
 """Paired inference for variant-vs-baseline comparisons, as docs/PROTOCOL.md registers it.
 
-The numbers come from scipy (bootstrap, t-test, Wilcoxon) and statsmodels (Holm, power);
+The numbers come from scipy (bootstrap, t-test, Wilcoxon, the noncentral t for power) and statsmodels (Holm);
 this module pairs the runs, wires the calls, and applies the decision rule."""
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ N_RESAMPLES = 10_000
 INTERVAL_METHOD = "paired t"  # the primary 95% interval (docs/PROTOCOL.md, amendment 1)
 BCA_MIN_N = 20  # below this many seeds a BCa interval covers far less than 95% (tests/test_stats.py): not reported
 PRIMARY = "val_loss"
+MDE_POWER = 0.8  # the power at which minimum detectable effects and seeds needed are computed
 
 # metric -> True when lower is better
 METRIC_DIRECTION: dict[str, bool] = {
@@ -137,13 +138,17 @@ def prob_improvement(diffs: np.ndarray, lower_is_better: bool) -> float:
 
 
 def _paired_t_power(effect_size: float, n: int, alpha: float) -> float:
-    """Power of the two-sided one-sample t-test on n paired differences, integrated over the chi-square variance
-    (scipy's noncentral t returns nan at 1 degree of freedom and a large noncentrality)."""
+    """Exact power of the two-sided one-sample t-test on n paired differences (the noncentral t). scipy's noncentral
+    t returns nan at 1 degree of freedom and a large noncentrality; there the same power is integrated over the
+    chi-square variance."""
     from scipy import integrate
     from scipy import stats as scipy_stats
 
     df, nc = n - 1, effect_size * np.sqrt(n)
     crit = scipy_stats.t.ppf(1 - alpha / 2, df)
+    power = scipy_stats.nct.sf(crit, df, nc) + scipy_stats.nct.cdf(-crit, df, nc)
+    if np.isfinite(power):
+        return float(power)
 
     def reject_given_variance(v: float) -> float:
         bound = crit * np.sqrt(v / df)
@@ -152,23 +157,40 @@ def _paired_t_power(effect_size: float, n: int, alpha: float) -> float:
     return float(integrate.quad(reject_given_variance, 0, np.inf, limit=200)[0])
 
 
-def power_figures(sd_diff: float, n: int, mei: float = MEI, alpha: float = ALPHA) -> tuple[float, float]:
-    """(minimum detectable effect at 80% power with n seeds, seeds needed for 80% power at the MEI)."""
-    import statsmodels.tools.sm_exceptions  # noqa: F401  its import sets "always" filters: done before ours
-    from statsmodels.stats.power import TTestPower
+def detectable_effect_size(n: int, alpha: float, power: float = MDE_POWER) -> float:
+    """The standardized effect (mean / SD of the paired differences) the two-sided paired t-test detects with
+    `power` at n seeds, solved on the exact power function. statsmodels' solve_power can stop short at tiny n and a
+    Holm-level alpha (an effect whose power is 0.78, not 0.80); this root is checked against a Monte Carlo estimate in
+    tests/test_stats.py."""
+    from scipy.optimize import brentq
 
+    high = 1.0
+    while _paired_t_power(high, n, alpha) < power:
+        high *= 2
+    return float(brentq(lambda e: _paired_t_power(e, n, alpha) - power, 0.0, high, xtol=1e-10))
+
+
+def seeds_needed(effect_size: float, alpha: float, power: float = MDE_POWER) -> int:
+    """The smallest number of seeds (at least 2) at which the exact power reaches `power` (it grows with n)."""
+    if _paired_t_power(effect_size, 2, alpha) >= power:
+        return 2
+    low, high = 2, 4
+    while _paired_t_power(effect_size, high, alpha) < power:
+        low, high = high, high * 2
+    while high - low > 1:  # power(low) < target <= power(high)
+        mid = (low + high) // 2
+        low, high = (low, mid) if _paired_t_power(effect_size, mid, alpha) >= power else (mid, high)
+    return high
+
+
+def power_figures(sd_diff: float, n: int, mei: float = MEI, alpha: float = ALPHA) -> tuple[float, float]:
+    """(minimum detectable effect at 80% power with n seeds, seeds needed for 80% power at the MEI), both from the
+    exact noncentral-t power of the paired t-test."""
     if n < 2 or not np.isfinite(sd_diff):
         return float("nan"), float("nan")
     if sd_diff == 0:
         return 0.0, 2.0
-    power = TTestPower()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mde = power.solve_power(nobs=n, alpha=alpha, power=0.8, alternative="two-sided") * sd_diff
-        needed = power.solve_power(effect_size=mei / sd_diff, alpha=alpha, power=0.8, alternative="two-sided")
-    if not np.isfinite(needed) and _paired_t_power(mei / sd_diff, 2, alpha) >= 0.8:
-        needed = 2.0  # the solver searches above 2 seeds and fails when 2 already suffice
-    return float(mde), float(np.ceil(needed))
+    return detectable_effect_size(n, alpha) * sd_diff, float(seeds_needed(mei / sd_diff, alpha))
 
 
 def compare(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none") -> PairedComparison:

@@ -190,3 +190,23 @@ def test_seeds_needed_is_two_when_the_effect_dwarfs_the_noise_not_nan():
                                              (3.4e-07, 2, "3.4e-07"), (0.0503, 3, "0.0503")])
 def test_p_text_never_rounds_a_p_onto_alpha(p, digits, text):
     assert stats.p_text(p, digits) == text
+
+
+def test_the_mde_has_80_percent_power_by_monte_carlo_at_few_seeds_and_a_holm_level():
+    """The zero-shot family's case (n = 5, alpha = 0.05 / 10): statsmodels' solve_power stops at an effect whose
+    power is about 0.78; the exact noncentral-t root is checked here against simulated paired t-tests."""
+    from scipy import stats as sps
+
+    from embnorm_lib import stats
+
+    n, alpha, sd = 5, 0.05 / 10, 0.004
+    mde = stats.power_figures(sd, n, alpha=alpha)[0]
+    rng = np.random.default_rng(20261126)
+    diffs = rng.normal(mde, sd, size=(100_000, n))
+    t = diffs.mean(1) / (diffs.std(1, ddof=1) / np.sqrt(n))
+    simulated = float((np.abs(t) > sps.t.ppf(1 - alpha / 2, n - 1)).mean())
+    assert simulated == pytest.approx(0.80, abs=0.006)  # Monte Carlo SE about 0.0013
+    assert stats._paired_t_power(mde / sd, n, alpha) == pytest.approx(0.80, abs=1e-6)
+    # seeds needed: the smallest n whose exact power reaches 80%
+    assert stats.power_figures(sd, n, mei=mde * 1.001, alpha=alpha)[1] == n
+    assert stats.power_figures(sd, n, mei=mde * 0.999, alpha=alpha)[1] == n + 1
