@@ -20,7 +20,15 @@ import pandas as pd
 from . import plots, stats
 from .errors import RunDirError
 from .figures import study_stamp
-from .io import atomic_write_text, git_commit, repo_root, runs_root, write_json, write_text_stable
+from .io import (
+    atomic_write_text,
+    git_commit,
+    published_csv,
+    repo_root,
+    runs_root,
+    write_published_json,
+    write_text_stable,
+)
 from .render import to_latex, to_markdown
 from .results import load_runs
 from .stability import recommendation_for
@@ -240,9 +248,9 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
         table = results_table(a)
         atomic_write_text(target / "results.md", to_markdown(table) + "\n")
         atomic_write_text(target / "results.tex", to_latex(table))
-        atomic_write_text(target / "family.csv", a.family.to_csv(index=False))
+        atomic_write_text(target / "family.csv", published_csv(a.family))
         atomic_write_text(target / "power.md", to_markdown(power_table(a)) + "\n")
-        write_json(target / "decision.json", a.decision)
+        write_published_json(target / "decision.json", a.decision)
         for name, make in (("forest", lambda a: plots.plot_forest(a.family, a.label, stats.PRIMARY, stats.MEI)),
                            ("paired_lines", lambda a: plots.plot_paired_lines(a.runs, a.label))):
             fig = make(a)

@@ -73,7 +73,7 @@ def max_stable_lr_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
                      "first_failed_lr": bad.min() if len(bad) else np.nan})
     frame = pd.DataFrame(rows)
     # a seed whose sweep has not reached every LR yet would report the top of its partial grid: left out
-    return frame.assign(log10_max_stable_lr=np.log10(frame["max_stable_lr"]),
+    return frame.assign(log10_max_stable_lr=stats.log10(frame["max_stable_lr"]),
                         complete=frame["lr_points"] == runs["cfg.lr"].nunique())
 
 

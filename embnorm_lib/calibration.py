@@ -1,8 +1,8 @@
 """Calibration of next-character predictions on the whole validation split.
 
-Library-computed where a library has the metric: equal-width top-label ECE (torchmetrics),
-multi-class Brier (scikit-learn), temperature fit (scipy). The equal-mass ECE has no library
-implementation; it shares the binning code that the tests check against torchmetrics."""
+Library-computed where a library has the metric: equal-width top-label ECE (torchmetrics), temperature fit (scipy).
+The multi-class Brier score is written out (see brier_score); the equal-mass ECE has no library implementation, it
+shares the binning code that the tests check against torchmetrics."""
 from __future__ import annotations
 
 import math
@@ -51,12 +51,15 @@ def library_ece(probs: torch.Tensor, targets: torch.Tensor, n_bins: int = N_BINS
 
 
 def brier_score(probs: torch.Tensor, targets: torch.Tensor) -> float:
-    """Multi-class Brier: mean over samples of the squared distance to the one-hot truth (0 is perfect)."""
-    from sklearn.metrics import brier_score_loss
+    """Multi-class Brier: mean over samples of the squared distance to the one-hot truth (0 is perfect).
 
-    n_classes = probs.shape[-1]
-    return float(brier_score_loss(targets.numpy(), (probs.double() / probs.double().sum(-1, keepdim=True)).numpy(), labels=np.arange(n_classes),
-                                  scale_by_half=False))
+    Written out rather than taken from scikit-learn: `brier_score_loss` accepts `labels=` (needed when a batch lacks
+    some classes) only since 1.7, and Kaggle/Colab images ship older ones. The same float64 operations in the same
+    order as scikit-learn's, so runs scored either way agree bit for bit (tests/test_diagnostics.py)."""
+    p = (probs.double() / probs.double().sum(-1, keepdim=True)).numpy()
+    truth = np.zeros_like(p)
+    truth[np.arange(len(p)), targets.numpy()] = 1.0
+    return float(np.mean(np.sum((truth - p) ** 2, axis=1)))
 
 
 def nll_at_temperature(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> float:

@@ -130,6 +130,23 @@ def write_figure_if_changed(path: str | os.PathLike, payload: bytes) -> Path:
     return write_bytes_if_changed(path, payload)
 
 
+# matplotlib names an SVG's clip paths and markers by a hash of their full-precision coordinates ("p9532a65a20"),
+# and those coordinates move in the last bit between CPUs even where every drawn number is the same.
+_SVG_HASHED_ID = re.compile(rb'id="([a-z])([0-9a-f]{10})"')
+
+
+def stable_svg(payload: bytes) -> bytes:
+    """An SVG from matplotlib with its hashed ids renamed in order of appearance (p_0, m_1, ...), so the file depends
+    on what is drawn, not on the last bits of a clip rectangle."""
+    names: dict[bytes, bytes] = {}
+    for match in _SVG_HASHED_ID.finditer(payload):
+        names.setdefault(match.group(1) + match.group(2), match.group(1) + b"_%d" % len(names))
+    if not names:
+        return payload
+    pattern = re.compile(b"|".join(re.escape(old) for old in names))
+    return pattern.sub(lambda m: names[m.group(0)], payload)
+
+
 # "at commit 0123456789ab" names the code that produced an output. When nothing else in the output
 # changed, the file keeps the commit that first produced it (still true: that commit produces it too).
 STAMP = re.compile(r"(at commit )[0-9a-f]{7,40}(?:-dirty)?")
@@ -227,6 +244,51 @@ def _json_safe(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_json_safe(v) for v in obj]
     return obj
+
+
+# Numbers that publication writes into committed JSON and CSV files are rounded to this many significant digits.
+# numpy's vector kernels (AVX-512 vs AVX2 dispatch) and OpenBLAS's per-CPU kernels can move the 16th digit of a fit or
+# a log, so full-precision floats differ between machines; ten digits keep every quoted figure (at most four) exact
+# and the bytes the same on every CPU (a value flips only if it sits within ~1e-15 of a rounding boundary).
+PUBLISHED_DIGITS = 10
+
+
+def published_float(value: float, digits: int = PUBLISHED_DIGITS) -> float:
+    """`value` rounded to `digits` significant digits (non-finite values pass through)."""
+    value = float(value)
+    return float(f"{value:.{digits}g}") if math.isfinite(value) else value
+
+
+def published(obj: Any, digits: int = PUBLISHED_DIGITS) -> Any:
+    """A JSON-like structure with every float (numpy's too) rounded to `digits` significant digits; what a
+    committed JSON file or a report built from it is written from, so it is the same on every CPU."""
+    import numpy as np
+
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (float, np.floating)):
+        return published_float(obj, digits)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, dict):
+        return {k: published(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [published(v, digits) for v in obj]
+    return obj
+
+
+def published_csv(frame, digits: int = PUBLISHED_DIGITS) -> str:
+    """A table as CSV text with its float columns rounded to `digits` significant digits (see PUBLISHED_DIGITS)."""
+    frame = frame.copy()
+    for column in frame.columns:
+        if frame[column].dtype.kind == "f":
+            frame[column] = frame[column].map(lambda v: published_float(v, digits))
+    return frame.to_csv(index=False)
+
+
+def write_published_json(path: str | os.PathLike, obj: Any) -> Path:
+    """write_json of a publication's output: floats rounded to PUBLISHED_DIGITS (the same bytes on every CPU)."""
+    return write_json(path, published(obj))
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:

@@ -368,13 +368,13 @@ def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS, seeds: int | N
             continue
         t_crit = scipy_stats.t.ppf(0.975, sub["seeds"] - 1)
         se = (sub["ci_high"] - sub["ci_low"]) / (2 * t_crit)
-        x = sm.add_constant(np.log10(sub["params"].to_numpy(float)))
+        x = sm.add_constant(stats.log10(sub["params"]))
         model = sm.WLS(sub["mean_diff"].to_numpy(float), x, weights=1 / np.maximum(se.to_numpy(float), 1e-12) ** 2)
         scale = max(1.0, model.fit().scale)
         fit = model.fit(cov_type="fixed scale", cov_kwds={"scale": scale}, use_t=True)
         slope_low, slope_high = fit.conf_int(0.05)[1]
-        at = fit.get_prediction(np.array([[1.0, np.log10(at_params)]])).summary_frame(alpha=0.05).iloc[0]
-        ends = fit.params[0] + fit.params[1] * np.log10([sub["params"].min(), sub["params"].max()])
+        at = fit.get_prediction(np.array([[1.0, stats.log10(at_params)]])).summary_frame(alpha=0.05).iloc[0]
+        ends = fit.params[0] + fit.params[1] * stats.log10([sub["params"].min(), sub["params"].max()])
         rows.append({"tokenizer": tokenizer, "variant": variant, "rungs": len(sub),
                      "slope_per_decade": fit.params[1], "slope_ci_low": slope_low, "slope_ci_high": slope_high,
                      "scale": scale, "line_at_smallest": ends[0], "line_at_largest": ends[1],
@@ -600,7 +600,7 @@ def peak_table(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty or not needed <= set(runs) or not runs["peak_grad_norm_post_warmup"].notna().any():
         return pd.DataFrame()
     frame = runs.assign(tokenizer=_tokenizers(runs),
-                        log10_peak_grad_norm=np.log10(runs["peak_grad_norm_post_warmup"].astype(float)))
+                        log10_peak_grad_norm=stats.log10(runs["peak_grad_norm_post_warmup"]))
     rows = []
     for (tokenizer, preset), sub in frame.groupby(["tokenizer", "cfg.preset"]):
         none = sub[sub["variant"] == "none"]

@@ -53,14 +53,23 @@ def pin_library() -> None:
 RESERVED_OVERRIDES = ("variant", "seed")  # notebook parameters of their own: one value, one place
 
 
+# The training notebook's `smoke=True`: a check that a run works end to end in seconds, not a result. Evaluation scores
+# 64 evenly spaced validation windows instead of the whole split (summary.json then says "comparable": false); the
+# interval-controlled probes and the zero-shot suite are off; max_iters applies unless the notebook sets its own.
+SMOKE = {"max_iters": 5, "eval_windows": 64, "eval_at_init": False, "diag_interval": 0, "lm_eval": False}
+
+
 def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int = 0, device: str = "auto",
-                           overrides: dict[str, Any] | None = None) -> RunConfig:
-    """The run's config: a preset, then the notebook's parameters (max_iters 0 keeps the preset's).
+                           overrides: dict[str, Any] | None = None, smoke: bool = False) -> RunConfig:
+    """The run's config: a preset, then SMOKE when `smoke`, then the notebook's parameters (max_iters 0 keeps the
+    preset's, or SMOKE's).
 
     Values are passed on as given: RunConfig's validation is the only gate, so `seed=3.5` or
     `seed=True` is refused there instead of being truncated here."""
     if overrides is None:
         overrides = {}
+    if not isinstance(smoke, bool):
+        raise ConfigError(f"invalid smoke={smoke!r}; allowed: True or False (papermill -p smoke True)")
     if not isinstance(overrides, dict):
         raise ConfigError(f"invalid overrides={overrides!r}; allowed: a mapping of config fields, e.g. "
                           f"papermill -y 'overrides: {{lr: 0.001}}' (papermill -p passes text)")
@@ -68,7 +77,7 @@ def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int 
     if reserved:
         raise ConfigError(f"invalid overrides key(s) {', '.join(reserved)}; allowed: any other config field "
                           f"(variant and seed are parameters of their own)")
-    changes: dict[str, Any] = dict(variant=variant, seed=seed, device=device, **overrides)
+    changes: dict[str, Any] = {**(SMOKE if smoke else {}), **dict(variant=variant, seed=seed, device=device, **overrides)}
     if not (isinstance(max_iters, int) and not isinstance(max_iters, bool) and max_iters == 0):
         changes["max_iters"] = max_iters  # validated by RunConfig; 0 (the default) keeps the preset's
     return preset_config(preset, **changes)

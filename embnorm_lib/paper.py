@@ -17,7 +17,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .io import read_json, repo_root, runs_root, write_bytes_if_changed, write_figure_if_changed
+from .io import (
+    published,
+    read_json,
+    repo_root,
+    runs_root,
+    stable_svg,
+    write_bytes_if_changed,
+    write_figure_if_changed,
+)
 from .results import has_index, load_runs
 from .rundir import study_dir_for
 from .studies import STUDIES, registered_seeds
@@ -104,7 +112,7 @@ def paper_data(out: Path) -> dict:
         data["ladder"] = ladder_data(out)
         data["design_limits"] = design_limits(out)
     data["registration"] = registration_data(out)
-    return data
+    return published(data)  # rounded: the same data.json on every CPU
 
 
 # -- what each claim's registration was (issue 72) -----------------------------------------------------------------
@@ -637,18 +645,29 @@ def boundary_figure(data: dict) -> plt.Figure:
     return fig
 
 
-def write_inputs(out: Path, paper_dir: Path, data: dict | None = None) -> dict:
+def data_json(data: dict) -> bytes:
+    """paper/data.json's bytes: every float rounded to io.PUBLISHED_DIGITS significant digits, so the file is the
+    same whichever CPU's vector kernels computed it."""
+    return (json.dumps(published(data), indent=1, sort_keys=True) + "\n").encode()
+
+
+PAPER_FIGURES = {"forest": forest_figure, "budget": budget_figure, "boundary": boundary_figure,
+                 "ladder": ladder_figure}
+
+
+def write_inputs(out: Path, paper_dir: Path, data: dict | None = None, figures=tuple(PAPER_FIGURES)) -> dict:
+    """paper/data.json and the paper's figures (SVG for typst, PDF for the LaTeX export) from `data` (default: the
+    committed studies' paper_data); `figures` names which of PAPER_FIGURES to draw."""
     import io
 
     data = paper_data(out) if data is None else data
-    write_bytes_if_changed(paper_dir / "data.json", (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
-    for name, make in (("forest", forest_figure), ("budget", budget_figure), ("boundary", boundary_figure),
-                       ("ladder", ladder_figure)):
-        fig = make(data)
+    write_bytes_if_changed(paper_dir / "data.json", data_json(data))
+    for name in figures:
+        fig = PAPER_FIGURES[name](data)
         buffer = io.BytesIO()
         with plt.rc_context({"svg.hashsalt": "embnorm"}):  # fixed element ids: rebuilds are byte-identical
             fig.savefig(buffer, format="svg", metadata={"Date": None})
-        write_bytes_if_changed(paper_dir / "figures" / f"{name}.svg", buffer.getvalue())
+        write_bytes_if_changed(paper_dir / "figures" / f"{name}.svg", stable_svg(buffer.getvalue()))
         buffer = io.BytesIO()  # the same figure as vector PDF, for the LaTeX export
         fig.savefig(buffer, format="pdf", metadata={"CreationDate": None, "Producer": None, "Creator": None})
         write_figure_if_changed(paper_dir / "latex" / "figures" / f"{name}.pdf", buffer.getvalue())

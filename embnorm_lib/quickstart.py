@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 
 # What training, the sweep and its summary table import (not jupyterlab, pytest, submitit, lm-eval).
-RUN_PACKAGES = ("numpy", "pandas", "matplotlib", "scipy", "statsmodels", "scikit-learn", "torchmetrics", "tqdm",
+RUN_PACKAGES = ("numpy", "pandas", "matplotlib", "scipy", "statsmodels", "tokenizers", "torchmetrics", "tqdm",
                 "psutil", "papermill", "nbformat", "nbconvert", "ipykernel")
 
 

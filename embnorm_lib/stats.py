@@ -59,6 +59,15 @@ class PairedComparison:
     seeds_for_80_at_mei_holm: float = float("nan")
 
 
+def log10(values) -> np.ndarray:
+    """Base-10 logarithm through the C library, one value at a time (-inf at 0, NaN below). numpy's vectorised
+    log10 runs a different kernel on AVX-512 CPUs than on AVX2 ones and can differ in the last bit; the fits and
+    ratios built on it should not depend on which CPU published them."""
+    flat = np.asarray(values, dtype=float)
+    out = [math.log10(v) if v > 0 else (-math.inf if v == 0 else math.nan) for v in flat.ravel().tolist()]
+    return np.array(out, dtype=float).reshape(flat.shape)
+
+
 def paired_differences(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none") -> pd.DataFrame:
     """Per seed: baseline value, variant value, difference (variant - baseline); seeds missing in either dropped."""
     a = runs[runs["variant"] == baseline].set_index("seed")[metric]

@@ -35,7 +35,16 @@ if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
 from .cli import parse_seeds, parse_value, split_assignment
 from .config import RunConfig, check_name
 from .errors import BRIEF_ERRORS, ConfigError, RunDirError
-from .io import atomic_write_text, git_commit, read_json, repo_root, runs_root, write_bytes_if_changed
+from .io import (
+    atomic_write_text,
+    default_runs_dir,
+    git_commit,
+    read_json,
+    repo_root,
+    runs_root,
+    shown_path,
+    write_bytes_if_changed,
+)
 from .results import build_index
 from .reuse import complete_cell, finished_runs_by_identity, missing_results, reuse_identical_run
 from .rundir import RunDir, study_dir_for
@@ -126,7 +135,9 @@ def _execute_notebook(cells: list[Cell], out: Path, data_path, threads: int, not
         overrides["torch_threads"] = threads
     packed = overrides.get("execution") == "packed"
     params = dict(variant=first.variant, seed=first.seed, preset=first.preset, max_iters=0, study=first.study,
-                  out_dir=str(out), data_path=data_path or "", overrides=overrides, run_tag=first.tag,
+                  # "" for the checkout's runs/ (the notebook's default): the executed copy names no machine's path
+                  out_dir="" if out.resolve() == default_runs_dir().resolve() else str(out),
+                  data_path=data_path or "", overrides=overrides, run_tag=first.tag,
                   progress=False, figures=False,  # the figure would be dropped by slim_notebook anyway
                   pack_seeds=",".join(str(c.seed) for c in cells) if packed else "")
     executed = RunDir(first.run_dir(out)).notebook
@@ -244,6 +255,9 @@ def slim_notebook(path: Path) -> bool:
             if any(k.startswith("image/") for k in data):
                 out["data"] = {"text/plain": FIGURE_NOT_KEPT}
                 changed = True
+    if "widgets" in nb.metadata:  # a widget's saved state: stale as soon as the kernel is gone
+        del nb.metadata["widgets"]
+        changed = True
     if changed:
         write_bytes_if_changed(path, nbformat.writes(nb).encode())
     return changed
@@ -400,6 +414,12 @@ def _finish(out: Path, cells: list[Cell], report: SweepReport, wall: float, work
                                        "error": str(e)})
 
 
+def _relative_paths(result: dict) -> dict:
+    """A sweep result with its paths as io.shown_path writes them (relative to the checkout when inside it), so a
+    committed log names no path of the machine that ran it."""
+    return {k: shown_path(v) if k in ("run_dir", "notebook") else v for k, v in result.items()}
+
+
 def _write_sweep_log(out: Path, study: str, report: SweepReport, wall: float, workers: int, threads: int) -> None:
     log_path = study_dir_for(study, out).sweep_log
     previous = log_path.read_text() if log_path.is_file() else ""
@@ -412,7 +432,8 @@ def _write_sweep_log(out: Path, study: str, report: SweepReport, wall: float, wo
              "skipped": report.skipped + sum(r["status"] in ("skipped", "locked") for r in report.results),
              "failed": len(report.failures),
              "kernel_retries": sum(r.get("kernel_retries", 0) for r in report.results),
-             "results": [r for r in report.results if Path(r["run_dir"]).resolve().is_relative_to(out / study)]}
+             "results": [_relative_paths(r) for r in report.results
+                         if Path(r["run_dir"]).resolve().is_relative_to(out / study)]}
     atomic_write_text(log_path, previous + json.dumps(entry, sort_keys=True) + "\n")
 
 

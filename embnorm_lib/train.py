@@ -328,11 +328,13 @@ def _finish(cfg, run: RunDir, state: TrainingState, evaluator: Evaluator, corpus
 def progress_bar(cfg: RunConfig, start: int, enabled: bool):  # noqa: ANN201 (tqdm is imported only when shown)
     if not enabled:
         return None
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
-    # coarse refresh: under papermill every refresh becomes a stored output (papermill #765)
+    # the text bar, not tqdm.auto's widget: an executed notebook keeps a widget's first rendering ("0%") and its
+    # state, a text bar its last line (kept: leave=True). Coarse refresh: under papermill every refresh becomes a
+    # stored output (papermill #765)
     return tqdm(total=cfg.max_iters, initial=start, desc=f"{cfg.variant} seed{cfg.seed}", unit="it",
-                mininterval=10.0, file=sys.stderr, leave=False)
+                mininterval=10.0, file=sys.stderr, leave=True)
 
 
 def _summarize(cfg, rows, eval_rows, diag_rows, diverged_step, model, corpus, device, precision, wall_s,
@@ -374,4 +376,8 @@ def _summarize(cfg, rows, eval_rows, diag_rows, diverged_step, model, corpus, de
         "data_sha256": corpus.sha256,
         **environment_info(),
     }
+    if cfg.eval_windows:  # a subset of the validation split (tests, smoke runs): a check that the run works
+        summary["comparable"] = False
+        summary["evaluated_on"] = (f"{cfg.eval_windows} evenly spaced validation windows, not the whole split: not "
+                                   f"comparable with full-split results")
     return summary

@@ -23,6 +23,8 @@
 #
 # Run it with papermill, once per seed/variant:
 # `papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3`
+# (add `-p smoke True` for a quick check that everything runs: a few iterations, evaluation on a small subset,
+# marked `"comparable": false` in its summary.json)
 # (the sweep, `python -m embnorm_lib.sweep`, does this for a whole study and keeps each executed
 # copy in its run directory), or top to bottom in JupyterLab / Kaggle / Colab. On a GPU, where one small
 # model cannot fill the device, `-p pack_seeds 0-4` trains those seeds as one packed job: each seed is still a run
@@ -42,6 +44,8 @@ run_tag = ""            # sweep axes other than variant/seed, part of the run di
 progress = True
 figures = True          # False: no run figure (the sweep; it is redrawn from the logs at will)
 pack_seeds = ""         # "": train `seed` alone; "0-4": these seeds as one packed job (GPUs; see packed.py)
+smoke = False           # True: a quick check that everything runs (notebook.SMOKE: a few iterations, evaluation on a
+                        # small subset); its summary.json says it is not comparable with the studies' results
 
 # %%
 # Make embnorm_lib importable from a plain checkout too (Kaggle/Colab without `pip install -e .`).
@@ -65,15 +69,16 @@ pin_library()  # the whole library loaded now: edits to the checkout while this 
 # `config.json`, and a checkpoint is only resumed by the same config.
 
 # %%
+from embnorm_lib.io import shown_path
 from embnorm_lib.notebook import config_from_parameters, job_configs, run_dir_from_parameters
 
-cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides)
+cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides, smoke=smoke)
 cfgs = job_configs(cfg, pack_seeds)  # [cfg], or one config per seed of a packed job
 run_dirs = [run_dir_from_parameters(c, study, out_dir, run_tag) for c in cfgs]
 cfg, run_dir = cfgs[0], run_dirs[0]
 for c, d in zip(cfgs, run_dirs):
     print(f"{c.variant} seed {c.seed} ({c.execution}): {c.n_layer} layers x {c.n_embd}, {c.max_iters} iterations, "
-          f"{c.token_budget:,} training tokens -> {d}")
+          f"{c.token_budget:,} training tokens -> {shown_path(d)}")  # relative: no path of this machine kept
 
 # %% [markdown]
 # ## Train

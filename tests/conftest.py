@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,49 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("committed"):
             item.add_marker(skip)
+
+
+# What a user's shell may export that changes what the library does: where the corpus is found, Hugging Face's
+# online/offline switches and caches, thread counts, numpy/OpenBLAS kernel choices, torchrun's variables, the commit a
+# copied tree names. The suite must pass with and without them (issue 73): each test starts without any of them.
+USER_ENVIRONMENT = ("EMBNORM_DATA", "EMBNORM_CACHE", "EMBNORM_SOURCE_COMMIT", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                    "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "TORCH_NUM_THREADS", "NPY_DISABLE_CPU_FEATURES",
+                    "NPY_ENABLE_CPU_FEATURES", "OPENBLAS_CORETYPE", "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR",
+                    "MASTER_PORT", "TQDM_DISABLE", "MPLBACKEND", "PYTHONHASHSEED")
+USER_ENVIRONMENT_PREFIXES = ("HF_", "TRANSFORMERS_", "HUGGINGFACE_")
+
+
+@pytest.fixture(scope="session")
+def corpus_cache(tmp_path_factory) -> Path:
+    """A cache directory of this test session's own, holding tiny Shakespeare where the library looks first: found
+    once by the user's environment, then every test (and the notebooks it runs) finds it by the library's own rule
+    without reading that environment."""
+    from embnorm_lib.data import DataError, cache_path, resolve_data_path
+
+    root = tmp_path_factory.mktemp("embnorm-cache")
+    try:
+        found = resolve_data_path()
+    except DataError:
+        return root  # tests that need the corpus fail with their own message
+    old = os.environ.get("EMBNORM_CACHE")
+    os.environ["EMBNORM_CACHE"] = str(root)
+    try:
+        cache_path().parent.mkdir(parents=True)
+        cache_path().symlink_to(found.resolve())
+    finally:
+        os.environ.pop("EMBNORM_CACHE") if old is None else os.environ.__setitem__("EMBNORM_CACHE", old)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(monkeypatch, corpus_cache):
+    for key in list(os.environ):
+        if key in USER_ENVIRONMENT or key.startswith(USER_ENVIRONMENT_PREFIXES):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("EMBNORM_CACHE", str(corpus_cache))
+    monkeypatch.setenv("MPLBACKEND", "Agg")  # figures render off screen whatever the user's backend
+    for key in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(key, "1")  # as lm_eval_adapter sets them on import: no test reaches the Hub
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 from conftest import tiny
@@ -94,6 +95,24 @@ def test_one_hot_correct_predictions_have_zero_brier_and_ece():
     probs = torch.nn.functional.one_hot(targets, 3).float()
     assert cal.brier_score(probs, targets) == pytest.approx(0.0)
     assert cal.library_ece(probs, targets) == pytest.approx(0.0)
+
+
+def test_brier_matches_scikit_learn_bit_for_bit_and_needs_no_scikit_learn(monkeypatch):
+    """scikit-learn < 1.7 (Kaggle/Colab images) has no `labels=` in brier_score_loss and crashed every run before
+    summary.json; the score is computed without it, in scikit-learn's own operations."""
+    import sys
+
+    g = torch.Generator().manual_seed(0)
+    probs = (torch.randn(2000, 65, generator=g) * 3).softmax(-1)
+    targets = torch.randint(0, 60, (2000,), generator=g)  # some classes never occur: why labels= was needed
+    pytest.importorskip("sklearn", minversion="1.7")  # the reference: the first version with labels=
+    from sklearn.metrics import brier_score_loss
+
+    reference = brier_score_loss(targets.numpy(), (probs.double() / probs.double().sum(-1, keepdim=True))
+                                 .numpy(), labels=np.arange(65), scale_by_half=False)
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # an image without it, or with one that lacks labels=
+    monkeypatch.setitem(sys.modules, "sklearn.metrics", None)
+    assert cal.brier_score(probs, targets) == reference
 
 
 def test_brier_of_a_uniform_prediction():

@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO
 
 from embnorm_lib import paper
+from embnorm_lib.io import published
 
 
 def test_the_paper_source_types_no_number():
@@ -258,9 +259,10 @@ def test_the_gpu_check_is_quoted_from_bench_gpu_and_says_when_a_sign_changed(tmp
     bench = json.loads((REPO / "runs" / "bench-gpu.json").read_text())["parts"]["study:main"]
     compared = bench["against_committed_cpu"]
     gpu = fresh_data["gpu_check"]
-    assert gpu["study_wall_s"] == bench["study_wall_s"] and gpu["runs_compared"] == compared["runs_compared"]
+    # data.json's numbers are rounded to io.PUBLISHED_DIGITS (the same file on every CPU)
+    assert gpu["study_wall_s"] == published(bench["study_wall_s"]) and gpu["runs_compared"] == compared["runs_compared"]
     assert gpu["paired"]["seeds_final"]["ln"]["gpu"] == \
-        compared["paired_diff_to_none_by_arm"]["ln_preset=seeds-final"]["here_mean"]
+        published(compared["paired_diff_to_none_by_arm"]["ln_preset=seeds-final"]["here_mean"])
     data = json.loads(json.dumps(fresh_data))
     data["gpu_check"].update(same_sign_every_seed=False, failures=2, max_abs_val_loss_diff=0.01234)
     text, _ = planted_paper(tmp_path, data)
