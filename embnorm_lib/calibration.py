@@ -16,11 +16,12 @@ TEMPERATURE_GRID = tuple(float(t) for t in np.round(np.exp(np.linspace(math.log(
 
 
 def equal_width_edges(confidence: torch.Tensor, n_bins: int = N_BINS) -> torch.Tensor:
-    return torch.linspace(0.0, 1.0, n_bins + 1)
+    return torch.linspace(0.0, 1.0, n_bins + 1, device=confidence.device)
 
 
 def equal_mass_edges(confidence: torch.Tensor, n_bins: int = N_BINS) -> torch.Tensor:
-    edges = torch.quantile(confidence.double(), torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)).float()
+    q = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64, device=confidence.device)
+    edges = torch.quantile(confidence.double(), q).float()
     edges[0], edges[-1] = 0.0, 1.0
     return edges
 
@@ -55,7 +56,8 @@ def brier_score(probs: torch.Tensor, targets: torch.Tensor) -> float:
     from sklearn.metrics import brier_score_loss
 
     n_classes = probs.shape[-1]
-    return float(brier_score_loss(targets.numpy(), (probs.double() / probs.double().sum(-1, keepdim=True)).numpy(), labels=np.arange(n_classes),
+    normalized = (probs.double() / probs.double().sum(-1, keepdim=True)).cpu()  # the fleet calibrates on its device
+    return float(brier_score_loss(targets.cpu().numpy(), normalized.numpy(), labels=np.arange(n_classes),
                                   scale_by_half=False))
 
 
