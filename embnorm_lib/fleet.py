@@ -213,30 +213,99 @@ def _emb_norm(x: torch.Tensor, w: dict, members: Members) -> torch.Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
+def _embed(w: dict, members: Members, cfg: RunConfig, idx: torch.Tensor) -> torch.Tensor:
+    """idx (K, B, T) -> the tensor entering block 1 (K, B*T, C): the study's switch, per arm segment."""
+    K, B, T = idx.shape
+    C = cfg.n_embd
+    tok = torch.gather(w["wte.weight"], 1, idx.reshape(K, B * T, 1).expand(K, B * T, C)).view(K, B, T, C)
+    x = (tok * members.token_scale.view(K, 1, 1, 1) + w["wpe.weight"][:, None, :T]).view(K, B * T, C)
+    return _emb_norm(x, w, members)
+
+
+def _heads(h: torch.Tensor, w: dict, name: str, cfg: RunConfig, T: int) -> tuple[torch.Tensor, ...]:
+    """q, k, v of attention `name` for h (K, B*T, C), each (K*B, heads, T, head size)."""
+    K, N, C = h.shape
+    q, k, v = _linear(h, w, name).split(C, dim=2)
+    return tuple(t.reshape(K * (N // T), T, cfg.n_head, C // cfg.n_head).transpose(1, 2) for t in (q, k, v))
+
+
+def _block(x: torch.Tensor, w: dict, cfg: RunConfig, i: int, T: int) -> torch.Tensor:
+    K, N, C = x.shape
+    p = f"blocks.{i}"
+    q, k, v = _heads(_layer_norm(x, w, f"{p}.ln_1"), w, f"{p}.attn.c_attn", cfg, T)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(K, N, C)
+    x = x + _linear(y, w, f"{p}.attn.c_proj")
+    return x + _linear(F.gelu(_linear(_layer_norm(x, w, f"{p}.ln_2"), w, f"{p}.mlp.c_fc")), w, f"{p}.mlp.c_proj")
+
+
+def _logits(x: torch.Tensor, w: dict, cfg: RunConfig) -> torch.Tensor:
+    head = w["wte.weight"] if cfg.tie_embeddings else w["lm_head.weight"]
+    return torch.bmm(_layer_norm(x, w, "ln_f"), head.transpose(1, 2))
+
+
 def fleet_forward(w: dict, members: Members, cfg: RunConfig, idx: torch.Tensor, targets: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """idx (K, B, T) -> logits (K, B*T, V), each member's mean loss (K,) or None, block-1 input norm (K,)."""
     K, B, T = idx.shape
-    C, H = cfg.n_embd, cfg.n_head
-    wte = w["wte.weight"]
-    tok = torch.gather(wte, 1, idx.reshape(K, B * T, 1).expand(K, B * T, C)).view(K, B, T, C)
-    x = (tok * members.token_scale.view(K, 1, 1, 1) + w["wpe.weight"][:, None, :T]).view(K, B * T, C)
-    x = _emb_norm(x, w, members)
+    x = _embed(w, members, cfg, idx)
     block1_input_norm = x.detach().float().norm(dim=-1).mean(dim=1)
     for i in range(cfg.n_layer):
-        p = f"blocks.{i}"
-        q, k, v = _linear(_layer_norm(x, w, f"{p}.ln_1"), w, f"{p}.attn.c_attn").split(C, dim=2)
-        q, k, v = (t.reshape(K * B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(K, B * T, C)
-        x = x + _linear(y, w, f"{p}.attn.c_proj")
-        x = x + _linear(F.gelu(_linear(_layer_norm(x, w, f"{p}.ln_2"), w, f"{p}.mlp.c_fc")), w, f"{p}.mlp.c_proj")
-    head = wte if cfg.tie_embeddings else w["lm_head.weight"]
-    logits = torch.bmm(_layer_norm(x, w, "ln_f"), head.transpose(1, 2))
+        x = _block(x, w, cfg, i, T)
+    logits = _logits(x, w, cfg)
     losses = None
     if targets is not None:
         nll = F.cross_entropy(logits.float().reshape(K * B * T, -1), targets.reshape(-1), reduction="none")
         losses = nll.view(K, B * T).mean(dim=1)
     return logits, losses, block1_input_norm
+
+
+def _norm_distribution(x: torch.Tensor, prefix: str) -> dict[str, torch.Tensor]:
+    """diagnostics.norm_distribution per member: x (K, N, C) -> (K,) each."""
+    norms = x.float().norm(dim=-1)
+    q = torch.quantile(norms, torch.tensor([0.05, 0.5, 0.95], device=norms.device), dim=1)
+    return {f"{prefix}.mean": norms.mean(1), f"{prefix}.std": norms.std(1), f"{prefix}.p5": q[0],
+            f"{prefix}.p50": q[1], f"{prefix}.p95": q[2]}
+
+
+def _mean_pairwise_cosine(vectors: torch.Tensor) -> torch.Tensor:
+    """diagnostics.mean_pairwise_cosine over the last two dimensions, per leading index."""
+    v = F.normalize(vectors.float(), dim=-1)
+    n = v.shape[-2]
+    gram = v @ v.transpose(-2, -1)
+    return (gram.sum(dim=(-2, -1)) - gram.diagonal(dim1=-2, dim2=-1).sum(-1)) / (n * (n - 1))
+
+
+@torch.no_grad()
+def fleet_probe(w: dict, members: Members, cfg: RunConfig, probe_x: torch.Tensor, chars: list[str]) -> list[dict]:
+    """diagnostics.probe for every member at once (the same fixed probe batch), read back in one transfer."""
+    K = members.token_scale.shape[0]
+    n, T = probe_x.shape
+    device = members.token_scale.device
+    out: dict[str, torch.Tensor] = {}
+    x = _embed(w, members, cfg, probe_x.to(device).expand(K, n, T))
+    out.update(_norm_distribution(x, "resid.block1_input"))
+    out["cosine.block1_input_positions"] = _mean_pairwise_cosine(x.view(K, n, T, -1)).mean(1)
+    wte = w["wte.weight"]
+    out["cosine.token_embeddings"] = _mean_pairwise_cosine(wte)
+    for name, ids in diag.class_ids(chars).items():
+        out[f"tok_emb_norm.{name}"] = wte[:, ids.to(device)].float().norm(dim=-1).mean(1)
+        mask = torch.isin(probe_x.reshape(-1), ids)  # on the host: the fixed probe batch's ids, as the probe reads
+        if mask.any():
+            out[f"block1_input_norm.{name}"] = x[:, mask.to(device)].float().norm(dim=-1).mean(1)
+    causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
+    for i in range(cfg.n_layer):
+        q, k, _ = _heads(_layer_norm(x, w, f"blocks.{i}.ln_1"), w, f"blocks.{i}.attn.c_attn", cfg, T)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        out[f"attn_logit_max.block{i + 1}"] = scores.masked_fill(~causal, float("-inf")).view(K, -1).amax(1)
+        x = _block(x, w, cfg, i, T)
+        out.update(_norm_distribution(x, f"resid.block{i + 1}_output"))
+    logits = _logits(x, w, cfg).float()
+    out["out_logit.mean_abs"] = logits.abs().mean(dim=(1, 2))
+    out["out_logit.max"] = logits.amax(dim=(1, 2))
+    out["out_logit.mean_logz"] = torch.logsumexp(logits, dim=-1).mean(1)
+    keys = list(out)
+    rows = torch.stack([out[key].float() for key in keys], dim=1).cpu().tolist()
+    return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
 # -- the batched optimizer --------------------------------------------------------------------------------
@@ -327,6 +396,11 @@ class Fleet:
             self.params[slot.name] = leaf
         self.templates = {v: t.to(device) for v, t in self.templates.items()}
         self.sizes = {v: (t.num_params(), t.flops_per_token()) for v, t in self.templates.items()}
+        self.group_slots = {}  # arm -> diagnostics group -> its parameters' names (diagnostics.parameter_groups)
+        for variant, template in self.templates.items():
+            names = {id(p): n for n, p in template.named_parameters()}
+            self.group_slots[variant] = {group: [names[id(p)] for p in params]
+                                         for group, params in diag.parameter_groups(template).items()}
         kinds = [norm_kind(self.templates[c.variant].emb_norm) for c in self.cfgs]
         scales = [get_variant(c.variant).token_scale(c.n_embd, c.emb_init_std) for c in self.cfgs]
         self.members = Members.build(kinds, torch.tensor(scales, dtype=torch.float32, device=device))
@@ -424,18 +498,7 @@ class Fleet:
         slots = torch.arange(first - 1, last, device=self.device) % RING_STEPS
         return self.ring.index_select(0, slots).cpu()
 
-    # -- one member as a module (diagnostics probe, summary, weights) ---------------------------------------
-
-    @torch.no_grad()
-    def member_model(self, k: int) -> GPT:
-        """The member's arm template holding member k's values and config (shared: use it before the next call)."""
-        cfg = self.cfgs[k]
-        model = self.templates[cfg.variant]
-        model.cfg = cfg
-        model.token_scale = get_variant(cfg.variant).token_scale(cfg.n_embd, cfg.emb_init_std)
-        for name, p in model.named_parameters():
-            p.copy_(self.params[name][k])
-        return model
+    # -- one member's weights (finishing its run) ------------------------------------------------------
 
     def member_weights(self, k: int) -> SimpleNamespace:
         """What finishing a run reads of its model: the single run's state_dict (a tied head shares the token
@@ -451,6 +514,17 @@ class Fleet:
         n_params, flops = self.sizes[self.cfgs[k].variant]
         return SimpleNamespace(state_dict=lambda: state, num_params=lambda: n_params, flops_per_token=lambda: flops)
 
+    def subset(self, index: list[int]) -> tuple[dict, Members]:
+        """The parameters (copies) and constants of members `index`, for a pass over some of them."""
+        if index == list(range(self.K)):
+            return self.params, self.members
+        return {n: p[index] for n, p in self.params.items()}, self.members.subset(index)
+
+    @torch.no_grad()
+    def probe(self, index: list[int]) -> list[dict]:
+        w, members = self.subset(index)
+        return fleet_probe(w, members, self.cfg, self.val_x[:8], self.corpus.chars)
+
     # -- evaluation ------------------------------------------------------------------------------------------
 
     @torch.inference_mode()
@@ -459,9 +533,7 @@ class Fleet:
         `final` (with each member's logits kept for calibration), else the interim subset."""
         t = time.perf_counter()
         x, y = (self.val_x, self.val_y) if final else (self.interim_x, self.interim_y)
-        whole = index == list(range(self.K))
-        w = self.params if whole else {n: p[index] for n, p in self.params.items()}
-        members = self.members if whole else self.members.subset(index)
+        w, members = self.subset(index)
         K, T, V = len(index), self.cfg.block_size, self.cfg.vocab_size
         windows = FORWARD_WINDOWS if self.device.type == "cpu" else max(1, EVAL_ELEMENTS_GPU // (K * T * V))
         total = torch.zeros(K, dtype=torch.float64, device=self.device)
@@ -508,24 +580,24 @@ class Fleet:
         stacked = torch.stack([torch.stack(v, dim=1) for v in rows.values()]).cpu()  # (5, K, slots)
         return dict(zip(rows, stacked.tolist(), strict=True))
 
-    def diagnostics_row(self, k: int, step: int, stats: dict) -> dict:
-        """diagnostics.py's row for member k (grad norms after clipping, update ratios, Adam's second moments,
-        the probe), from the batched per-slot sums and the member's own module for the probe."""
-        model = self.member_model(k)
-        names = {id(p): n for n, p in model.named_parameters()}
-        index = {name: i for i, name in enumerate(self.layout.slots)}
-        grad, update, adam = {}, {}, {}
-        for group, params in diag.parameter_groups(model).items():
-            slots = [index[names[id(p)]] for p in params]
-            total = lambda key, slots=slots: sum(stats[key][k][i] for i in slots)  # noqa: E731
-            grad[f"grad_norm.{group}"] = math.sqrt(total("grad"))
-            base = math.sqrt(total("base"))
-            update[f"update_ratio.{group}"] = math.sqrt(total("delta")) / base if base > 0 else float("nan")
-            count = sum(self.layout.slots[names[id(p)]].numel for p in params)
-            adam[f"adam_v_mean.{group}"] = total("v_sum") / count
-            adam[f"adam_v_max.{group}"] = max(stats["v_max"][k][i] for i in slots)
-        probe_x = self.val_x[:8]
-        return {"step": step, **grad, **update, **adam, **diag.probe(model, probe_x, self.corpus.chars)}
+    def diagnostics_rows(self, index: list[int], step: int, before: torch.Tensor) -> list[dict]:
+        """diagnostics.py's rows for members `index` after a step (gradient norms after clipping, update ratios,
+        Adam's second moments, the probe), from batched per-slot sums and one batched probe."""
+        stats = self.slot_stats(before)
+        slot_index = {name: i for i, name in enumerate(self.layout.slots)}
+        rows = []
+        for k, probed in zip(index, self.probe(index), strict=True):
+            grad, update, adam = {}, {}, {}
+            for group, names in self.group_slots[self.cfgs[k].variant].items():
+                slots = [slot_index[n] for n in names]
+                total = lambda key, slots=slots, k=k: sum(stats[key][k][i] for i in slots)  # noqa: E731
+                grad[f"grad_norm.{group}"] = math.sqrt(total("grad"))
+                base = math.sqrt(total("base"))
+                update[f"update_ratio.{group}"] = math.sqrt(total("delta")) / base if base > 0 else float("nan")
+                adam[f"adam_v_mean.{group}"] = total("v_sum") / sum(self.layout.slots[n].numel for n in names)
+                adam[f"adam_v_max.{group}"] = max(stats["v_max"][k][i] for i in slots)
+            rows.append({"step": step, **grad, **update, **adam, **probed})
+        return rows
 
 
 # -- a fleet's whole runs ------------------------------------------------------------------------------------
@@ -559,9 +631,8 @@ def _train_group(fleet: Fleet, runs: list[RunDir], echo) -> list[dict]:
     elapsed = lambda: time.perf_counter() - t0  # noqa: E731
     at_init = [k for k, m in enumerate(members) if m.cfg.eval_at_init]
     _evaluate(fleet, members, at_init, 0)
-    for k in at_init:
-        members[k].logs.diagnostics.append({"step": 0, **diag.probe(fleet.member_model(k), fleet.val_x[:8],
-                                                                    fleet.corpus.chars)})
+    for k, probed in zip(at_init, fleet.probe(at_init) if at_init else [], strict=True):
+        members[k].logs.diagnostics.append({"step": 0, **probed})
     timing = {"steps_s": 0.0, "eval_s": 0.0, "diag_s": 0.0}
     boundaries = sorted({s for m in members for s in range(1, m.cfg.max_iters + 1)
                          if s == m.cfg.max_iters or _due(m.cfg.eval_interval, s) or _due(m.cfg.diag_interval, s)})
@@ -597,9 +668,8 @@ def _train_group(fleet: Fleet, runs: list[RunDir], echo) -> list[dict]:
         t = time.perf_counter()
         diag_now = [k for k in diag_due if members[k].diverged_step is None]
         if diag_now:
-            stats = fleet.slot_stats(before)
-            for k in diag_now:
-                members[k].logs.diagnostics.append(fleet.diagnostics_row(k, step, stats))
+            for k, row in zip(diag_now, fleet.diagnostics_rows(diag_now, step, before), strict=True):
+                members[k].logs.diagnostics.append(row)
         timing["diag_s"] += time.perf_counter() - t
         t = time.perf_counter()
         due = [k for k in running if members[k].diverged_step is None and step <= members[k].cfg.max_iters

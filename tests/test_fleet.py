@@ -241,3 +241,12 @@ def test_the_gpu_fleet_script_parses_and_its_entry_point_runs_its_cpu_dry_run(tm
     assert figures["runs"] == figures["members"] == 2 and figures["failures"] == 0 and figures["sweep"]["members"] == 8
     assert figures["against_solo"]["max_rel_val_loss_diff"] < 1e-5
     assert figures["groups"][0]["steps_s"] > 0 and figures["train_flop"] > 0
+
+
+def test_a_fleet_writes_each_members_files_through_the_same_owners(writers, tmp_path, data_path):
+    from test_architecture import check_owners
+
+    cfgs = fleet_configs([tiny(variant=v, max_iters=4, eval_interval=2, eval_windows=8) for v in ("none", "ln")])
+    train_fleet(cfgs, [tmp_path / c.variant / "seed0" for c in cfgs], data_path)
+    assert {"summary.json", "config.json", "metrics.jsonl", "calibration.json", "model.pt"} <= set(writers)
+    check_owners(writers)
