@@ -315,9 +315,9 @@ def adamw_(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, *
            step_size: torch.Tensor, decay: torch.Tensor, bc2_sqrt: torch.Tensor, beta2: torch.Tensor,
            one_minus_beta1: torch.Tensor, one_minus_beta2: torch.Tensor, n_decay: int, eps: float = ADAM_EPS) -> None:
     """torch.optim.AdamW's update on rows of [K, P] buffers, one member per row, each with its own
-    hyperparameters ([K] tensors: `step_size` = lr / (1 - beta1^t), `decay` = 1 - lr * weight_decay, `bc2_sqrt` =
-    sqrt(1 - beta2^t), the betas; schedule_tables makes them); columns [:n_decay] are weight-decayed. An inactive member's row of `p` is left exactly as
-    it is (its moments are not: nothing reads them again)."""
+    hyperparameters ([K] tensors from schedule_tables: `step_size` = lr / (1 - beta1^t), `decay` = 1 - lr *
+    weight_decay, `bc2_sqrt` = sqrt(1 - beta2^t), the betas); columns [:n_decay] are weight-decayed. An inactive
+    member's row of `p` is left exactly as it is (its moments are not: nothing reads them again)."""
     col = lambda t: t.unsqueeze(1)  # noqa: E731
     on = col(active)
     g = torch.where(on, g, 0.0)
@@ -339,8 +339,8 @@ def clip_(g: torch.Tensor, max_norm: torch.Tensor) -> torch.Tensor:
 def schedule_tables(cfgs: Sequence[RunConfig], steps: int) -> dict[str, torch.Tensor]:
     """Per-member tables (float64, [K, steps + 1], indexed by the 1-based step; zero step size past a member's
     max_iters) of AdamW's step size lr / (1 - beta1^t), decay factor 1 - lr * weight_decay and sqrt(1 - beta2^t),
-    computed on the host in double as torch.optim computes them from its Python floats; and [K] betas and
-    clipping norms (inf: no clipping)."""
+    computed on the host in double as torch.optim computes them from its Python floats; and [K] beta2, 1 - betas
+    and clipping norms (inf: no clipping)."""
     shape = (len(cfgs), steps + 1)
     step_size = torch.zeros(shape, dtype=torch.float64)
     decay, bc2_sqrt = torch.ones(shape, dtype=torch.float64), torch.ones(shape, dtype=torch.float64)
@@ -352,8 +352,8 @@ def schedule_tables(cfgs: Sequence[RunConfig], steps: int) -> dict[str, torch.Te
             bc2_sqrt[k, s] = (1 - cfg.beta2 ** s) ** 0.5
     column = lambda values: torch.tensor(values, dtype=torch.float64)  # noqa: E731
     return {"step_size": step_size, "decay": decay, "bc2_sqrt": bc2_sqrt,
-            "beta1": column([c.beta1 for c in cfgs]), "beta2": column([c.beta2 for c in cfgs]),
-            "one_minus_beta1": column([1 - c.beta1 for c in cfgs]), "one_minus_beta2": column([1 - c.beta2 for c in cfgs]),
+            "beta2": column([c.beta2 for c in cfgs]), "one_minus_beta1": column([1 - c.beta1 for c in cfgs]),
+            "one_minus_beta2": column([1 - c.beta2 for c in cfgs]),
             "max_norm": column([c.grad_clip if c.grad_clip > 0 else math.inf for c in cfgs])}
 
 
@@ -378,7 +378,7 @@ class Fleet:
         self.cfg = self.cfgs[0]  # the shape every member shares
         self.device, self.precision, self.corpus = device, precision, corpus
         K = self.K = len(self.cfgs)
-        self.templates: dict[str, GPT] = {}
+        self.templates: dict[str, GPT] = {}  # one module per arm, on the host: names, shapes, sizes, groups
         for cfg in self.cfgs:
             if cfg.variant not in self.templates:
                 self.templates[cfg.variant] = GPT(cfg.replace(seed=0))
@@ -394,7 +394,6 @@ class Fleet:
             leaf = self.flat[:, slot.offset:slot.end].view(K, *slot.shape).requires_grad_()
             leaf.grad = self.grad[:, slot.offset:slot.end].view(K, *slot.shape)
             self.params[slot.name] = leaf
-        self.templates = {v: t.to(device) for v, t in self.templates.items()}
         self.sizes = {v: (t.num_params(), t.flops_per_token()) for v, t in self.templates.items()}
         self.group_slots = {}  # arm -> diagnostics group -> its parameters' names (diagnostics.parameter_groups)
         for variant, template in self.templates.items():

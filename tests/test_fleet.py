@@ -142,6 +142,12 @@ def test_fleet_members_follow_their_single_runs_for_50_steps(tmp_path, data_path
         assert summary["val_loss"] == pytest.approx(single["val_loss"], rel=1e-5)
         w, t = _compare(run_dir, tmp_path / "single" / run_dir.name)
         worst, acc_tokens = max(worst, w), max(acc_tokens, t)
+        weights, own = (torch.load(RunDir(d).final_model, weights_only=True) for d in (run_dir, tmp_path / "single"
+                                                                                       / run_dir.name))
+        assert list(weights) == list(own)  # the single run's state_dict, a member past its max_iters left there
+        for name in own:
+            # atol: Adam turns rounding in a near-zero gradient into a step of up to ~lr, of either sign
+            torch.testing.assert_close(weights[name], own[name], rtol=1e-3, atol=1e-4)
     print(f"largest relative difference of a logged number: {worst:.1e}; of correct tokens: {acc_tokens}")
     assert worst < 1e-3 and acc_tokens <= 1
     assert train_fleet(fleet_configs(cfgs), dirs, data_path) == summaries  # finished members are not retrained
@@ -164,6 +170,17 @@ def test_a_member_driven_to_nan_leaves_the_others_logs_bitwise_unchanged(tmp_pat
                     == strip_timing(read_jsonl(getattr(RunDir(results["healthy"][1][i]), log))))
     single = train(poisoned[1], tmp_path / "single", data_path, progress=False)
     assert single["diverged_step"] == summaries[1]["diverged_step"]
+
+
+def test_a_diverged_member_stays_where_it_stopped(corpus):
+    fleet = _fleet(corpus, [tiny(seed=0), tiny(seed=1, lr=1e4, grad_clip=0.0, warmup_frac=0.0)])
+    stopped = None
+    for _ in range(fleet.steps):
+        fleet.step()
+        if stopped is None and not fleet.alive[1]:
+            stopped = fleet.flat[1].clone()
+    assert stopped is not None and bool(fleet.alive[0])
+    torch.testing.assert_close(fleet.flat[1], stopped, rtol=0, atol=0, equal_nan=True)
 
 
 SYNC_OPS = {"_local_scalar_dense", "item", "nonzero", "is_nonzero", "equal", "masked_select", "_unique2", "unique_dim",
