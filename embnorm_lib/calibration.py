@@ -16,11 +16,12 @@ TEMPERATURE_GRID = tuple(float(t) for t in np.round(np.exp(np.linspace(math.log(
 
 
 def equal_width_edges(confidence: torch.Tensor, n_bins: int = N_BINS) -> torch.Tensor:
-    return torch.linspace(0.0, 1.0, n_bins + 1)
+    return torch.linspace(0.0, 1.0, n_bins + 1, device=confidence.device)
 
 
 def equal_mass_edges(confidence: torch.Tensor, n_bins: int = N_BINS) -> torch.Tensor:
-    edges = torch.quantile(confidence.double(), torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)).float()
+    q = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64, device=confidence.device)
+    edges = torch.quantile(confidence.double(), q).float()
     edges[0], edges[-1] = 0.0, 1.0
     return edges
 
@@ -56,9 +57,9 @@ def brier_score(probs: torch.Tensor, targets: torch.Tensor) -> float:
     Written out rather than taken from scikit-learn: `brier_score_loss` accepts `labels=` (needed when a batch lacks
     some classes) only since 1.7, and Kaggle/Colab images ship older ones. The same float64 operations in the same
     order as scikit-learn's, so runs scored either way agree bit for bit (tests/test_diagnostics.py)."""
-    p = (probs.double() / probs.double().sum(-1, keepdim=True)).numpy()
+    p = (probs.double() / probs.double().sum(-1, keepdim=True)).cpu().numpy()  # the fleet calibrates on its device
     truth = np.zeros_like(p)
-    truth[np.arange(len(p)), targets.numpy()] = 1.0
+    truth[np.arange(len(p)), targets.cpu().numpy()] = 1.0
     return float(np.mean(np.sum((truth - p) ** 2, axis=1)))
 
 

@@ -14,7 +14,7 @@ from .tokenizer import check_tokenizer
 from .variants import canonical_variant
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-EXECUTIONS = ("single", "packed")
+EXECUTIONS = ("single", "packed", "fleet")
 MAX_SEED = 2**32 - 1  # numpy's seed range; torch and Python accept it too
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -73,6 +73,7 @@ class RunConfig:
     # arithmetic batched (packed.py). Like the thread count, it is how a run was computed, not what it is: packed
     # numbers match single ones to float rounding, not bit for bit, so a checkpoint is resumed in its own mode only
     # and finished runs are reused for their own mode only. Runs written before this field existed are single runs.
+    # fleet: trained with the other runs of its shape as one batched fleet (fleet.py; whole runs, never checkpointed).
     execution: str = "single"
     preset: str = ""
 

@@ -43,6 +43,13 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, precision
         correct += (flat.argmax(-1) == yb.reshape(-1)).sum().item()
         count += yb.numel()
     model.train(was_training)
+    metrics = metrics_from_totals(total_nll, correct, count, y, char_lengths)
+    return (metrics, torch.cat(kept)) if keep_logits else metrics
+
+
+def metrics_from_totals(total_nll: float, correct: int, count: int, y: torch.Tensor,
+                        char_lengths: torch.Tensor | None = None) -> dict:
+    """An evaluation's row from its sums (shared with the fleet's batched evaluation, fleet.py)."""
     val_loss = total_nll / count
     metrics = {
         "val_loss": val_loss,
@@ -55,7 +62,7 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, precision
         chars = int(char_lengths[y].sum())
         metrics.update({"val_loss_per_char": total_nll / chars, "val_bpc": total_nll / chars / math.log(2),
                         "val_chars": chars})
-    return (metrics, torch.cat(kept)) if keep_logits else metrics
+    return metrics
 
 
 @torch.no_grad()

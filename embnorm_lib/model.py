@@ -67,6 +67,22 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
+@torch.no_grad()
+def init_parameter_(p: torch.Tensor, name: str, is_norm: bool, cfg: RunConfig, emb_gain_init: float,
+                    generator: torch.Generator) -> None:
+    """One parameter's GPT-2 initial value, in place. GPT.reset_parameters calls it in parameter-name order; the
+    fleet (fleet.py) calls it on views of its stacked buffer in the same order, so both draw the same numbers."""
+    if name in ("wte.weight", "wpe.weight"):
+        p.normal_(0.0, cfg.emb_init_std, generator=generator)
+    elif is_norm:
+        p.fill_((emb_gain_init if name == "emb_norm.weight" else 1.0) if name.endswith("weight") else 0.0)
+    elif name.endswith(".bias"):
+        p.zero_()
+    else:
+        std = cfg.init_std / math.sqrt(2 * cfg.n_layer) if name.endswith("c_proj.weight") else cfg.init_std
+        p.normal_(0.0, std, generator=generator)
+
+
 class GPT(nn.Module):
     def __init__(self, cfg: RunConfig):
         super().__init__()
@@ -92,19 +108,13 @@ class GPT(nn.Module):
         Norm weights/biases are constants, so a variant's extra norm consumes no random draws
         and every shared parameter gets the same values in every variant with the same seed. An untied output
         head is drawn last (N(0, init_std)), so it leaves every other parameter's values as they are tied."""
-        residual_std = self.cfg.init_std / math.sqrt(2 * self.cfg.n_layer)
-        norm_params = {id(p) for m in self.modules() if isinstance(m, (nn.LayerNorm, RMSNorm))
-                       for p in m.parameters()}
+        norms = self.norm_parameter_names()
         for name, p in self.named_parameters():
-            if name in ("wte.weight", "wpe.weight"):
-                p.normal_(0.0, self.cfg.emb_init_std, generator=generator)
-            elif id(p) in norm_params:
-                p.fill_((self.emb_gain_init if name == "emb_norm.weight" else 1.0) if name.endswith("weight") else 0.0)
-            elif name.endswith(".bias"):
-                p.zero_()
-            else:
-                std = residual_std if name.endswith("c_proj.weight") else self.cfg.init_std
-                p.normal_(0.0, std, generator=generator)
+            init_parameter_(p, name, name in norms, self.cfg, self.emb_gain_init, generator)
+
+    def norm_parameter_names(self) -> set[str]:
+        return {f"{m_name}.{p_name}" for m_name, m in self.named_modules() if isinstance(m, (nn.LayerNorm, RMSNorm))
+                for p_name, _ in m.named_parameters()}
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weight counted once

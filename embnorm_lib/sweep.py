@@ -6,6 +6,7 @@
     python -m embnorm_lib.sweep seeds-final --index-only         # rebuild runs/<study>/runs.csv
     python -m embnorm_lib.sweep ladder --only preset=ladder-0    # only the cells of one rung (any text of the dir)
     python -m embnorm_lib.sweep ladder --only preset=ladder-0 --only seed1/   # and one seed (every --only holds)
+    python -m embnorm_lib.sweep main --fleet                     # the study as batched fleets in one process
 
 Resumable and idempotent: finished cells (summary.json with the same config) are skipped, partial
 ones resume from their checkpoint, and a lock per cell keeps two sweeps from running the
@@ -238,6 +239,38 @@ def plan_jobs(cells: list[Cell], max_members: int = PACK_MAX_MEMBERS) -> list[li
     return jobs
 
 
+def run_fleet(cells: list[Cell], out: Path, data_path: str | None, threads: int, echo=print) -> list[dict]:
+    """The cells trained in this process as batched fleets (fleet.py), then each one's zero/few-shot suite when it
+    asks for one. One result record per cell. A cell with a checkpoint (a partial run of another mode) fails with
+    what to do; the others train."""
+    from .fleet import train_fleet
+    from .lm_eval_adapter import score_if_asked
+
+    start = time.perf_counter()
+    records = [{"cell": c.label(), "run_dir": str(c.run_dir(out))} for c in cells]
+    partial = {i for i, c in enumerate(cells) if RunDir(c.run_dir(out)).checkpoint.is_file()}
+    results: list[dict | None] = [None] * len(cells)
+    for i in partial:
+        results[i] = {**records[i], "status": "failed", "error": "a partial run (ckpt.pt): resume it without --fleet"}
+    todo = [i for i in range(len(cells)) if i not in partial]
+    cfgs = [cells[i].config().replace(torch_threads=threads) for i in todo]
+    try:
+        summaries = train_fleet(cfgs, [cells[i].run_dir(out) for i in todo], data_path, echo=echo) if todo else []
+        lm_s = time.perf_counter()
+        for cfg, i in zip(cfgs, todo, strict=True):
+            score_if_asked(cfg, cells[i].run_dir(out), data_path)
+        lm_s = time.perf_counter() - lm_s
+    except BRIEF_ERRORS as e:
+        return [r or {**records[i], "status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start}
+                for i, r in enumerate(results)]
+    for i, summary in zip(todo, summaries, strict=True):
+        results[i] = {**records[i], "status": "diverged" if summary.get("diverged") else "ok",
+                      "seconds": time.perf_counter() - start, "train_wall_s": summary.get("wall_s"),
+                      "val_loss": summary.get("val_loss"), "fleet_members": summary.get("fleet_members"),
+                      "lm_eval_s_all": lm_s}
+    return results
+
+
 FIGURE_NOT_KEPT = ("[figure not kept with the run: redraw it from metrics.jsonl and evals.jsonl with "
                    "plots.plot_run(notebook.run_table(run_dir), notebook.eval_table(run_dir))]")
 
@@ -307,13 +340,16 @@ def make_submitit_executor(kind: str, folder: Path, threads: int, slurm: dict | 
 def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: str | None = None,
               workers: int = 0, threads: int = 0, notebook: str | None = None, echo=print,
               executor: str = "local", slurm: dict | None = None, reuse: bool = True,
-              pack: str = "auto") -> SweepReport:
+              pack: str = "auto", fleet: bool = False) -> SweepReport:
     from tqdm import tqdm
 
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
     out = runs_root(out_dir).resolve()
     notebook = str(Path(notebook or repo_root() / TRAIN_NOTEBOOK).resolve())
+    if fleet:  # one process: its threads fill the machine unless asked otherwise
+        cells = [with_execution(c, "fleet") for c in cells]
+        workers, threads = 1, threads or (os.cpu_count() or 1)
     workers, threads = resolve_parallelism(workers, threads)
     report = SweepReport()
     whys = [waits_for(c) for c in cells]
@@ -332,7 +368,8 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
             incomplete.append(cell)
         else:
             todo.append(cell)  # new, partial, conflict, corrupt: the notebook trains, resumes or says what is wrong
-    todo = assign_execution(todo, out, packing_enabled(pack) if todo else False)
+    if not fleet:
+        todo = assign_execution(todo, out, packing_enabled(pack) if todo else False)
     finished = finished_runs_by_identity(out) if (incomplete or (reuse and todo)) else {}
     for cell in incomplete:
         try:
@@ -357,6 +394,16 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
             _finish(out, cells, report, 0.0, workers, threads, echo)
         else:
             echo(f"all {len(cells)} runs already finished; nothing to execute")
+        return report
+    if fleet:
+        t0 = time.perf_counter()
+        report.results += run_fleet(todo, out, data_path, threads, echo)
+        _finish(out, cells, report, time.perf_counter() - t0, workers, threads, echo)
+        if report.failures:
+            echo(f"{len(report.failures)} run(s) failed:")
+            for r in report.failures:
+                echo(f"  {r['cell']:28s} {r.get('error', '')}  ({r['run_dir']})")
+        echo(f"sweep wall time {report.wall_s:.1f} s for {len(todo)} runs (fleet)")
         return report
     jobs = plan_jobs(todo)
     packed = sum(len(j) for j in jobs if len(j) > 1 or dict(j[0].overrides).get("execution") == "packed")
@@ -502,6 +549,9 @@ def main(argv=None) -> int:
                    help="train every cell even if another study holds a finished run with the same training identity")
     p.add_argument("--pack", default="auto", choices=PACK_MODES,
                    help="train the seeds of one config as packed jobs (packed.py): auto = on CUDA only")
+    p.add_argument("--fleet", action="store_true",
+                   help="train the cells in this process as batched fleets (fleet.py: runs of one shape as one "
+                        "model; seconds on a GPU), not as notebooks")
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="only the cells whose run directory under runs/<study>/ contains TEXT (e.g. preset=ladder-0); "
                         "end it with '/' to name a seed exactly (seed1/ is seed 1, not 10-19); given more than once, "
@@ -548,7 +598,7 @@ def main(argv=None) -> int:
         return 0
     slurm = {"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus, "parallel": args.workers or None}
     report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor, slurm=slurm,
-                       reuse=not args.no_reuse, pack=args.pack)
+                       reuse=not args.no_reuse, pack=args.pack, fleet=args.fleet)
     return 1 if report.failures else 0
 
 
