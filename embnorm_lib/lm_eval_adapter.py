@@ -34,6 +34,7 @@ from .errors import RunDirError  # noqa: E402
 from .io import git_commit, read_json, runs_root, write_json  # noqa: E402
 from .model import GPT  # noqa: E402
 from .rundir import RunDir, finished_run_dirs  # noqa: E402
+from .seal import reseal  # noqa: E402
 
 TASK_DIR = Path(__file__).resolve().parent / "lmtasks"
 TASKS = ["shakespeare_word_cloze", "shakespeare_shuffled", "shakespeare_next_line", "shakespeare_next_speaker"]
@@ -304,8 +305,17 @@ def evaluate_run(run_dir: str | Path, data_path=None, shots=None, force: bool = 
     if target.is_file() and not force:
         return read_json(target)
     result = evaluate_lm(CharLM.from_run_dir(run.root, data_path), shots, data_path, suite=suite)
-    write_json(target, result)
+    write_result(run.root, suite, result)
     return result
+
+
+def write_result(run_dir: str | Path, suite: str, result: dict) -> Path:
+    """A suite's result file in a finished run, which is then sealed again with it (seal.reseal)."""
+    run = RunDir(Path(run_dir))
+    target = getattr(run, get_suite(suite).run_file)
+    write_json(target, result)
+    reseal(run, target.name)
+    return target
 
 
 def score_if_asked(cfg: RunConfig, run_dir: str | Path, data_path=None) -> dict | None:
@@ -325,7 +335,7 @@ def score_if_asked(cfg: RunConfig, run_dir: str | Path, data_path=None) -> dict 
 def copy_result(source: Path, target: Path, origin: str) -> dict:
     """A bitwise-identical run's lm_eval.json (same weights, so the same scores), naming the run it came from."""
     result = {**read_json(RunDir(source).lm_eval), "copied_from": origin}
-    write_json(RunDir(target).lm_eval, result)
+    write_result(target, "v1", result)
     return result
 
 

@@ -25,6 +25,7 @@ from .errors import BRIEF_ERRORS
 from .io import default_runs_dir, repo_root, runs_root, uncommitted_indexes, write_bytes_if_changed
 from .report import FINDINGS_STUDIES, findings_text, update_readme_findings, write_runs_readme
 from .results import build_index, load_positions
+from .studies import check_registered_runs
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
 
@@ -97,7 +98,8 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
 
     check_name("study", study)
     out = runs_root(out_dir).resolve()
-    runs = build_index(study, out)
+    check_registered_runs(study, out)  # every run the registry expects is there...
+    runs = build_index(study, out)  # ...and every finished run matches its seal
     check_complete(study, runs, study_family(study, runs))  # before any notebook runs: one line, not a traceback
     default_out = out == default_runs_dir().resolve()
     notebooks = repo_root() / "notebooks"
@@ -135,6 +137,7 @@ def publish_stability(out_dir=None, figures_dir=None) -> dict[str, Path]:
     out = runs_root(out_dir).resolve()
     for study in stability.STUDIES:
         if (out / study).is_dir():
+            check_registered_runs(study, out)
             build_index(study, out)
     written = {"STABILITY.md": stability.write_report(out, figures_dir)}
     written.update(_quoting_readmes(out, refresh_findings=out == default_runs_dir().resolve()))

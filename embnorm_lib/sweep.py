@@ -39,6 +39,7 @@ from .io import atomic_write_text, git_commit, read_json, repo_root, runs_root, 
 from .results import build_index
 from .reuse import complete_cell, finished_runs_by_identity, missing_results, reuse_identical_run
 from .rundir import RunDir, study_dir_for
+from .seal import finished_summary
 from .studies import ABC, STUDIES, Cell, grid, study_cells, waits_for
 
 TRAIN_NOTEBOOK = "notebooks/02_train.ipynb"
@@ -66,8 +67,7 @@ def _cell_status(cell: Cell, out_dir: Path) -> tuple[str, str]:
     try:
         if RunConfig.load(run.config).training_identity() != cell.config().training_identity():
             return "conflict", f"run dir {run.root} holds a run with a different config"
-        if run.summary.is_file():
-            summary = read_json(run.summary)
+        if (summary := finished_summary(run)) is not None:  # a damaged or unsealed run is 'corrupt', naming the file
             return ("incomplete" if missing_results(cell.config(), run.root, summary) else "done"), ""
     except BRIEF_ERRORS as e:
         return "corrupt", str(e)
@@ -330,7 +330,13 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
     if reuse and todo:
         remaining = []
         for cell in todo:
-            result = reuse_identical_run(cell, out, threads, finished)
+            try:
+                result = reuse_identical_run(cell, out, threads, finished)
+            except BRIEF_ERRORS as e:  # a damaged source run: this cell fails, naming it; the others go on
+                result = {"cell": cell.label(), "run_dir": str(cell.run_dir(out)), "status": "failed", "error": str(e)}
+                report.results.append(result)
+                echo(f"failed    {cell.label():28s} {e}")
+                continue
             if result is None:
                 remaining.append(cell)
             else:
@@ -389,12 +395,12 @@ def _finish(out: Path, cells: list[Cell], report: SweepReport, wall: float, work
     as one line and recorded as a failure instead of losing the results of the cells that finished."""
     report.wall_s = wall
     for study in sorted({c.study for c in cells}):
-        for what, write in (("index", lambda study=study: build_index(study, out, echo=echo)),
+        for what, write in (("index", lambda study=study: build_index(study, out)),
                             ("sweep log", lambda study=study: _write_sweep_log(out, study, report, wall, workers,
                                                                                threads))):
             try:
                 write()
-            except OSError as e:
+            except (OSError, *BRIEF_ERRORS) as e:  # a damaged run stops the index, naming it: the log is still kept
                 echo(f"could not write the {what} of {study}: {e}")
                 report.results.append({"cell": f"({study} {what})", "run_dir": str(out / study), "status": "failed",
                                        "error": str(e)})
@@ -495,7 +501,11 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.index_only:
-        table = build_index(args.study, out)
+        try:
+            table = build_index(args.study, out)
+        except BRIEF_ERRORS as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(f"{len(table)} runs indexed in {out / args.study / 'runs.csv'}")
         return 0
     try:

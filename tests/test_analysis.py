@@ -9,7 +9,8 @@ from conftest import REPO, tiny
 from embnorm_lib import analysis, figures
 from embnorm_lib.report import arm_table
 from embnorm_lib.results import build_index, load_runs
-from embnorm_lib.rundir import run_dir_for
+from embnorm_lib.rundir import RunDir, run_dir_for
+from embnorm_lib.seal import reseal
 from embnorm_lib.train import train
 
 
@@ -137,6 +138,7 @@ def test_completeness_gate_refuses_a_study_with_a_missing_metric(tiny_study, tmp
         if run_dir.parent.name != "none" or run_dir.name != "seed2":
             summary = json.loads((run_dir / "summary.json").read_text())
             (run_dir / "summary.json").write_text(json.dumps({**summary, "lm_macro_acc": 0.3}))
+        reseal(RunDir(run_dir), "config.json", "summary.json")
     build_index("gated", out)
     report = out / "gated" / "REPORT.md"
     report.write_text("the committed report")
