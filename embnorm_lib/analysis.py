@@ -20,7 +20,7 @@ import pandas as pd
 from . import plots, stats
 from .errors import RunDirError
 from .figures import study_stamp
-from .io import atomic_write_text, git_commit, repo_root, runs_root, write_json, write_text_stable
+from .io import atomic_write_text, default_figures_dir, git_commit, repo_root, runs_root, write_json, write_text_stable
 from .render import to_latex, to_markdown
 from .results import load_runs
 from .stability import recommendation_for
@@ -226,7 +226,7 @@ def plain_words(a: ScopeAnalysis) -> list[str]:
 def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None) -> Path:
     study = analyses[0].study
     study_root = runs_root(out_dir) / study
-    fig_root = Path(figures_dir or repo_root() / "figures" / study)
+    fig_root = Path(figures_dir or default_figures_dir(out_dir, study))
     commit = git_commit()
     sections = [f"# {study}: does an embedding norm help or hurt?", "",
                 f"Analysis per `docs/PROTOCOL.md` ({protocol_words()}); produced by "

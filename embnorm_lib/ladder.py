@@ -439,7 +439,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     import matplotlib.pyplot as plt
 
     from . import plots
-    from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+    from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
     from .render import compact_markdown
     from .results import arm_order, load_runs
     from .rundir import study_dir_for
@@ -447,7 +447,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
-    figures = Path(figures_dir or repo_root() / "figures" / "ladder")
+    figures = Path(figures_dir or default_figures_dir(out, "ladder"))
     footer = f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}"
     if study in LR_CHECKS:
         if len(runs):
