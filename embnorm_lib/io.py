@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import DiskFullError, RunDirError
+from .errors import ConfigError, DiskFullError, RunDirError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -35,6 +35,16 @@ def default_runs_dir() -> Path:
 def runs_root(out_dir: str | os.PathLike | None = None) -> Path:
     """The runs directory a command works in: `out_dir` when given, else the repository's runs/."""
     return Path(out_dir) if out_dir else default_runs_dir()
+
+
+def path_inside(root: str | os.PathLike, path: str | os.PathLike, what: str) -> Path:
+    """`path` (relative to `root`) resolved, symlinks and '..' included; refused in one line when it is absolute or
+    lands outside `root`. For every path a command takes from a file or an argument and then writes under."""
+    base = Path(root).resolve()
+    full = (base / path).resolve()
+    if Path(path).is_absolute() or not full.is_relative_to(base) or full == base:
+        raise ConfigError(f"invalid {what} {str(path)!r}: it leads outside {root}; allowed: a relative path inside it")
+    return full
 
 
 def default_figures_dir(out_dir: str | os.PathLike | None, name: str) -> Path:

@@ -28,9 +28,9 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # the harness's per-request bars wou
 import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from .config import RunConfig  # noqa: E402
+from .config import RunConfig, check_name  # noqa: E402
 from .data import encode_chars, load_corpus  # noqa: E402
-from .errors import RunDirError  # noqa: E402
+from .errors import ConfigError, RunDirError  # noqa: E402
 from .io import git_commit, read_json, runs_root, write_json  # noqa: E402
 from .model import GPT  # noqa: E402
 from .rundir import RunDir, finished_run_dirs  # noqa: E402
@@ -354,6 +354,11 @@ def main(argv=None) -> int:
         return 0
     if not args.study:
         p.error("give a study or --run-dir")
+    try:
+        check_name("study", args.study)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from tqdm import tqdm
 
     runs = finished_run_dirs(runs_root(args.out_dir) / args.study)
