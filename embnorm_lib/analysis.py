@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from . import plots, stats
-from .errors import RunDirError
+from .errors import RunDirError, entry
 from .figures import study_stamp
 from .io import atomic_write_text, default_figures_dir, git_commit, repo_root, runs_root, write_json, write_text_stable
 from .render import to_latex, to_markdown
@@ -281,4 +281,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

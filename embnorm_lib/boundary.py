@@ -20,6 +20,7 @@ import pandas as pd
 
 from . import plots, stats
 from .cli import report_main
+from .errors import entry
 from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
 from .render import PARTIAL, compact_markdown
 from .results import has_index, load_runs, load_series
@@ -398,4 +399,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -17,6 +17,7 @@ import pandas as pd
 from . import plots, stats
 from .cli import report_main
 from .data import load_corpus
+from .errors import entry
 from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
 from .render import PARTIAL, compact_markdown
 from .results import has_index, load_runs
@@ -118,4 +119,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

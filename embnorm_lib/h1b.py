@@ -21,6 +21,7 @@ import pandas as pd
 from . import plots, stats
 from .boundary import final_out_logits, fisher_vs_none, h1b_family, phase_table
 from .cli import report_main
+from .errors import entry
 from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
 from .render import PARTIAL, compact_markdown
 from .results import has_index, load_runs
@@ -199,4 +200,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

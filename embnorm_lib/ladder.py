@@ -21,6 +21,7 @@ from scipy import stats as scipy_stats
 from . import stats
 from .cli import report_main
 from .config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM, non_embedding_params
+from .errors import entry
 
 # the exploratory subword LR checks, each with the amendment that registered it (rung 1; rung 2)
 SUBWORD_LR_CHECKS = {"ladder-bpe-lr": 8, "ladder-bpe-lr2": 13}
@@ -779,4 +780,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -109,4 +109,6 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     import sys
 
-    sys.exit(main())
+    from .errors import entry
+
+    sys.exit(entry(main))

@@ -30,7 +30,7 @@ from torch.nn import functional as F  # noqa: E402
 
 from .config import RunConfig, check_name  # noqa: E402
 from .data import encode_chars, load_corpus  # noqa: E402
-from .errors import ConfigError, RunDirError  # noqa: E402
+from .errors import ConfigError, RunDirError, entry  # noqa: E402
 from .io import git_commit, read_json, runs_root, write_json  # noqa: E402
 from .model import GPT  # noqa: E402
 from .rundir import RunDir, finished_run_dirs  # noqa: E402
@@ -369,4 +369,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from .errors import entry
 from .io import read_json, repo_root, runs_root, write_bytes_if_changed, write_figure_if_changed
 from .results import has_index, load_runs
 from .rundir import study_dir_for
@@ -517,4 +518,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import h1b, length, paper, stability
 from .analysis import check_complete, study_family
 from .config import check_name
-from .errors import BRIEF_ERRORS
+from .errors import BRIEF_ERRORS, entry
 from .io import default_runs_dir, repo_root, runs_root, transaction, uncommitted_indexes, write_bytes_if_changed
 from .report import FINDINGS_STUDIES, findings_text, update_readme_findings, write_runs_readme
 from .results import build_index, load_positions
@@ -248,4 +248,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

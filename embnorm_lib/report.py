@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .errors import entry
 from .io import runs_root, write_bytes_if_changed
 from .render import compact_markdown, layouts_text, markdown_arm_table, replication_markdown
 from .results import arm_order, has_index, load_runs, reused_mask, study_provenance
@@ -553,4 +554,4 @@ def update_readme_findings(readme: Path, text: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

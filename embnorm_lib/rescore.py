@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .config import RunConfig
+from .errors import entry
 from .io import read_json, runs_root
 from .job import compare_runs
 from .lm_eval_adapter import evaluate_run, get_suite, write_result
@@ -157,4 +158,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import RunDirError
+from .errors import RunDirError, entry
 from .io import read_json, runs_root, write_json
 from .rundir import LOCK_FILES, RunDir
 
@@ -208,4 +208,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

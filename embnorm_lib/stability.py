@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import plots, stats
+from .errors import entry
 from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
 from .render import compact_markdown, layouts_text
 from .results import has_index, load_runs, load_series, reused_mask, study_provenance
@@ -443,4 +444,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

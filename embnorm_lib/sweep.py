@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
 
 from .cli import parse_seeds, parse_value, split_assignment
 from .config import RunConfig, check_name
-from .errors import BRIEF_ERRORS, ConfigError, RunDirError
+from .errors import BRIEF_ERRORS, ConfigError, RunDirError, entry
 from .io import atomic_write_text, git_commit, read_json, repo_root, runs_root, write_bytes_if_changed
 from .results import build_index
 from .reuse import complete_cell, finished_runs_by_identity, missing_results, reuse_identical_run
@@ -363,6 +363,9 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
             pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers,
                                                            mp_context=multiprocessing.get_context("spawn")))
             futures = [pool.submit(execute_job, j, str(out), data_path, threads, notebook) for j in jobs]
+            # Ctrl-C: no queued cell starts (leaving the `with` would otherwise wait for every queued job to run);
+            # the running ones got the same SIGINT and resume from their last checkpoint next time
+            stack.push(lambda kind, *_: pool.shutdown(wait=False, cancel_futures=True) if kind else None)
             results = (r for f in as_completed(futures) for r in f.result())
         else:
             engine = make_submitit_executor(executor, out / ".submitit", threads, slurm)
@@ -542,4 +545,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))
