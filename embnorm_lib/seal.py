@@ -127,16 +127,21 @@ def _check_consistent(run: RunDir, records: dict[str, dict]) -> int:
         if path.name in records:
             read_json(path)  # one line naming the file when it does not parse
     steps = read_json(run.summary).get("steps")
-    last = _last_step(run.metrics) if run.metrics.is_file() else None
+    log = next((p for p in sorted(run.root.glob(f"{run.metrics.stem}.*")) if p.suffix in LAST_STEP), run.metrics)
+    last = LAST_STEP[log.suffix](log) if log.is_file() else None
     if not isinstance(steps, int) or last != steps:
-        raise SealError(f"run {run.root}: {run.metrics.name} ends at step {last}, {run.summary.name} says "
+        raise SealError(f"run {run.root}: {log.name} ends at step {last}, {run.summary.name} says "
                         f"{steps!r}; allowed: a log that reaches the run's last step (nothing was sealed)")
     return steps
 
 
-def _last_step(path: Path) -> int | None:
+def _jsonl_last_step(path: Path) -> int | None:
     lines = [line for line in path.read_bytes().splitlines() if line.strip()]
     return json.loads(lines[-1]).get("step") if lines else 0  # an empty log: a run that took no step
+
+
+# The last step of the per-step metrics log, by file suffix (beside ROW_COUNTERS: a new log format adds both)
+LAST_STEP: dict[str, Callable[[Path], int | None]] = {".jsonl": _jsonl_last_step}
 
 
 def seal_run(run: RunDir) -> Path:
