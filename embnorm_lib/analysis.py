@@ -18,10 +18,11 @@ import numpy as np
 import pandas as pd
 
 from . import plots, stats
-from .errors import RunDirError
+from .errors import RunDirError, entry
 from .figures import study_stamp
 from .io import (
     atomic_write_text,
+    default_figures_dir,
     git_commit,
     published_csv,
     repo_root,
@@ -234,7 +235,7 @@ def plain_words(a: ScopeAnalysis) -> list[str]:
 def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None) -> Path:
     study = analyses[0].study
     study_root = runs_root(out_dir) / study
-    fig_root = Path(figures_dir or repo_root() / "figures" / study)
+    fig_root = Path(figures_dir or default_figures_dir(out_dir, study))
     commit = git_commit()
     sections = [f"# {study}: does an embedding norm help or hurt?", "",
                 f"Analysis per `docs/PROTOCOL.md` ({protocol_words()}); produced by "
@@ -289,4 +290,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from .config import RunConfig, preset_config
+from .errors import entry
 from .io import environment_info, git_commit, read_json, read_jsonl, repo_root, runs_root, write_json
 from .studies import study_cells
 from .train import train
@@ -271,4 +272,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

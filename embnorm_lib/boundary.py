@@ -20,7 +20,8 @@ import pandas as pd
 
 from . import plots, stats
 from .cli import report_main
-from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+from .errors import entry
+from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
 from .render import PARTIAL, compact_markdown
 from .results import has_index, load_runs, load_series
 from .rundir import study_dir_for
@@ -327,7 +328,7 @@ def search_words(study: str, runs: pd.DataFrame) -> str:
 
 def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
     out = runs_root(out_dir)
-    fig_dir = Path(figures_dir or repo_root() / "figures" / "stability-v2")
+    fig_dir = Path(figures_dir or default_figures_dir(out, "stability-v2"))
     prefix = "" if study == STUDY else f"{study.removeprefix('stability-').removesuffix('-v2')}_"
     d = analyse(out, study)
     runs = d["runs"]
@@ -398,4 +399,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

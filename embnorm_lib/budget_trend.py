@@ -17,7 +17,8 @@ import pandas as pd
 from . import plots, stats
 from .cli import report_main
 from .data import load_corpus
-from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+from .errors import entry
+from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
 from .render import PARTIAL, compact_markdown
 from .results import has_index, load_runs
 from .rundir import study_dir_for
@@ -91,7 +92,7 @@ def write_report(out_dir=None, data_path=None, figures_dir=None) -> Path:
     present = [s for s in STUDIES if has_index(s, out)]
     done, registered = finished(out)
     fig = plots.plot_budget_trend(table)
-    plots.save(fig, Path(figures_dir or repo_root() / "figures" / "stability-v2") / "budget_trend",
+    plots.save(fig, Path(figures_dir or default_figures_dir(out, "stability-v2")) / "budget_trend",
                "embnorm · budget trend · runs.csv " + " ".join(fingerprint(study_dir_for(s, out).index)
                                                               for s in present))
     plt.close(fig)
@@ -118,4 +119,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

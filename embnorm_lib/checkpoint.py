@@ -184,21 +184,31 @@ def cpu_changed(trained_on: list[dict]) -> bool | None:
 
 @contextlib.contextmanager
 def holding(run: RunDir, is_main: bool) -> Iterator[None]:
-    """The run directory's lock for the main rank; directories this call created and left empty are removed."""
+    """The run directory's lock for the main rank, taken before anything in the directory is looked at or written.
+    A refused process removes nothing; the holder, when it leaves the directory holding nothing but its lock (nothing
+    was written: an attempt that failed its checks), removes the lock and the directories its own lock call made
+    while it still holds the lock, so it never deletes another process's lock or run."""
     if not is_main:
         yield
         return
-    created = [p for p in (run.root, *run.root.parents) if not p.exists()]
+    lock = RunLock(run.lock)
+    if not lock.acquire():
+        for d in reversed(lock.created):  # empty directories this refused attempt made (rmdir removes nothing else)
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise RunDirError(f"run directory {run.root} is in use by another process (lock {run.lock.name} held); "
+                          f"allowed: wait for it to finish, or use another study/out_dir")
     try:
-        with RunLock(run.lock):
-            yield
+        yield
     finally:
-        if run.root.is_dir() and [p.name for p in run.root.iterdir()] in ([], [run.lock.name]):
-            if created:  # nothing was written: leave no trace of this attempt
-                run.lock.unlink(missing_ok=True)
-                for p in created:
+        try:
+            if [p.name for p in run.root.iterdir()] == [run.lock.name]:  # leave no trace of an attempt that wrote nothing
+                run.lock.unlink()
+                for d in (run.root, *reversed(lock.created)):
                     with contextlib.suppress(OSError):
-                        p.rmdir()
+                        d.rmdir()
+        finally:
+            lock.release()
 
 
 def elapsed_clock(state: TrainingState) -> Callable[[], float]:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from .errors import DataError
+from .errors import DataError, entry
 from .io import atomic_write_bytes, atomic_write_text
 
 MIN_CHARS = 1000  # what data.load_corpus accepts
@@ -94,4 +94,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -1,6 +1,9 @@
 """The errors a user can cause. Each message is one line naming the bad value and what is allowed;
-notebooks show these without a traceback (see notebook.brief_errors)."""
+notebooks show these without a traceback (see notebook.brief_errors), command lines too (`entry`)."""
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
 
 
 class ConfigError(ValueError):
@@ -20,3 +23,30 @@ class DiskFullError(OSError):
 
 
 BRIEF_ERRORS = (ConfigError, RunDirError, DataError, DiskFullError)
+
+
+def entry(main: Callable[[list[str]], int], argv: Sequence[str] | None = None) -> int:
+    """A command line's `main` as the shell sees it: any error becomes one line `error: ...` and exit code 2 (one the
+    user can cause names the bad value and what is allowed; anything else says to rerun with --debug), Ctrl-C exit
+    code 130. `--debug`, anywhere in the arguments, shows the traceback instead."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    args = [a for a in args if a != "--debug"]
+    try:
+        return main(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("error: interrupted (Ctrl-C); a run that was training resumes from its last checkpoint", file=sys.stderr)
+        return 130
+    except Exception as e:  # the point: no traceback unless asked for
+        if debug:
+            raise
+        text = (str(e).splitlines() or [""])[0][:500]
+        if isinstance(e, (*BRIEF_ERRORS, ValueError, OSError)):
+            print(f"error: {text or type(e).__name__}", file=sys.stderr)
+        else:
+            print(f"error: {type(e).__name__}: {text} (unexpected; rerun with --debug for the traceback)",
+                  file=sys.stderr)
+        return 2
+

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from . import plots
-from .io import fingerprint, repo_root
+from .io import default_figures_dir, fingerprint
 from .results import load_calibration, load_series
 from .rundir import study_dir_for
 
@@ -104,7 +104,7 @@ def study_stamp(study: str, out_dir=None) -> str:
 
 def render_study(study: str, out_dir=None, figures_dir=None, arms: str = "", names=None) -> dict[str, list[Path]]:
     data = StudyData(study, out_dir, arms)
-    target = Path(figures_dir or repo_root() / "figures" / study)
+    target = Path(figures_dir or default_figures_dir(out_dir, study))
     footer = study_stamp(study, out_dir)
     written = {}
     for name in names or FIGURES:

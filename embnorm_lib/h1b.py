@@ -21,7 +21,8 @@ import pandas as pd
 from . import plots, stats
 from .boundary import final_out_logits, fisher_vs_none, h1b_family, phase_table
 from .cli import report_main
-from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+from .errors import entry
+from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
 from .render import PARTIAL, compact_markdown
 from .results import has_index, load_runs
 from .rundir import study_dir_for
@@ -148,7 +149,7 @@ def _decision_words(decision: dict, mei: float) -> str:
 
 def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
     out = runs_root(out_dir)
-    fig_dir = Path(figures_dir or repo_root() / "figures" / "stability-v2")
+    fig_dir = Path(figures_dir or default_figures_dir(out, "stability-v2"))
     d = analyse(out, study)
     done, expected = len(d["every"]), len(STUDIES[study].cells())
     footer = f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}"
@@ -199,4 +200,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

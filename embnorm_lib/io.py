@@ -1,6 +1,7 @@
 """Atomic file writes and provenance (where a result came from)."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -12,11 +13,11 @@ import subprocess
 import sys
 import tempfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import DiskFullError, RunDirError
+from .errors import ConfigError, DiskFullError, RunDirError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -36,12 +37,32 @@ def runs_root(out_dir: str | os.PathLike | None = None) -> Path:
     return Path(out_dir) if out_dir else default_runs_dir()
 
 
+def path_inside(root: str | os.PathLike, path: str | os.PathLike, what: str) -> Path:
+    """`path` (relative to `root`) resolved, symlinks and '..' included; refused in one line when it is absolute or
+    lands outside `root`. For every path a command takes from a file or an argument and then writes under."""
+    base = Path(root).resolve()
+    full = (base / path).resolve()
+    if Path(path).is_absolute() or not full.is_relative_to(base) or full == base:
+        raise ConfigError(f"invalid {what} {str(path)!r}: it leads outside {root}; allowed: a relative path inside it")
+    return full
+
+
+def default_figures_dir(out_dir: str | os.PathLike | None, name: str) -> Path:
+    """Where a report's figures go unless told: the checkout's figures/<name> for the committed runs directory, and
+    <out_dir>/figures/<name> for any other, so scratch studies never overwrite committed figures."""
+    out = runs_root(out_dir)
+    if out.resolve() == default_runs_dir().resolve():
+        return repo_root() / "figures" / name
+    return out / "figures" / name
+
+
 def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> Path:
     from .distributed import current_rank  # here, not at the top: it loads torch.distributed, which readers skip
 
     if current_rank() != 0:  # under torchrun only rank 0 writes the run directory
         raise RuntimeError(f"rank {current_rank()} tried to write {path}; allowed: rank 0 only")
     path = Path(path)
+    _journal_new_dirs(path.parent)
     path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(tmp: str) -> None:
@@ -61,6 +82,7 @@ def _write_through_temp(path: Path, write) -> Path:
     os.close(fd)
     try:
         write(tmp)
+        _journal_file(path)
         os.replace(tmp, path)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
@@ -68,6 +90,129 @@ def _write_through_temp(path: Path, write) -> Path:
             raise DiskFullError(errno.ENOSPC, f"no space left while writing {path}") from None
         raise
     return path
+
+
+# -- transactions: a publication writes all of its outputs or none ------------------------------------------------
+# While a transaction is open, every write through this module first keeps what it replaces (the original file, or
+# that there was none, or that its directory did not exist) in the transaction's journal; the journal's directory is
+# named in the environment, so notebook kernels and worker processes started inside it journal their writes too. On
+# failure every journaled path is put back as it was; a journal left by a killed process is rolled back by the next
+# transaction in the same runs directory.
+TRANSACTION_ENV = "EMBNORM_TRANSACTION"
+JOURNAL_DIR = ".publish.journal"  # under the runs directory (runs/**/.publish.*/ is git-ignored)
+
+
+def _journal() -> Path | None:
+    named = os.environ.get(TRANSACTION_ENV)
+    return Path(named) if named else None
+
+
+def _journal_entry(journal: Path, entry: dict) -> None:
+    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+    fd = os.open(journal / "entries.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)  # one short O_APPEND write: lines from concurrent processes do not interleave
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _journal_new_dirs(directory: Path) -> None:
+    journal = _journal()
+    if journal is None:
+        return
+    missing = [d for d in (directory, *directory.parents) if not d.exists()]
+    for d in reversed(missing):  # outermost first: rolled back innermost first
+        _journal_entry(journal, {"dir": str(d.resolve())})
+
+
+def _journal_file(path: Path) -> None:
+    """Keep the file `path` holds now (or that it holds none) before it is replaced, once per transaction."""
+    import hashlib
+    import shutil
+
+    journal = _journal()
+    if journal is None:
+        return
+    target = str(path.resolve())
+    backup = journal / hashlib.sha256(target.encode()).hexdigest()
+    try:
+        fd = os.open(backup.with_suffix(".claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return  # already journaled in this transaction: its original is kept
+    os.close(fd)
+    existed = path.is_file()
+    if existed:
+        shutil.copy2(path, backup)
+    _journal_entry(journal, {"path": target, "existed": existed, "backup": backup.name})
+
+
+def rollback_journal(journal: Path) -> int:
+    """Put every path a transaction wrote back as it was; returns how many were restored or removed."""
+    entries_file = journal / "entries.jsonl"
+    entries = [json.loads(line) for line in entries_file.read_text().splitlines() if line.strip()] \
+        if entries_file.is_file() else []
+    undone = 0
+    for entry in reversed(entries):
+        if "path" in entry:
+            path = Path(entry["path"])
+            if entry["existed"]:
+                os.replace(_copy_beside(journal / entry["backup"], path), path)
+            else:
+                path.unlink(missing_ok=True)
+            undone += 1
+        else:
+            try:
+                Path(entry["dir"]).rmdir()  # only if empty: nothing else was put there meanwhile
+            except OSError:
+                pass
+    return undone
+
+
+def _copy_beside(source: Path, path: Path) -> Path:
+    import shutil
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    shutil.copy2(source, tmp)
+    return Path(tmp)
+
+
+def _clear_journal(journal: Path) -> None:
+    for item in journal.iterdir():
+        if item.name != "lock":
+            item.unlink()
+
+
+@contextlib.contextmanager
+def transaction(runs_dir: str | os.PathLike, echo=None) -> Iterator[None]:
+    """All or nothing for the outputs written inside (by this process and those it starts): on an exception every
+    file written is put back as it was and every directory created is removed, then the exception goes on. One
+    transaction per runs directory at a time (a second is refused in one line); inside one, a nested call joins it."""
+    if _journal() is not None:
+        yield
+        return
+    if not Path(runs_dir).is_dir():
+        raise RunDirError(f"no runs directory {runs_dir}; allowed: an existing directory of studies")
+    journal = Path(runs_dir) / JOURNAL_DIR
+    journal.mkdir(exist_ok=True)
+    with RunLock(journal / "lock", what="publication journal"):
+        if any(p.name != "lock" for p in journal.iterdir()):  # a publication killed part-way: undo it first
+            undone = rollback_journal(journal)
+            (echo or (lambda text: print(text, file=sys.stderr)))(
+                f"note: rolled back {undone} file(s) a publication left half-written in {Path(runs_dir)}")
+            _clear_journal(journal)
+        os.environ[TRANSACTION_ENV] = str(journal.resolve())
+        try:
+            yield
+        except BaseException:
+            rollback_journal(journal)  # should this fail, the journal stays for the next transaction to finish
+            _clear_journal(journal)
+            raise
+        else:
+            _clear_journal(journal)
+        finally:
+            del os.environ[TRANSACTION_ENV]
 
 
 def write_bytes_if_changed(path: str | os.PathLike, payload: bytes) -> Path:
@@ -195,6 +340,19 @@ def save_torch(obj: Any, path: str | os.PathLike) -> Path:
     return _write_through_temp(Path(path), lambda tmp: torch.save(obj, tmp))
 
 
+def _make_dirs(directory: Path) -> list[Path]:
+    """mkdir -p that returns the directories this call made itself (another process may make some at the same time:
+    only an os.mkdir that succeeded counts)."""
+    made = []
+    for d in reversed([d for d in (directory, *directory.parents) if not d.is_dir()]):
+        try:
+            os.mkdir(d)
+            made.append(d)
+        except FileExistsError:
+            pass
+    return made
+
+
 class RunLock:
     """An exclusive flock on one lock file; released when the process dies, so it never goes stale.
 
@@ -203,10 +361,17 @@ class RunLock:
 
     def __init__(self, path: str | os.PathLike, what: str = "run directory"):
         self.path, self.what, self.fd = Path(path), what, None
+        self.created: list[Path] = []  # the directories this call's own mkdir made, outermost first
 
     def acquire(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        for attempt in range(3):
+            self.created = _make_dirs(self.path.parent)
+            try:
+                self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+                break
+            except FileNotFoundError:  # a directory was removed (left empty by another attempt) in between: again
+                if attempt == 2:
+                    raise
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True

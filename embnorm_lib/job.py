@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from . import sweep
-from .errors import BRIEF_ERRORS
+from .errors import BRIEF_ERRORS, entry
 from .io import default_runs_dir, read_json, read_jsonl, repo_root, shown_path
 from .publish import publish
 from .report import findings_text
@@ -270,4 +270,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -21,6 +21,7 @@ from scipy import stats as scipy_stats
 from . import stats
 from .cli import report_main
 from .config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM, non_embedding_params
+from .errors import entry
 
 # the exploratory subword LR checks, each with the amendment that registered it (rung 1; rung 2)
 SUBWORD_LR_CHECKS = {"ladder-bpe-lr": 8, "ladder-bpe-lr2": 13}
@@ -439,7 +440,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
     import matplotlib.pyplot as plt
 
     from . import plots
-    from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+    from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
     from .render import compact_markdown
     from .results import arm_order, load_runs
     from .rundir import study_dir_for
@@ -447,7 +448,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
-    figures = Path(figures_dir or repo_root() / "figures" / "ladder")
+    figures = Path(figures_dir or default_figures_dir(out, "ladder"))
     footer = f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}"
     if study in LR_CHECKS:
         if len(runs):
@@ -779,4 +780,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -64,7 +64,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
 
     from . import plots
     from .h1b import STUDY
-    from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+    from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
     from .render import compact_markdown
     from .rundir import study_dir_for
 
@@ -76,7 +76,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
     deltas = deltas.sort_values(["variant", "position"], key=lambda c: c.map(variant_rank) if c.name == "variant"
                                 else c, kind="stable").reset_index(drop=True)
     fig = plots.plot_position_deltas(deltas)
-    plots.save(fig, Path(figures_dir or repo_root() / "figures" / "stability-v2") / "length_tuned",
+    plots.save(fig, Path(figures_dir or default_figures_dir(out, "stability-v2")) / "length_tuned",
                f"embnorm · {STUDY} · runs.csv {fingerprint(study_dir_for(STUDY, out).index)}")
     plt.close(fig)
     shown = deltas[deltas["position"].isin(SHOWN_POSITIONS)]
@@ -109,4 +109,6 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     import sys
 
-    sys.exit(main())
+    from .errors import entry
+
+    sys.exit(entry(main))

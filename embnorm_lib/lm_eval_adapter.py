@@ -28,12 +28,13 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # the harness's per-request bars wou
 import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from .config import RunConfig  # noqa: E402
+from .config import RunConfig, check_name  # noqa: E402
 from .data import encode_chars, load_corpus  # noqa: E402
-from .errors import RunDirError  # noqa: E402
+from .errors import ConfigError, RunDirError, entry  # noqa: E402
 from .io import git_commit, read_json, runs_root, write_json  # noqa: E402
 from .model import GPT  # noqa: E402
 from .rundir import RunDir, finished_run_dirs  # noqa: E402
+from .seal import reseal  # noqa: E402
 
 TASK_DIR = Path(__file__).resolve().parent / "lmtasks"
 TASKS = ["shakespeare_word_cloze", "shakespeare_shuffled", "shakespeare_next_line", "shakespeare_next_speaker"]
@@ -304,8 +305,17 @@ def evaluate_run(run_dir: str | Path, data_path=None, shots=None, force: bool = 
     if target.is_file() and not force:
         return read_json(target)
     result = evaluate_lm(CharLM.from_run_dir(run.root, data_path), shots, data_path, suite=suite)
-    write_json(target, result)
+    write_result(run.root, suite, result)
     return result
+
+
+def write_result(run_dir: str | Path, suite: str, result: dict) -> Path:
+    """A suite's result file in a finished run, which is then sealed again with it (seal.reseal)."""
+    run = RunDir(Path(run_dir))
+    target = getattr(run, get_suite(suite).run_file)
+    write_json(target, result)
+    reseal(run, target.name)
+    return target
 
 
 def score_if_asked(cfg: RunConfig, run_dir: str | Path, data_path=None) -> dict | None:
@@ -325,7 +335,7 @@ def score_if_asked(cfg: RunConfig, run_dir: str | Path, data_path=None) -> dict 
 def copy_result(source: Path, target: Path, origin: str) -> dict:
     """A bitwise-identical run's lm_eval.json (same weights, so the same scores), naming the run it came from."""
     result = {**read_json(RunDir(source).lm_eval), "copied_from": origin}
-    write_json(RunDir(target).lm_eval, result)
+    write_result(target, "v1", result)
     return result
 
 
@@ -344,6 +354,11 @@ def main(argv=None) -> int:
         return 0
     if not args.study:
         p.error("give a study or --run-dir")
+    try:
+        check_name("study", args.study)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from tqdm import tqdm
 
     runs = finished_run_dirs(runs_root(args.out_dir) / args.study)
@@ -354,4 +369,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -50,7 +50,7 @@ def pin_library() -> None:
         importlib.import_module(module.name)
 
 
-RESERVED_OVERRIDES = ("variant", "seed")  # notebook parameters of their own: one value, one place
+RESERVED_OVERRIDES = ("variant", "seed", "preset")  # notebook parameters of their own: one value, one place
 
 
 # The training notebook's `smoke=True`: a check that a run works end to end in seconds, not a result. Evaluation scores
@@ -76,10 +76,18 @@ def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int 
     reserved = [k for k in RESERVED_OVERRIDES if k in overrides]
     if reserved:
         raise ConfigError(f"invalid overrides key(s) {', '.join(reserved)}; allowed: any other config field "
-                          f"(variant and seed are parameters of their own)")
-    changes: dict[str, Any] = {**(SMOKE if smoke else {}), **dict(variant=variant, seed=seed, device=device, **overrides)}
+                          f"(variant, seed and preset are parameters of their own)")
+    # a field given both as a parameter and in overrides: one value, or a refusal naming both (never a silent winner)
+    parameters = {"device": (device, "auto")}
     if not (isinstance(max_iters, int) and not isinstance(max_iters, bool) and max_iters == 0):
-        changes["max_iters"] = max_iters  # validated by RunConfig; 0 (the default) keeps the preset's
+        parameters["max_iters"] = (max_iters, 0)  # validated by RunConfig; 0 (the default) keeps the preset's
+    changes: dict[str, Any] = {**(SMOKE if smoke else {}), **dict(variant=variant, seed=seed, **overrides)}
+    for name, (value, default) in parameters.items():
+        if name in overrides and value != default and overrides[name] != value:
+            raise ConfigError(f"conflicting {name}: parameter {name}={value!r} and overrides {name}="
+                              f"{overrides[name]!r}; allowed: one of them, or the same value in both")
+        if name not in overrides:  # an explicit parameter wins over SMOKE's; its default keeps SMOKE's or the preset's
+            changes[name] = value if value != default else changes.get(name, value)
     return preset_config(preset, **changes)
 
 

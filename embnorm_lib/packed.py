@@ -31,9 +31,9 @@ from .config import RunConfig
 from .data import load_corpus
 from .device import Precision, resolve_precision, select_device
 from .errors import ConfigError
-from .io import read_json
 from .model import GPT
 from .rundir import RunDir
+from .seal import finished_summary
 from .train import check_fits_data, progress_bar, seed_global_generators, start_run
 from .variants import RMSNorm
 
@@ -158,7 +158,7 @@ def train_packed(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike
             for run, cfg in zip(runs, cfgs, strict=True):
                 locks.enter_context(holding(run, True))
                 check_same_run(run, cfg)
-            done = {i: read_json(r.summary) for i, r in enumerate(runs) if r.summary.is_file()}
+            done = {i: finished_summary(r) for i, r in enumerate(runs) if r.summary.is_file()}
             todo = [i for i in range(len(cfgs)) if i not in done]
             if todo:
                 done.update(_train_pack([cfgs[i] for i in todo], [runs[i] for i in todo], todo, corpus, device,

@@ -22,10 +22,11 @@ from pathlib import Path
 from . import h1b, length, paper, stability
 from .analysis import check_complete, study_family
 from .config import check_name
-from .errors import BRIEF_ERRORS
-from .io import default_runs_dir, repo_root, runs_root, uncommitted_indexes, write_bytes_if_changed
+from .errors import BRIEF_ERRORS, entry
+from .io import default_runs_dir, repo_root, runs_root, transaction, uncommitted_indexes, write_bytes_if_changed
 from .report import FINDINGS_STUDIES, update_readme, write_runs_readme
 from .results import build_index, load_positions
+from .studies import check_registered_runs
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
 
@@ -91,14 +92,22 @@ def _execute_notebook(source: str, executed: str, cwd: str, params: dict) -> str
 
 
 def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
+    """A paired study's index, notebooks, report.html and what quotes them, as one transaction (io.transaction):
+    when any step fails, every file it wrote is put back as it was."""
+    check_name("study", study)
+    out = runs_root(out_dir).resolve()
+    with transaction(out):
+        return _publish(study, out, figures_dir)
+
+
+def _publish(study: str, out: Path, figures_dir) -> dict[str, Path]:
     import shutil
     import tempfile
 
     import nbformat
 
-    check_name("study", study)
-    out = runs_root(out_dir).resolve()
-    runs = build_index(study, out)
+    check_registered_runs(study, out)  # every run the registry expects is there...
+    runs = build_index(study, out)  # ...and every finished run matches its seal
     check_complete(study, runs, study_family(study, runs))  # before any notebook runs: one line, not a traceback
     default_out = out == default_runs_dir().resolve()
     notebooks = repo_root() / "notebooks"
@@ -132,10 +141,16 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
 
 
 def publish_stability(out_dir=None, figures_dir=None) -> dict[str, Path]:
-    """runs/STABILITY.md and figures/stability/ from the stability studies, then what quotes them."""
+    """runs/STABILITY.md and figures/stability/ from the stability studies, then what quotes them (one transaction)."""
     out = runs_root(out_dir).resolve()
+    with transaction(out):
+        return _publish_stability(out, figures_dir)
+
+
+def _publish_stability(out: Path, figures_dir) -> dict[str, Path]:
     for study in stability.STUDIES:
         if (out / study).is_dir():
+            check_registered_runs(study, out)
             build_index(study, out)
     written = {"STABILITY.md": stability.write_report(out, figures_dir)}
     written.update(_quoting_readmes(out, refresh_findings=out == default_runs_dir().resolve()))
@@ -185,8 +200,13 @@ def v2_report_writer(study: str) -> Callable[[Path, Path | None], Path]:
 
 def publish_v2(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     """A stability v2, H1b or ladder study: its index, its report, then what quotes them (runs/README.md, the
-    paper)."""
+    paper), as one transaction."""
     out = runs_root(out_dir).resolve()
+    with transaction(out):
+        return _publish_v2(study, out, figures_dir)
+
+
+def _publish_v2(study: str, out: Path, figures_dir) -> dict[str, Path]:
     build_index(study, out)
     figures = Path(figures_dir) if figures_dir else None
     report = v2_report_writer(study)(out, figures)
@@ -209,16 +229,18 @@ def main(argv=None) -> int:
 
     try:
         if args.study == "paper":
-            written = {"paper.pdf": paper.build(args.out_dir)}
+            with transaction(runs_root(args.out_dir)):
+                written = {"paper.pdf": paper.build(args.out_dir)}
         elif args.study == "readme":
-            written = {path.name: path for path in update_readme(args.out_dir)}
+            with transaction(runs_root(args.out_dir)):
+                written = {path.name: path for path in update_readme(args.out_dir)}
         elif args.study == "stability":
             written = publish_stability(args.out_dir, args.figures_dir)
         elif args.study in STUDIES and STUDIES[args.study].analysis in ("stability-v2", "h1b", "ladder", "ladder-data"):
             written = publish_v2(args.study, args.out_dir, args.figures_dir)
         else:
             written = publish(args.study, args.out_dir, args.figures_dir)
-    except BRIEF_ERRORS as e:
+    except (*BRIEF_ERRORS, OSError) as e:  # nothing of the publication was kept (a transaction)
         print(f"error: {e}", file=sys.stderr)
         return 2
     for name, path in written.items():
@@ -234,4 +256,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

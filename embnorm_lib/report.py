@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .errors import entry
 from .io import repo_root, runs_root, write_bytes_if_changed
 from .render import compact_markdown, layouts_text, markdown_arm_table, replication_markdown
 from .results import arm_order, has_index, load_runs, reused_mask, study_provenance
@@ -685,10 +686,6 @@ def update_readme_findings(readme: Path, text: str) -> None:
     write_bytes_if_changed(readme, f"{head}{FINDINGS_START}\n{text}\n{FINDINGS_END}{tail}".encode())
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 ANSWER_START, ANSWER_END = "<!-- answer:start -->", "<!-- answer:end -->"
 FINDINGS_PAGE = "FINDINGS.md"
 
@@ -808,3 +805,7 @@ def figure_index(figures_dir: Path) -> str:
              "| figure | what it shows | study | finding |", "|---|---|---|---|"]
     lines += [f"| [{rel}]({rel}) | {what} | {study} | {group} |" for rel, what, study, group in rows]
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(entry(main))

@@ -20,9 +20,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .config import RunConfig
-from .io import read_json, runs_root, write_json
+from .errors import entry
+from .io import read_json, runs_root
 from .job import compare_runs
-from .lm_eval_adapter import evaluate_run, get_suite
+from .lm_eval_adapter import evaluate_run, get_suite, write_result
 from .reuse import _identity_key, finished_runs_by_identity
 from .rundir import RunDir
 from .studies import Cell, study_cells
@@ -99,8 +100,8 @@ def rescore(study: str, suite: str, work_dir: Path, out: Path, workers: int = 2,
          f"{len(groups['skipped'])} unfinished, diverged or never scored")
     score_all([c.run_dir(out) for c in groups["in_place"]], suite, workers, 1, f"{suite} in place", data_path)
     for cell, twin in groups["copy"]:
-        write_json(getattr(RunDir(cell.run_dir(out)), target),
-                   {**read_json(getattr(RunDir(twin), target)), "copied_from": str(twin.relative_to(out))})
+        write_result(cell.run_dir(out), suite,
+                     {**read_json(getattr(RunDir(twin), target)), "copied_from": str(twin.relative_to(out))})
     retrain = groups["retrain"]
     differs = []
     if retrain:
@@ -123,14 +124,14 @@ def rescore(study: str, suite: str, work_dir: Path, out: Path, workers: int = 2,
                   data_path)
         for cell, check in same:
             result = read_json(getattr(RunDir(cell.run_dir(work_dir)), target))
-            write_json(getattr(RunDir(cell.run_dir(out)), target),
-                       {**result,
-                        "weights": f"re-trained from this run's config and seed; the re-run matched the committed "
-                                   f"run ({check['status']}: per-step logs, result scalars and v1 suite answers, "
-                                   f"job.compare_runs)",
-                        "reproduction": {k: check[k] for k in ("status", "max_rel_diff", "max_step_drift",
-                                                               "lm_accuracies_changed", "cpu_committed",
-                                                               "cpu_here")}})
+            write_result(cell.run_dir(out), suite,
+                         {**result,
+                          "weights": f"re-trained from this run's config and seed; the re-run matched the committed "
+                                     f"run ({check['status']}: per-step logs, result scalars and v1 suite answers, "
+                                     f"job.compare_runs)",
+                          "reproduction": {k: check[k] for k in ("status", "max_rel_diff", "max_step_drift",
+                                                                 "lm_accuracies_changed", "cpu_committed",
+                                                                 "cpu_here")}})
     for d in differs:
         echo(f"not scored: {d['cell']} re-trained {d['status']}: {', '.join(d.get('differences', []))}")
     return {k: len(v) for k, v in groups.items()} | {"differs": len(differs)}
@@ -157,4 +158,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 from .config import TRAIN_CHARS_TINY_SHAKESPEARE, RunConfig
 from .diagnostics import after_warmup
-from .errors import BRIEF_ERRORS
+from .errors import RunDirError
 from .io import atomic_write_text, read_json, read_jsonl, runs_root
 from .rundir import RunDir, StudyDir, finished_run_dirs, study_dir_for
+from .seal import run_dirs_of, verify_run
 from .variants import variant_rank
 
 
@@ -76,23 +76,23 @@ def epochs(cfg: RunConfig, summary: dict) -> float:
     return tokens / train
 
 
-def build_index(study: str, out_dir: str | Path | None = None, echo=None) -> pd.DataFrame:
-    """Write runs/<study>/runs.csv from the study's finished runs and return it. A run whose files cannot be
-    read is left out with one line naming the file (never a crash); `table.attrs["skipped"]` lists them."""
-    echo = echo or (lambda text: print(text, file=sys.stderr))
+def build_index(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
+    """Write runs/<study>/runs.csv from the study's finished runs and return it. Every finished run is checked
+    against its seal first (seal.verify_run): a missing, truncated, altered or unreadable file stops the index in
+    one line naming the run and the file, and runs.csv is left as it was (never a smaller study)."""
     root = runs_root(out_dir) / study
-    rows, skipped = [], []
-    for run in finished_run_dirs(root):
+    rows = []
+    for run in run_dirs_of(root):
+        verify_run(run)
         try:
             rows.append(index_row(run, root))
-        except (OSError, KeyError, TypeError, *BRIEF_ERRORS) as e:
-            skipped.append(f"{run.root.relative_to(root)}: {e}")
-            echo(f"not indexed: {run.root} ({str(e).splitlines()[0][:200]})")
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise RunDirError(f"run {run.root}: cannot be indexed ({type(e).__name__}: {str(e)[:120]}); allowed: the "
+                              f"files a finished run writes (restore them from git, or retrain the run)") from None
     table = pd.DataFrame(rows)
     if rows:
         table = table.sort_values(["arm", "seed"]).reset_index(drop=True)
         atomic_write_text(StudyDir(root).index, table.to_csv(index=False))
-    table.attrs["skipped"] = skipped
     return table
 
 

@@ -19,6 +19,7 @@ from .errors import BRIEF_ERRORS
 from .io import read_json, write_json
 from .lm_eval_adapter import copy_result, score_if_asked
 from .rundir import LOCK_FILES, RunDir
+from .seal import reseal, verify_run
 from .studies import Cell
 
 
@@ -84,6 +85,8 @@ def reuse_identical_run(cell: Cell, out: Path, threads: int, finished: dict[str,
     try:
         if any(p.name not in LOCK_FILES for p in target.iterdir()):
             return None  # something of this cell is already there: leave it to training (resume or conflict)
+        if RunDir(source).manifest.is_file():
+            verify_run(RunDir(source))  # a damaged source is named, never copied
         tmp = target.with_name(f".{target.name}.reuse.tmp")  # hidden: never indexed or committed
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(*NOT_COPIED))
@@ -93,8 +96,10 @@ def reuse_identical_run(cell: Cell, out: Path, threads: int, finished: dict[str,
                                        "why": "same training identity and torch thread count: training again "
                                               "would reproduce these numbers bit for bit"})
         write_config(RunDir(tmp), replace(RunConfig.load(RunDir(tmp).config), lm_eval=cfg.lm_eval))
-        # summary.json marks a run finished, so it moves in last
-        for path in sorted(tmp.iterdir(), key=lambda p: p.name == RunDir(tmp).summary.name):
+        reseal(RunDir(tmp), RunDir(tmp).reused_from.name, RunDir(tmp).config.name)  # the copy is the source as sealed
+        # summary.json marks a run finished and manifest.json seals it, so they move in last
+        last = (RunDir(tmp).summary.name, RunDir(tmp).manifest.name)
+        for path in sorted(tmp.iterdir(), key=lambda p: last.index(p.name) + 1 if p.name in last else 0):
             os.replace(path, target / path.name)
         tmp.rmdir()
     finally:
@@ -127,4 +132,5 @@ def complete_cell(cell: Cell, out: Path, threads: int, finished: dict[str, list[
                     "error": f"{run.root} lacks {', '.join(needs)} and has no model.pt to score, and no identical "
                              f"finished run holds it; allowed: retrain the study into a fresh runs directory"}
         write_config(run, replace(RunConfig.load(run.config), lm_eval=True))
+        reseal(run, run.config.name)
     return {**record, "status": status, "detail": detail, "val_loss": summary.get("val_loss")}

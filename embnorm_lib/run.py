@@ -13,6 +13,7 @@ import json
 import sys
 
 from .cli import parse_value, split_assignment
+from .errors import entry
 from .lm_eval_adapter import score_if_asked
 from .notebook import config_from_parameters, run_dir_from_parameters
 from .train import train
@@ -47,4 +48,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

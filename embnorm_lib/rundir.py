@@ -2,9 +2,10 @@
 
     runs/<study>/<variant>[<tag>]/seed<k>/
         config.json  metrics.jsonl  evals.jsonl  diagnostics.jsonl  calibration.json  positions.json
-        summary.json  lm_eval.json  lm_eval_v2.json  reused_from.json  02_train.ipynb  (ckpt.pt, model.pt: not committed)
+        summary.json  lm_eval.json  lm_eval_v2.json  reused_from.json  02_train.ipynb  manifest.json
+        (ckpt.pt, model.pt: not committed)
 
-`summary.json` marks a run finished; `.lock` is held while a process trains or writes the run, `.cell.lock`
+`summary.json` marks a run finished and `manifest.json`, written after it, seals it (seal.py); `.lock` is held while a process trains or writes the run, `.cell.lock`
 while a sweep owns the cell (its executed notebook and status)."""
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class RunDir:
     lm_eval = property(lambda self: self.root / "lm_eval.json")
     lm_eval_v2 = property(lambda self: self.root / "lm_eval_v2.json")  # suite v2 (issue 17)
     reused_from = property(lambda self: self.root / "reused_from.json")
+    manifest = property(lambda self: self.root / "manifest.json")  # the seal of a finished run, written last (seal.py)
     notebook = property(lambda self: self.root / "02_train.ipynb")
     checkpoint = property(lambda self: self.root / "ckpt.pt")
     final_model = property(lambda self: self.root / "model.pt")

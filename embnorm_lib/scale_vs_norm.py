@@ -18,6 +18,7 @@ import pandas as pd
 
 from . import stats
 from .cli import report_main
+from .errors import entry
 from .io import git_commit, runs_root, write_text_stable
 from .render import compact_markdown
 from .results import load_runs, load_series
@@ -139,4 +140,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

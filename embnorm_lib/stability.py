@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from . import plots, stats
-from .io import fingerprint, git_commit, repo_root, runs_root, write_text_stable
+from .errors import entry
+from .io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
 from .render import compact_markdown, layouts_text
 from .results import has_index, load_runs, load_series, reused_mask, study_provenance
 from .rundir import study_dir_for
@@ -345,7 +346,7 @@ def _layouts_words(available: dict, out: Path) -> str:
 
 def write_report(out_dir=None, figures_dir=None) -> Path:
     out = runs_root(out_dir)
-    fig_dir = Path(figures_dir or repo_root() / "figures" / "stability")
+    fig_dir = Path(figures_dir or default_figures_dir(out, "stability"))
     lines = ["# Stability: when does an embedding norm pay for itself?", "",
              f"Written by `python -m embnorm_lib.stability` at commit {git_commit()[:12]} from the `runs.csv` of "
              f"the stability studies; each study is produced by `python -m embnorm_lib.sweep <study>`. Figures: "
@@ -443,4 +444,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -315,8 +315,11 @@ def decide(family: pd.DataFrame, runs: pd.DataFrame, baseline: str = "none", mei
         elif baseline_unstable:
             ok = fixes and prim.ci_high <= mei
             verdict, rule = (f"adopt {variant}" if ok else "keep baseline"), 3
-            why = (f"baseline unstable ({base['diverged']} diverged, {base['mean_spikes']:.2f} spikes/run); {variant} "
-                   f"{'fixes' if fixes else 'does not fix'} it ({var['diverged']} diverged, {var['mean_spikes']:.2f} "
+            # the count is of failures (amendment 1: non-finite loss or a final loss above init) where runs.csv
+            # has them, and says so; only tables made before `failed` count divergences alone
+            failed = "failed" if "failed" in runs else "diverged"
+            why = (f"baseline unstable ({base['diverged']} {failed}, {base['mean_spikes']:.2f} spikes/run); {variant} "
+                   f"{'fixes' if fixes else 'does not fix'} it ({var['diverged']} {failed}, {var['mean_spikes']:.2f} "
                    f"spikes/run) at a cost CI upper {prim.ci_high:+.4f} vs MEI {mei}")
         else:
             verdict, rule, why = _tie_break(family, runs, variant, baseline, prim)

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from .config import RunConfig, check_name
-from .errors import ConfigError
+from .errors import ConfigError, RunDirError
+from .io import runs_root
 from .notebook import config_from_parameters
-from .rundir import run_dir_for
+from .rundir import RunDir, run_dir_for
 from .variants import canonical_variant, variant_names
 
 
@@ -423,6 +424,38 @@ def registered_seeds(name: str) -> int:
 def studies_of(analysis: str) -> list[str]:
     """The registered studies analysed one way ("paired", "stability"), in registry order."""
     return [s.name for s in STUDIES.values() if s.analysis == analysis]
+
+
+# analyses whose reports say how many registered runs have finished (a study still training is reported as partial)
+PARTIAL_REPORTS = ("stability-v2", "h1b", "ladder")
+
+
+class MissingRunsError(RunDirError):
+    """A registered run of a study that must be complete is missing or unfinished."""
+
+
+def unfinished_runs(name: str, out_dir: Path | None = None) -> list[Path]:
+    """The run directories the registry expects of a study (its grid x seeds) that hold no finished run; [] for a
+    study outside the registry."""
+    if name not in STUDIES:
+        return []
+    return [d for d in (c.run_dir(runs_root(out_dir)) for c in STUDIES[name].cells())
+            if not RunDir(d).summary.is_file()]
+
+
+def check_registered_runs(name: str, out_dir: Path | None = None) -> None:
+    """Before a study is analysed: the runs it must have come from the registry, not from what is on disk, so a
+    missing run is refused in one line and a smaller n is never analysed. A study whose report counts its finished
+    runs (PARTIAL_REPORTS) may be partial."""
+    if name not in STUDIES or STUDIES[name].analysis in PARTIAL_REPORTS:
+        return
+    missing = unfinished_runs(name, out_dir)
+    if missing:
+        root = runs_root(out_dir) / name
+        shown = ", ".join(str(d.relative_to(root)) for d in missing[:4]) + (", ..." if len(missing) > 4 else "")
+        raise MissingRunsError(f"study {name}: {len(missing)} of {len(STUDIES[name].cells())} registered runs are "
+                               f"missing or unfinished ({shown}); allowed: every registered run finished (`python -m "
+                               f"embnorm_lib.sweep {name}` trains what is missing)")
 
 
 def study_cells(name: str) -> list[Cell]:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
 
 from .cli import parse_seeds, parse_value, split_assignment
 from .config import RunConfig, check_name
-from .errors import BRIEF_ERRORS, ConfigError, RunDirError
+from .errors import BRIEF_ERRORS, ConfigError, RunDirError, entry
 from .io import (
     atomic_write_text,
     default_runs_dir,
@@ -49,6 +49,7 @@ from .io import (
 from .results import build_index
 from .reuse import complete_cell, finished_runs_by_identity, missing_results, reuse_identical_run
 from .rundir import RunDir, study_dir_for
+from .seal import finished_summary
 from .studies import ABC, STUDIES, Cell, grid, study_cells, waits_for
 
 TRAIN_NOTEBOOK = "notebooks/02_train.ipynb"
@@ -76,8 +77,7 @@ def _cell_status(cell: Cell, out_dir: Path) -> tuple[str, str]:
     try:
         if RunConfig.load(run.config).training_identity() != cell.config().training_identity():
             return "conflict", f"run dir {run.root} holds a run with a different config"
-        if run.summary.is_file():
-            summary = read_json(run.summary)
+        if (summary := finished_summary(run)) is not None:  # a damaged or unsealed run is 'corrupt', naming the file
             return ("incomplete" if missing_results(cell.config(), run.root, summary) else "done"), ""
     except BRIEF_ERRORS as e:
         return "corrupt", str(e)
@@ -381,7 +381,13 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
     if reuse and todo:
         remaining = []
         for cell in todo:
-            result = reuse_identical_run(cell, out, threads, finished)
+            try:
+                result = reuse_identical_run(cell, out, threads, finished)
+            except BRIEF_ERRORS as e:  # a damaged source run: this cell fails, naming it; the others go on
+                result = {"cell": cell.label(), "run_dir": str(cell.run_dir(out)), "status": "failed", "error": str(e)}
+                report.results.append(result)
+                echo(f"failed    {cell.label():28s} {e}")
+                continue
             if result is None:
                 remaining.append(cell)
             else:
@@ -418,6 +424,9 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
             pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers,
                                                            mp_context=multiprocessing.get_context("spawn")))
             futures = [pool.submit(execute_job, j, str(out), data_path, threads, notebook) for j in jobs]
+            # Ctrl-C: no queued cell starts (leaving the `with` would otherwise wait for every queued job to run);
+            # the running ones got the same SIGINT and resume from their last checkpoint next time
+            stack.push(lambda kind, *_: pool.shutdown(wait=False, cancel_futures=True) if kind else None)
             results = (r for f in as_completed(futures) for r in f.result())
         else:
             engine = make_submitit_executor(executor, out / ".submitit", threads, slurm)
@@ -450,12 +459,12 @@ def _finish(out: Path, cells: list[Cell], report: SweepReport, wall: float, work
     as one line and recorded as a failure instead of losing the results of the cells that finished."""
     report.wall_s = wall
     for study in sorted({c.study for c in cells}):
-        for what, write in (("index", lambda study=study: build_index(study, out, echo=echo)),
+        for what, write in (("index", lambda study=study: build_index(study, out)),
                             ("sweep log", lambda study=study: _write_sweep_log(out, study, report, wall, workers,
                                                                                threads))):
             try:
                 write()
-            except OSError as e:
+            except (OSError, *BRIEF_ERRORS) as e:  # a damaged run stops the index, naming it: the log is still kept
                 echo(f"could not write the {what} of {study}: {e}")
                 report.results.append({"cell": f"({study} {what})", "run_dir": str(out / study), "status": "failed",
                                        "error": str(e)})
@@ -566,7 +575,11 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.index_only:
-        table = build_index(args.study, out)
+        try:
+            table = build_index(args.study, out)
+        except BRIEF_ERRORS as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(f"{len(table)} runs indexed in {out / args.study / 'runs.csv'}")
         return 0
     try:
@@ -603,4 +616,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -18,6 +18,7 @@ import time
 import torch
 
 from .config import preset_config
+from .errors import entry
 from .io import environment_info, git_commit, runs_root, write_json
 from .model import GPT
 from .studies import ABC
@@ -93,4 +94,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

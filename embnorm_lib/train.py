@@ -33,9 +33,10 @@ from .data import BatchSampler, evenly_spaced, load_corpus, validation_windows
 from .device import Precision, resolve_compile, resolve_precision, select_device
 from .errors import ConfigError
 from .evaluate import by_position, evaluate
-from .io import cpu_info, environment_info, git_commit, read_json, save_torch, write_json
+from .io import cpu_info, environment_info, git_commit, save_torch, write_json
 from .model import GPT
 from .rundir import RunDir
+from .seal import finished_summary, seal_run
 
 
 def lr_at(cfg: RunConfig, step: int) -> float:
@@ -95,9 +96,9 @@ def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval)
     ddp = D.setup(device.type)
     with holding(run, ddp.is_main):
         check_same_run(run, cfg)  # under the lock: two processes cannot both pass it and then write
-        if run.summary.is_file():
+        if (summary := finished_summary(run)) is not None:
             D.cleanup(ddp)
-            return read_json(run.summary)
+            return summary
         return _train_locked(cfg, run, corpus, device, ddp, until_step=until_step, progress=progress,
                              on_eval=on_eval)
 
@@ -304,7 +305,8 @@ def sampler_batch(sampler: BatchSampler, ddp: D.DistContext) -> tuple[torch.Tens
 
 def _finish(cfg, run: RunDir, state: TrainingState, evaluator: Evaluator, corpus, device, precision,
             diverged_step, wall_s: float, world_size: int, extra: dict | None = None) -> dict:
-    """Logs, calibration, weights and, last, summary.json (which marks the run finished); the checkpoint goes."""
+    """Logs, calibration, weights, summary.json (which marks the run finished) and, last, the seal of every file
+    (manifest.json); the checkpoint goes."""
     logs = state.logs
     logs.write(run)
     summary = _summarize(cfg, logs.metrics, logs.evals, logs.diagnostics, diverged_step, state.model, corpus,
@@ -322,6 +324,7 @@ def _finish(cfg, run: RunDir, state: TrainingState, evaluator: Evaluator, corpus
     save_torch(state.model.state_dict(), run.final_model)
     write_json(run.summary, summary)
     run.checkpoint.unlink(missing_ok=True)
+    seal_run(run)
     return summary
 
 

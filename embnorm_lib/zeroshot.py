@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .errors import entry
 from .io import read_json
 from .results import study_dir
 from .rundir import finished_run_dirs
@@ -332,4 +333,4 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     import sys
 
-    sys.exit(main())
+    sys.exit(entry(main))

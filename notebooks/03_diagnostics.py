@@ -26,7 +26,7 @@
 study = "seeds-final"
 arms = ""            # regex on arm names, empty keeps all
 out_dir = ""         # "": <repo>/runs
-figures_dir = ""     # "": <repo>/figures/<study>
+figures_dir = ""     # "": <repo>/figures/<study>, or <out_dir>/figures/<study>
 interactive = True   # the widget explorer at the end; publish and the tests run with False
 
 # %%

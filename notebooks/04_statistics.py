@@ -28,7 +28,7 @@
 study = "seeds-final"
 metrics = ""        # "": the registered family (analysis.DEFAULT_METRICS); or a comma-separated list
 out_dir = ""        # "": <repo>/runs
-figures_dir = ""    # "": <repo>/figures/<study>
+figures_dir = ""    # "": <repo>/figures/<study>, or <out_dir>/figures/<study>
 
 # %%
 # Make embnorm_lib importable from a plain checkout too (Kaggle/Colab without `pip install -e .`).

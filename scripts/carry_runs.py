@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from embnorm_lib.checkpoint import load_checkpoint  # noqa: E402  (weights_only=True; an unreadable file says so)
 from embnorm_lib.data import sha256_of  # noqa: E402
-from embnorm_lib.io import RunLock, git_commit  # noqa: E402
+from embnorm_lib.errors import ConfigError, RunDirError  # noqa: E402
+from embnorm_lib.io import RunLock, git_commit, path_inside  # noqa: E402
 from embnorm_lib.rundir import LOCK_FILES, RunDir  # noqa: E402
 
 MANIFEST = "carry.json"
@@ -87,13 +88,36 @@ def read_manifest(folder: Path) -> dict:
     path = folder / MANIFEST
     if not path.is_file():
         raise SystemExit(f"no {MANIFEST} in {folder}; allowed: a folder written by `carry_runs.py save`")
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest.get("runs"), list) or not isinstance(manifest.get("commit"), str):
+            raise ValueError
+    except (ValueError, AttributeError):
+        raise SystemExit(f"{path} is not a carry manifest; allowed: a file written by `carry_runs.py save`") from None
+    return manifest
+
+
+def carried_paths(repo: Path, folder: Path, entry: dict) -> tuple[RunDir, RunDir]:
+    """Where a carried run lies and goes back to: under the carry folder and this checkout's runs/ (carry.json is
+    a file anyone could have edited: '..', absolute paths or a symlink out are refused, naming the entry)."""
+    rel = entry.get("run")
+    if not (isinstance(rel, str) and isinstance(entry.get("step"), int) and isinstance(entry.get("ckpt_sha256"), str)):
+        raise ConfigError(f"invalid {MANIFEST} entry {entry!r}; allowed: run (a path), step (an integer), ckpt_sha256")
+    if not Path(rel).parts or Path(rel).parts[0] != "runs":
+        raise ConfigError(f"invalid run {rel!r} in {MANIFEST}; allowed: a run directory under runs/")
+    return RunDir(path_inside(folder, rel, "run")), RunDir(path_inside(repo / "runs", Path(*Path(rel).parts[1:]),
+                                                                       "run"))
 
 
 def restore_one(repo: Path, folder: Path, entry: dict) -> tuple[bool, str]:
     """Put one carried run back; (ok, what happened). Not restoring a run this checkout has got further with is ok."""
+    try:
+        source, target = carried_paths(repo, folder, entry)
+    except ConfigError as e:
+        return False, f"refused: {e}"
     rel, step = entry["run"], entry["step"]
-    source, target = RunDir(folder / rel), RunDir(repo / rel)
+    if not source.checkpoint.is_file() or source.checkpoint.is_symlink():
+        return False, f"refused {rel}: the carry folder holds no checkpoint for it"
     if target.summary.is_file():
         return True, f"kept {rel}: finished in this checkout"
     if target.checkpoint.is_file() and checkpoint_step(target.checkpoint) >= step:
@@ -102,9 +126,15 @@ def restore_one(repo: Path, folder: Path, entry: dict) -> tuple[bool, str]:
         return False, f"refused {rel}: this checkout's config.json differs from the carried one"
     if sha256_of(source.checkpoint) != entry["ckpt_sha256"]:
         return False, f"refused {rel}: the carried checkpoint's sha256 is not the one saved"
+    try:  # a torch checkpoint of this step, loaded as the run will load it (weights only), or nothing is written
+        carried_step = checkpoint_step(source.checkpoint)
+    except (RunDirError, KeyError, TypeError, ValueError) as e:
+        return False, f"refused {rel}: the carried checkpoint is not a training checkpoint ({str(e)[:160]})"
+    if carried_step != step:
+        return False, f"refused {rel}: the carried checkpoint is at step {carried_step}, {MANIFEST} says {step}"
     with RunLock(target.lock):
         for item in sorted(source.root.iterdir()):
-            if item.is_file() and item.name != CHECKPOINT:
+            if item.is_file() and not item.is_symlink() and item.name != CHECKPOINT and item.name not in LOCK_FILES:
                 shutil.copy2(item, target.root / item.name)
         partial = target.root / (CHECKPOINT + ".tmp")
         shutil.copy2(source.checkpoint, partial)

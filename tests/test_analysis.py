@@ -9,7 +9,8 @@ from conftest import REPO, tiny
 from embnorm_lib import analysis, figures
 from embnorm_lib.report import arm_table
 from embnorm_lib.results import build_index, load_runs
-from embnorm_lib.rundir import run_dir_for
+from embnorm_lib.rundir import RunDir, run_dir_for
+from embnorm_lib.seal import reseal
 from embnorm_lib.train import train
 
 
@@ -69,24 +70,27 @@ def test_every_registered_figure_renders(tiny_study, tmp_path):
         assert all(p.stat().st_size > 1000 for p in paths)
 
 
-def _publish_tiny(tiny_study, tmp_path):
+def _publish_tiny(tiny_study, tmp_path, monkeypatch):
+    from embnorm_lib import studies
     from embnorm_lib.publish import publish
 
     out, fig = tmp_path / "runs", tmp_path / "figures"
     shutil.copytree(tiny_study / "tinystudy", out / "tinystudy")
-    # the stability section reads the stability studies next to the study: stand one in
+    # the stability section reads the stability studies next to the study: stand one in (a stand-in, not the
+    # registered grid that publishing the real study is held to)
     shutil.copytree(tiny_study / "tinystudy", out / "stability-stress")
+    monkeypatch.delitem(studies.STUDIES, "stability-stress")
     publish("tinystudy", out, fig / "tinystudy")
     return out, fig
 
 
-def test_publish_runs_both_notebooks(tiny_study, tmp_path, writers):
+def test_publish_runs_both_notebooks(tiny_study, tmp_path, writers, monkeypatch):
     """publish = 03 + 04 under papermill, each output with one owner."""
     from test_architecture import check_owners
 
     from embnorm_lib.publish import publish_stability
 
-    out, fig = _publish_tiny(tiny_study, tmp_path)
+    out, fig = _publish_tiny(tiny_study, tmp_path, monkeypatch)
     for name in ("03_diagnostics", "04_statistics"):
         nb = nbformat.read(out / "tinystudy" / f"{name}.ipynb", as_version=4)
         assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
@@ -110,13 +114,13 @@ def test_publish_runs_both_notebooks(tiny_study, tmp_path, writers):
 
 
 @pytest.mark.slow
-def test_republishing_unchanged_runs_rewrites_no_byte(tiny_study, tmp_path):
+def test_republishing_unchanged_runs_rewrites_no_byte(tiny_study, tmp_path, monkeypatch):
     """On unchanged runs a second publish rewrites no byte (issue 12). Slow: it executes both notebooks twice."""
     import hashlib
 
     from embnorm_lib.publish import publish, publish_stability
 
-    out, fig = _publish_tiny(tiny_study, tmp_path)
+    out, fig = _publish_tiny(tiny_study, tmp_path, monkeypatch)
     publish_stability(out, fig / "stability")
 
     def digest():
@@ -139,6 +143,7 @@ def test_completeness_gate_refuses_a_study_with_a_missing_metric(tiny_study, tmp
         if run_dir.parent.name != "none" or run_dir.name != "seed2":
             summary = json.loads((run_dir / "summary.json").read_text())
             (run_dir / "summary.json").write_text(json.dumps({**summary, "lm_macro_acc": 0.3}))
+        reseal(RunDir(run_dir), "config.json", "summary.json")
     build_index("gated", out)
     report = out / "gated" / "REPORT.md"
     report.write_text("the committed report")

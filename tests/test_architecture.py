@@ -93,6 +93,7 @@ OWNERS = {
     "lm_eval.json": "embnorm_lib.lm_eval_adapter",
     "lm_eval_v2.json": "embnorm_lib.lm_eval_adapter",
     "reused_from.json": "embnorm_lib.reuse",
+    "manifest.json": "embnorm_lib.seal",
     "sweeps.jsonl": "embnorm_lib.sweep",
     "README.md": "embnorm_lib.report",
     "REPORT.md": "embnorm_lib.analysis",

@@ -95,3 +95,47 @@ def test_a_carry_folder_inside_the_checkout_or_without_a_manifest_is_refused(tmp
             carry_runs.restore(tmp_path, empty, echo=quiet)
     finally:
         shutil.rmtree(empty)
+
+
+@pytest.mark.parametrize("run", ["runs/../../outside/ln/seed0", "/tmp/elsewhere/ln/seed0", "other/ln/seed0", "runs"])
+def test_restore_refuses_a_carried_path_that_leaves_runs(tmp_path, run):
+    """carry.json is a file anyone can edit: a run path with '..', an absolute one or one outside runs/ writes nothing."""
+    from embnorm_lib.data import sha256_of
+
+    repo, folder = tmp_path / "repo", tmp_path / "carry"
+    (repo / "runs").mkdir(parents=True)
+    source = folder / "runs" / "s" / "ln" / "seed0"
+    source.mkdir(parents=True)
+    (source / "ckpt.pt").write_bytes(b"not a checkpoint")
+    (source / "config.json").write_text("{}")
+    entry = {"run": run, "step": 5, "ckpt_sha256": sha256_of(source / "ckpt.pt")}
+    (folder / "carry.json").write_text(json.dumps({"commit": "abc", "runs": [entry]}))
+    before = sorted(p for p in tmp_path.rglob("*"))
+    lines = []
+    assert carry_runs.restore(repo, folder, echo=lines.append) == 1
+    assert lines[0].startswith("refused: invalid ") and "allowed:" in lines[0]
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+
+
+def test_restore_refuses_a_checkpoint_that_is_not_a_torch_file_even_when_its_hash_matches(tmp_path):
+    from embnorm_lib.data import sha256_of
+
+    repo, folder = tmp_path / "repo", tmp_path / "carry"
+    (repo / "runs").mkdir(parents=True)
+    source = folder / "runs" / "s" / "ln" / "seed0"
+    source.mkdir(parents=True)
+    (source / "ckpt.pt").write_bytes(b"#!/bin/sh\necho not a checkpoint\n")
+    (source / "config.json").write_text("{}")
+    entry = {"run": "runs/s/ln/seed0", "step": 5, "ckpt_sha256": sha256_of(source / "ckpt.pt")}
+    (folder / "carry.json").write_text(json.dumps({"commit": "abc", "runs": [entry]}))
+    lines = []
+    assert carry_runs.restore(repo, folder, echo=lines.append) == 1
+    assert "not a training checkpoint" in lines[0]
+    assert not (repo / "runs" / "s").exists()
+
+
+def test_lm_eval_adapter_refuses_a_study_path(capsys):
+    from embnorm_lib import lm_eval_adapter
+
+    assert lm_eval_adapter.main(["../evil"]) == 2
+    assert "invalid study='../evil'" in capsys.readouterr().err

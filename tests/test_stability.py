@@ -5,6 +5,8 @@ import pandas as pd
 import pytest
 
 from embnorm_lib import stability
+from embnorm_lib.rundir import RunDir
+from embnorm_lib.seal import seal_run
 
 
 def lr_runs():
@@ -138,9 +140,11 @@ def test_budget_verdict_tells_early_speed_from_final_quality():
 def write_run(root, study, arm, seed, summary, config, steps=()):
     run = root / study / arm / f"seed{seed}"
     run.mkdir(parents=True)
-    (run / "summary.json").write_text(json.dumps({"git_commit": "abc123", **summary}))
+    (run / "summary.json").write_text(json.dumps({"git_commit": "abc123", "steps": steps[-1]["step"] if steps else 0,
+                                                  **summary}))
     (run / "config.json").write_text(json.dumps(config))
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+    seal_run(RunDir(run))  # as a finished run is
 
 
 def test_full_report_from_all_four_studies_on_disk(tmp_path):

@@ -117,6 +117,16 @@ def test_decision_adopts_a_norm_that_fixes_an_unstable_baseline_cheaply():
     assert decision["variants"]["ln"]["rule"] == 3
 
 
+def test_rule_3_names_failures_as_the_failure_definition_does():
+    """A run that ended worse than at init is a failure, not a divergence (amendment 1): the reason says 'failed'."""
+    base = [2.6, 2.7, 2.65, 2.58, 2.66, 2.61]
+    runs = make_runs(base, {"ln": [b + 0.002 for b in base]}, failed=False)
+    runs.loc[(runs.variant == "none") & (runs.seed == 0), "failed"] = True  # finite loss, above the loss at init
+    decision = stats.decide(stats.comparison_family(runs, ["val_loss"]), runs)
+    reason = decision["variants"]["ln"]["reason"]
+    assert "baseline unstable (1 failed," in reason and "diverged" not in reason
+
+
 def _t_coverage(draw, n: int, reps: int, rng) -> float:
     """Share of simulated paired designs whose 95% paired t interval covers the true mean difference (0); the
     intervals are computed for all designs at once, after checking the formula against stats.t_interval."""
