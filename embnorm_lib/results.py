@@ -64,7 +64,10 @@ def derived_fields(cfg: RunConfig, metrics: list[dict], summary: dict) -> dict:
     worse_than_init = bool(isinstance(init, float) and isinstance(final, float) and math.isfinite(init)
                            and math.isfinite(final) and final > init)
     return {**after_warmup(metrics, cfg.warmup_iters, cfg.spike_factor, cfg.spike_window),
-            "failed": bool(summary.get("diverged")) or worse_than_init, "epochs": epochs(cfg, summary)}
+            "failed": bool(summary.get("diverged")) or worse_than_init,
+            # passes over the training split, for runs on a corpus whose split point is recorded (train_chars: the
+            # adequate-data ladder); the committed tiny-Shakespeare indexes keep their columns
+            **({"epochs": epochs(cfg, summary)} if cfg.train_chars else {})}
 
 
 def epochs(cfg: RunConfig, summary: dict) -> float:
