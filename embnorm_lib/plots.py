@@ -135,13 +135,27 @@ def arm_linestyle(arm: str, arms) -> str:
     return LINESTYLES[tags.index(arm.partition("_")[2]) % len(LINESTYLES)]
 
 
+# how a run directory's grid axes read in a legend (a key not here reads with its underscores as spaces)
+TAG_WORDS = {"lr": "peak LR", "grad_clip": "grad clip", "emb_init_std": "embedding init std",
+             "max_iters": "iterations", "tokenizer": "tokens", "n_layer": "layers"}
+
+
+def tag_words(tag: str) -> str:
+    """A run directory's axes in words: `grad_clip=1.0_lr=0.003` -> `grad clip 1.0, peak LR 0.003` (keys may hold
+    underscores, values do not)."""
+    return ", ".join(("tied head" if value == "True" else "untied head") if key == "tie_embeddings" else
+                     f"{TAG_WORDS.get(key, key.replace('_', ' '))} {value}"
+                     for key, value in re.findall(r"([a-z][a-z0-9_]*)=([^_]*)", tag))
+
+
 def arm_label(arm: str) -> str:
     """A legend entry for a run directory's arm name: `ln_preset=nanogpt-cpu` -> `ln (preset nanogpt-cpu)`, so no
     legend shows the internal key=value spelling."""
-    variant, _, rest = arm.partition("_")
-    if variant not in VARIANTS or not rest or "=" not in rest:
+    variant = max((v for v in VARIANTS if arm == v or arm.startswith(v + "_")), key=len, default="")
+    rest = arm[len(variant):].lstrip("_")
+    if not variant or "=" not in rest:
         return arm
-    return f"{variant} ({', '.join(part.replace('=', ' ') for part in rest.split('_') if part)})"
+    return f"{variant} ({tag_words(rest)})"
 
 
 # Axis and panel labels for the per-step log columns the study figures draw (figures.FIGURES): never the column name
