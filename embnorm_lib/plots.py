@@ -19,7 +19,7 @@ _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer"
 
 # What a reader should never see on a figure: a run directory's key=value spelling (`none_preset=nanogpt-cpu`), a
 # config column (`cfg.lr`) or a snake_case column name (`val_loss`, `delta_final`); variant names are the arms' names
-_INTERNAL = re.compile(r"\b\w+=\S|\bcfg\.\w|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+_INTERNAL = re.compile(r"\b\w+=\S+|\bcfg\.\w|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 
 
 def internal_names(fig) -> list[str]:

@@ -258,7 +258,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                           "of the 8-layer x 128 model (batch 16, block 128, AdamW 3e-4, warmup + cosine).", "paired",
           lambda: grid("seeds-prelim", "seeds-prelim", ABC, range(3), fixed=WITH_LM_EVAL),
           status="confirmatory", amendment=0,
-          question=("Does the seed study's Table 1 gain from a LayerNorm after the embedding replicate under its own "
+          question=("Does the seed study's reported gain from a LayerNorm after the embedding replicate under its own "
                     "short protocol, and does an embedding norm change the final validation loss there?")),
     Study("seeds-final", "The seed study's final plan: none/ln/rms x seeds 0-4 x 300 iterations, same model.",
           "paired", lambda: grid("seeds-final", "seeds-final", ABC, range(5), fixed=WITH_LM_EVAL),
