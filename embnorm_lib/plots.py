@@ -361,8 +361,12 @@ def plot_budget_deltas(table: pd.DataFrame) -> plt.Figure:
         ls, marker = variant_style(variant)
         ax.errorbar(x, y, yerr=interval_error(rows, "delta_vs_none"), marker=marker, ls=ls, capsize=3, label=variant,
                     color=arm_color(variant), mfc="white")
+        if "significant" in rows:  # filled where Holm resolves the difference, open where it does not
+            sig = rows["significant"].astype(bool).to_numpy()
+            ax.plot(x[sig], y[sig], marker, color=arm_color(variant), zorder=3)
     return _finish_delta_vs_log_x(fig, ax, "training budget (iterations)", "Δ val loss vs none (nats/char)",
-                                  "Embedding-norm effect by budget (paired, 95% CI)", zero_color="0.4")
+                                  "Embedding-norm effect by budget (paired, 95% CI; filled: significant after Holm)",
+                                  zero_color="0.4")
 
 
 def plot_budget_trend(table: pd.DataFrame) -> plt.Figure:
