@@ -216,7 +216,8 @@ def plain_words(a: ScopeAnalysis) -> list[str]:
         lines.append(f"- `{c.variant}` {_change(c, 'the final validation loss')} nats/char ({c.baseline_mean:.4f} → "
                      f"{c.variant_mean:.4f}; {_evidence(c)}; better on {c.prob_improvement:.0%} of {int(c.n)} seeds).")
     for _, c in a.family[a.family["metric"] == "lm_macro_acc"].iterrows():
-        lines.append(f"- Zero-shot macro accuracy (lm-eval suite, {int(c.n)} seeds): `{c.variant}` {_change(c, 'it')} "
+        lines.append(f"- Zero-shot macro accuracy, suite v1 (superseded by suite v2: the section on the two suites "
+                     f"below; {int(c.n)} seeds): `{c.variant}` {_change(c, 'it')} "
                      f"({c.baseline_mean:.4f} → {c.variant_mean:.4f}; {_evidence(c)}).")
     for _, c in a.family[a.family["metric"] == "ece_equal_width"].iterrows():
         lines.append(f"- Calibration: `{c.variant}` {_change(c, 'top-label ECE')} ({_evidence(c)}).")
@@ -232,12 +233,41 @@ def plain_words(a: ScopeAnalysis) -> list[str]:
     return lines
 
 
+def answer_lines(analyses: list[ScopeAnalysis]) -> list[str]:
+    """Per scope, the decision rule's verdict and each variant's primary difference, worded by its Holm decision."""
+    lines = []
+    for a in analyses:
+        prim = a.family[a.family["metric"] == stats.PRIMARY]
+        parts = [f"`{c.variant}` {_change(c, 'the final validation loss')} nats/char (95% {c.interval_method} CI "
+                 f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}], Holm p = {stats.p_text(c.p_holm, 3)})" for _, c in prim.iterrows()]
+        lines.append(f"- `{a.scope}` ({a.runs['seed'].nunique()} seeds): the registered decision rule says "
+                     f"**{a.decision['overall']}**; " + "; ".join(parts) + ".")
+    return lines
+
+
+def zeroshot_lines(study: str, out_dir=None) -> list[str]:
+    """Where the study's family prints suite v1 and its runs were re-scored with suite v2: how the two relate, with
+    suite v2's macro result (its ZEROSHOT.md has the tables)."""
+    from . import zeroshot
+
+    out = runs_root(out_dir)
+    if not zeroshot.prints_suite_v1(study, out) or zeroshot.scored_runs(study, out).empty:
+        return []
+    found = zeroshot.analyse(study, out, bootstrap=False)
+    largest = max(found.values(), key=lambda d: len(d["seeds"]))  # zeroshot.largest_regime, without a second pass
+    return ["## Zero-shot: suite v1 and suite v2", "", zeroshot.reconciliation_words(out, study, largest), "",
+            "Suite v2 (the registered endpoint; tables in [`ZEROSHOT.md`](ZEROSHOT.md)), per regime:", "",
+            *[f"- {line}" for line in zeroshot.macro_lines(found)], ""]
+
+
 def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None) -> Path:
+    from .study_header import header_lines
+
     study = analyses[0].study
     study_root = runs_root(out_dir) / study
     fig_root = Path(figures_dir or default_figures_dir(out_dir, study))
     commit = git_commit()
-    sections = [f"# {study}: does an embedding norm help or hurt?", "",
+    sections = [f"# {study}: does an embedding norm help or hurt?", "", *header_lines(study, answer_lines(analyses)),
                 f"Analysis per `docs/PROTOCOL.md` ({protocol_words()}); produced by "
                 f"`python -m embnorm_lib.analysis {study}` at commit {commit[:12]} from `runs/{study}/runs.csv`. "
                 f"Intervals are 95% paired t intervals; a direction is stated only where the Holm-corrected test "
@@ -263,6 +293,7 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
                      f"(LaTeX: `results.tex`); power: [`analysis/{a.scope}/power.md`](analysis/{a.scope}/power.md); "
                      f"figures: `figures/{study}/forest_{a.scope}.png`, `paired_lines_{a.scope}.png`.", "",
                      to_markdown(table[table["metric"] == stats.PRIMARY]), ""]
+    sections += zeroshot_lines(study, out_dir)
     stability_words = recommendation_for(out_dir)
     if stability_words:
         sections += ["## Stability (all stability studies; exploratory)", "",

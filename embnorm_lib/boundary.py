@@ -27,6 +27,7 @@ from .results import has_index, load_runs, load_series
 from .rundir import study_dir_for
 from .stability import VARIANT_ORDER, _order, best_lr_paired, capped_loss, lr_sensitivity, paired_sensitivity, with_holm
 from .studies import STUDIES
+from .study_header import header_lines
 
 STUDY = "stability-lr-v2"
 BOUNDARY_STUDIES = (STUDY, "stability-noclip-v2", "stability-bf16-v2", "stability-deep-v2",
@@ -343,6 +344,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
     unstable = unstable_baseline_lrs(d["phase"])
     seeds_words = ", ".join(str(s) for s in d["curve_seeds"]) or "none yet"
     lines = [f"# Stability v2: the learning-rate boundary (`{study}`)", "",
+             *header_lines(study, [search_words(study, runs)] if done >= expected else []),
              f"Written by `python -m embnorm_lib.boundary` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"
              + ("" if done == expected else PARTIAL) + "). "

@@ -96,7 +96,12 @@ def write_report(out_dir=None, data_path=None, figures_dir=None) -> Path:
                "embnorm · budget trend · runs.csv " + " ".join(fingerprint(study_dir_for(s, out).index)
                                                               for s in present))
     plt.close(fig)
+    from .study_header import header_lines
+
+    answer = [f"LayerNorm's final-loss difference by budget: {trend_words(table)}.",
+              f"At the largest budget, {largest_budget_words(table)}."] if done >= registered else []
     lines = ["# Stability v2: the budget trend", "",
+             *header_lines(present, answer, question=REGISTRY[REPORT_STUDY].question),
              f"Written by `python -m embnorm_lib.budget_trend` at commit {git_commit()[:12]} from the `runs.csv` of "
              f"{', '.join(f'`{s}`' for s in present)} ({done} of {registered} registered runs of `{REPORT_STUDY}` "
              "finished" + ("" if done == registered else PARTIAL) + "). "

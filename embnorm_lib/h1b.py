@@ -159,7 +159,13 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
         plots.save(fig, fig_dir / "h1b_stability_vs_cost", footer)
         plt.close(fig)
     partial = done < expected
+    from .report import h1b_findings
+    from .study_header import header_lines
+
     lines = [f"# Stability v2: H1b, confirmatory (`{study}`)", "",
+             *header_lines(study, h1b_findings(out) if study == STUDY else [],
+                           pending="not every registered seed has finished" if study == STUDY else
+                           "decision rule 3 is quoted for the registered study only"),
              f"Written by `python -m embnorm_lib.h1b` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
              f"({done} of {expected} registered runs finished; seeds with every cell finished: "
              f"{', '.join(map(str, d['seeds'])) or 'none yet'}"

@@ -472,7 +472,15 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         plots.save(fig, figures / f"{study}_delta_vs_{name}", footer)
         plt.close(fig)
     done, planned = len(runs), len(cells)
+    from .report import ladder_peak_findings, ladder_scale_findings, subword_scale_findings
+    from .study_header import header_lines
+
+    # per finished size each arm's difference (and, with the scale-vs-norm arms, the share each half carries), then
+    # the trend across sizes and any registered gradient-norm peaks
+    answer = (subword_scale_findings(out, study) + (ladder_scale_findings(out, study) if across_sizes else [])
+              + ladder_peak_findings(out, study))
     lines = [f"# {'The size ladder' if across_sizes else 'One size of the ladder'} (`{study}`)", "",
+             *header_lines(study, answer, pending="no size has all its registered seeds yet (amendment 4)"),
              f"Written by `python -m embnorm_lib.ladder` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
              f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + ")."
              + (f" Figures: `figures/ladder/{study}_delta_vs_params.png`, and against training compute "
@@ -721,6 +729,7 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
     from .io import git_commit
     from .render import compact_markdown
     from .studies import LADDER_LR_CHECKED, STUDIES
+    from .study_header import header_lines
 
     check, best, at_best = check_summary(runs)
     done, planned = len(runs), len(STUDIES[study].cells())
@@ -730,7 +739,23 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
     use = (f"Amendment {amendment}: exploratory; the subword ladder keeps the factor checked on characters (amendment 7), and "
            "this check only says whether that factor is also best on subwords." if subword else
            "Amendment 5: the ladder runs each arm at its best factor (rms at ln's).")
-    lines = [f"# {title} (`{study}`)", "",
+    best_lines = []
+    for r in best.itertuples():
+        where = f"rung {r.rung}" + ("" if r.tokenizer == "char" else f", {r.tokenizer}")
+        if subword:
+            used = r.ladder_factor
+            state = (f"the subword ladder's factor {used:g} (checked on characters) is also best here"
+                     if used == r.best_factor else
+                     f"**the subword ladder ran at {used:g}** (checked on characters), where the mean loss is "
+                     f"{r.gap_to_best:.4f} higher ({r.ladder_factor_val_loss:.4f}; per token)")
+        else:
+            registered = LADDER_LR_CHECKED.get(r.rung, {}).get(r.variant)
+            state = ("registered for the ladder" if registered == r.best_factor else
+                     "**not yet registered** in studies.LADDER_LR_CHECKED" if registered is None else
+                     f"**differs from the registered factor {registered:g}**")
+        best_lines.append(f"- {where}, `{r.variant}`: best factor {r.best_factor:g} (LR {r.best_lr:.3g})"
+                          + ("" if r.bracketed else ", at the grid's edge") + f"; {state}.")
+    lines = [f"# {title} (`{study}`)", "", *header_lines(study, best_lines, pending="no rung has all its check runs yet"),
              f"Written by `python -m embnorm_lib.ladder {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {planned} registered runs finished"
              + ("; **partial**" + ("" if subword else f": still to finish {_unfinished_rungs(study, runs)}; rungs 3 "
@@ -746,21 +771,7 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
              "where it is the grid's smallest or largest factor (the optimum may lie beyond). " + use, "",
              (compact_markdown(best.drop(columns=["ladder_factor", "ladder_factor_val_loss", "gap_to_best"]))
               if len(best) else "No rung has all its check runs yet."), ""]
-    for r in best.itertuples():
-        where = f"rung {r.rung}" + ("" if r.tokenizer == "char" else f", {r.tokenizer}")
-        if subword:
-            used = r.ladder_factor
-            state = (f"the subword ladder's factor {used:g} (checked on characters) is also best here"
-                     if used == r.best_factor else
-                     f"**the subword ladder ran at {used:g}** (checked on characters), where the mean loss is "
-                     f"{r.gap_to_best:.4f} higher ({r.ladder_factor_val_loss:.4f}; per token)")
-        else:
-            registered = LADDER_LR_CHECKED.get(r.rung, {}).get(r.variant)
-            state = ("registered for the ladder" if registered == r.best_factor else
-                     "**not yet registered** in studies.LADDER_LR_CHECKED" if registered is None else
-                     f"**differs from the registered factor {registered:g}**")
-        lines.append(f"- {where}, `{r.variant}`: best factor {r.best_factor:g} (LR {r.best_lr:.3g})"
-                     + ("" if r.bracketed else ", at the grid's edge") + f"; {state}.")
+    lines += best_lines
     if subword and len(best):
         lines += ["", "## Each arm at its own best factor (a description, not a test)", "",
                   "Final validation loss per character, mean over the check's seeds, each arm at the factor above; "

@@ -136,7 +136,16 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     runs = load_runs(study, out)
     planned = len(STUDIES[study].cells())
     record = ladder_data.corpus_record()
-    lines = [f"# The adequate-data ladder (`{study}`)", "",
+    from .study_header import header_lines
+
+    if study == "ladder-data-lr":
+        answer = [line for line in tuning_lines(runs) if line.startswith("- ")]
+    else:
+        table = confirmatory_table(runs)
+        answer = [f"- rung {rung} ({ladder_data.non_embedding_params(rung):,} parameters), final validation loss vs "
+                  "`none`: " + "; ".join(_words(r) for _, r in part.iterrows()) + "."
+                  for rung, part in (table[table["metric"] == "val_loss"].groupby("rung") if len(table) else [])]
+    lines = [f"# The adequate-data ladder (`{study}`)", "", *header_lines(study, answer),
              f"Written by `python -m embnorm_lib.publish {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({len(runs)} of {planned} registered runs finished"
              + ("; **partial**" if len(runs) < planned else "") + "). Registered in docs/PROTOCOL.md amendment 16.",

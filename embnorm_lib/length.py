@@ -58,6 +58,18 @@ def band_summary(deltas: pd.DataFrame, early=EARLY, late=LATE) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+QUESTION = ("With each arm at its own best learning rate, does an embedding norm change the loss early in the window "
+            "(little context) differently from late in it?")
+
+
+def band_lines(bands: pd.DataFrame) -> list[str]:
+    """`band_summary` as one sentence per variant (a description: no test)."""
+    lo, hi = EARLY, LATE
+    return [f"`{r['variant']}` vs `none`, mean paired difference in validation loss: {r[f'delta_positions_{lo[0]}_{lo[1]}']:+.4f} "
+            f"nats/char at positions {lo[0]}–{lo[1]}, {r[f'delta_positions_{hi[0]}_{hi[1]}']:+.4f} at {hi[0]}–{hi[1]} "
+            "(a description, no test)." for _, r in bands.iterrows()]
+
+
 def write_report(out_dir=None, figures_dir=None) -> Path:
     """runs/stability-h1b-v2/LENGTH.md and figures/stability-v2/length_tuned.png (exploratory, descriptive)."""
     import matplotlib.pyplot as plt
@@ -80,7 +92,11 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
                f"embnorm · {STUDY} · runs.csv {fingerprint(study_dir_for(STUDY, out).index)}")
     plt.close(fig)
     shown = deltas[deltas["position"].isin(SHOWN_POSITIONS)]
+    from .study_header import header_lines
+
     lines = ["# Length brittleness: loss by position in the window (exploratory)", "",
+             *header_lines(STUDY, band_lines(band_summary(deltas)), question=QUESTION,
+                           status="**Exploratory** (a description of the confirmatory study's tuned runs; no test)"),
              f"Written by `python -m embnorm_lib.length` at commit {git_commit()[:12]} from the positions.json of "
              f"`{STUDY}`'s tuned runs (every arm at its own best LR of `stability-lr-v2`, clipping on; seeds "
              f"{', '.join(map(str, sorted(positions['seed'].unique())))}). Figure: "

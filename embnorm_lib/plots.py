@@ -1,6 +1,7 @@
 """Figures. Each function returns the matplotlib Figure; `save` writes PNG + PDF with a provenance footer."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -16,12 +17,36 @@ from .variants import VARIANTS, variant_names
 _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None, "Creator": None}}
 
 
+# What a reader should never see on a figure: a run directory's key=value spelling (`none_preset=nanogpt-cpu`), a
+# config column (`cfg.lr`) or a snake_case column name (`val_loss`, `delta_final`); variant names are the arms' names
+_INTERNAL = re.compile(r"\b\w+=\S+|\bcfg\.\w|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+
+
+def internal_names(fig) -> list[str]:
+    """The internal names (see _INTERNAL) shown in a figure's titles, axis labels, tick labels and legends."""
+    texts = [t.get_text() for t in (getattr(fig, "_suptitle", None), getattr(fig, "_supxlabel", None),
+                                    getattr(fig, "_supylabel", None)) if t is not None]
+    for ax in fig.axes:
+        texts += [ax.get_title(loc) for loc in ("left", "center", "right")]
+        texts += [ax.get_xlabel(), ax.get_ylabel()]
+        texts += [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+        legend = ax.get_legend()
+        texts += [t.get_text() for t in legend.get_texts()] if legend else []
+    variants = set(VARIANTS)
+    return sorted({m for text in texts for m in _INTERNAL.findall(text) if m not in variants})
+
+
 def save(fig, path_stem: str | Path, footer: str = "embnorm") -> list[Path]:
     """Write <stem>.png and <stem>.pdf, footed with what they were drawn from (e.g. a study's runs.csv
-    fingerprint); a file whose bytes would not change is not rewritten."""
+    fingerprint); a file whose bytes would not change is not rewritten. A figure that shows an internal name (a
+    column or key=value arm name; `internal_names`) is refused, before anything is written."""
     import io
 
     stem = Path(path_stem)
+    shown = internal_names(fig)
+    if shown:
+        raise ValueError(f"figure {stem.name} shows internal name(s) {', '.join(shown)}; allowed: words for readers "
+                         "(plots.column_label, arm_label, METRIC_LABELS)")
     fig.text(0.99, 0.005, footer, ha="right", va="bottom", fontsize=6, color="0.5")
     paths = []
     for ext in ("png", "pdf"):
@@ -110,13 +135,27 @@ def arm_linestyle(arm: str, arms) -> str:
     return LINESTYLES[tags.index(arm.partition("_")[2]) % len(LINESTYLES)]
 
 
+# how a run directory's grid axes read in a legend (a key not here reads with its underscores as spaces)
+TAG_WORDS = {"lr": "peak LR", "grad_clip": "grad clip", "emb_init_std": "embedding init std",
+             "max_iters": "iterations", "tokenizer": "tokens", "n_layer": "layers"}
+
+
+def tag_words(tag: str) -> str:
+    """A run directory's axes in words: `grad_clip=1.0_lr=0.003` -> `grad clip 1.0, peak LR 0.003` (keys may hold
+    underscores, values do not)."""
+    return ", ".join(("tied head" if value == "True" else "untied head") if key == "tie_embeddings" else
+                     f"{TAG_WORDS.get(key, key.replace('_', ' '))} {value}"
+                     for key, value in re.findall(r"([a-z][a-z0-9_]*)=([^_]*)", tag))
+
+
 def arm_label(arm: str) -> str:
     """A legend entry for a run directory's arm name: `ln_preset=nanogpt-cpu` -> `ln (preset nanogpt-cpu)`, so no
     legend shows the internal key=value spelling."""
-    variant, _, rest = arm.partition("_")
-    if variant not in VARIANTS or not rest or "=" not in rest:
+    variant = max((v for v in VARIANTS if arm == v or arm.startswith(v + "_")), key=len, default="")
+    rest = arm[len(variant):].lstrip("_")
+    if not variant or "=" not in rest:
         return arm
-    return f"{variant} ({', '.join(part.replace('=', ' ') for part in rest.split('_') if part)})"
+    return f"{variant} ({tag_words(rest)})"
 
 
 # Axis and panel labels for the per-step log columns the study figures draw (figures.FIGURES): never the column name
@@ -221,7 +260,7 @@ def plot_temperature(calibration: pd.DataFrame) -> plt.Figure:
 # -- statistics figures (analysis.py) ----------------------------------------------------------
 
 METRIC_LABELS = {"val_loss": "val loss (nats/char)", "val_acc": "next-char accuracy", "ece_equal_width": "ECE (15 bins)",
-                 "brier": "Brier", "lm_macro_acc": "zero/few-shot macro acc", "final_grad_norm": "final grad norm",
+                 "brier": "Brier", "lm_macro_acc": "zero-shot macro acc (suite v1, superseded)", "final_grad_norm": "final grad norm",
                  "peak_grad_norm": "peak grad norm", "spike_count": "loss spikes",
                  "peak_grad_norm_post_warmup": "peak grad norm after warm-up",
                  "spike_count_post_warmup": "loss spikes after warm-up"}
@@ -315,14 +354,19 @@ def plot_budget_deltas(table: pd.DataFrame) -> plt.Figure:
     """Paired Δ val loss vs none (95% CI) at each budget, one line per variant."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     sub = table[table["variant"] != "none"]
-    for variant, rows in sub.groupby("variant", sort=False):
+    for k, (variant, rows) in enumerate(sub.groupby("variant", sort=False)):
         rows = rows.sort_values("cfg.max_iters")
-        x = rows["cfg.max_iters"].to_numpy(float)
+        x = rows["cfg.max_iters"].to_numpy(float) * (1 + 0.04 * k)  # each arm beside the last, not under it
         y = rows["delta_vs_none"].to_numpy(float)
-        ax.errorbar(x, y, yerr=interval_error(rows, "delta_vs_none"), marker="o", capsize=3, label=variant,
-                    color=arm_color(variant))
+        ls, marker = variant_style(variant)
+        ax.errorbar(x, y, yerr=interval_error(rows, "delta_vs_none"), marker=marker, ls=ls, capsize=3, label=variant,
+                    color=arm_color(variant), mfc="white")
+        if "significant" in rows:  # filled where Holm resolves the difference, open where it does not
+            sig = rows["significant"].astype(bool).to_numpy()
+            ax.plot(x[sig], y[sig], marker, color=arm_color(variant), zorder=3)
     return _finish_delta_vs_log_x(fig, ax, "training budget (iterations)", "Δ val loss vs none (nats/char)",
-                                  "Embedding-norm effect by budget (paired, 95% CI)", zero_color="0.4")
+                                  "Embedding-norm effect by budget (paired, 95% CI; filled: significant after Holm)",
+                                  zero_color="0.4")
 
 
 def plot_budget_trend(table: pd.DataFrame) -> plt.Figure:
@@ -337,10 +381,12 @@ def plot_budget_trend(table: pd.DataFrame) -> plt.Figure:
             color = arm_color(variant)
             x = rows["max_iters"].to_numpy(float) * (1.04 if variant == "rms" else 1.0)  # rms beside ln, not under it
             y = rows[f"delta_{label}"].to_numpy(float)
-            ax.errorbar(x, y, yerr=[y - rows[f"ci_low_{label}"], rows[f"ci_high_{label}"] - y], fmt="-",
+            ls, marker = variant_style(variant)
+            ax.errorbar(x, y, yerr=[y - rows[f"ci_low_{label}"], rows[f"ci_high_{label}"] - y], ls=ls,
                         color=color, capsize=3, label=variant)
             filled = rows[f"significant_{label}"].astype(bool).to_numpy()
-            ax.scatter(x, y, color=color, zorder=3, facecolors=[color if f else "white" for f in filled])
+            ax.scatter(x, y, color=color, marker=marker, zorder=3,
+                       facecolors=[color if f else "white" for f in filled])
         ax.axhline(0, color="0.4", lw=0.8)
         ax.set(xscale="log", title=f"{label} validation loss")
         ax.set_xticks(budgets["max_iters"], [f"{b}\n{e:.2g} ep" for b, e in zip(budgets["max_iters"],
@@ -361,8 +407,8 @@ def plot_loss_traces(series: pd.DataFrame, title: str) -> plt.Figure:
     for ax, arm in zip(axes.flat, arms):
         for _, run in series[series["arm"] == arm].groupby("seed"):
             ax.plot(run["step"], run["train_loss"], lw=0.8, color=arm_color(arm), alpha=0.8)
-        ax.set(title=arm, xlabel="step", yscale="log")
-    axes.flat[0].set_ylabel("train loss")
+        ax.set(title=arm_label(arm), xlabel=column_label("step"), yscale="log")
+    axes.flat[0].set_ylabel(column_label("train_loss"))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
@@ -408,7 +454,9 @@ def plot_position_deltas(deltas: pd.DataFrame) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for variant, sub in deltas.dropna(subset=["delta_vs_none"]).groupby("variant", sort=False):
         color = arm_color(variant)
-        ax.plot(sub["position"], sub["delta_vs_none"], label=variant, color=color)
+        ls, marker = variant_style(variant)
+        ax.plot(sub["position"], sub["delta_vs_none"], label=variant, color=color, ls=ls, marker=marker, ms=3,
+                mfc="white", markevery=max(1, len(sub) // 10))
         ax.fill_between(sub["position"], sub["ci_low"], sub["ci_high"], color=color, alpha=0.2, lw=0)
     ax.axhline(0, color="0.5", lw=0.8)
     ax.set(xscale="log", xlabel="position in the window (context length + 1)",
@@ -421,7 +469,7 @@ def plot_position_deltas(deltas: pd.DataFrame) -> plt.Figure:
 LADDER_X = {"params": "non-embedding parameters", "train_flops": "training compute (FLOPs, 6ND estimate)"}
 
 
-TOKENIZER_MARKERS = {"char": "o", "bpe-512": "s", "bpe-4096": "^"}  # one shape per tokenizer in the ladder figures
+TOKENIZER_STYLES = {"char": "-", "bpe-512": "--", "bpe-4096": "-."}  # one line style per tokenizer in the ladder figures
 
 
 def plot_ladder(frame: pd.DataFrame, x: str = "params", ax=None) -> plt.Figure:
@@ -434,8 +482,8 @@ def plot_ladder(frame: pd.DataFrame, x: str = "params", ax=None) -> plt.Figure:
         color = arm_color(variant)
         # rms beside ln and each tokenizer beside the others at one size, not hidden under them
         offset = (1.04 if variant == "rms" else 1.0) * (1.0 + 0.1 * tokenizers.index(tokenizer))
-        marker = TOKENIZER_MARKERS.get(tokenizer, "D")
-        style = "-" if tokenizer == "char" else "--"
+        marker = variant_style(variant)[1]  # the arm's marker; the line style says the tokenizer
+        style = TOKENIZER_STYLES.get(tokenizer, ":")
         ax.errorbar(sub[x] * offset, sub["mean_diff"], yerr=interval_error(sub), fmt=marker + style, color=color,
                     capsize=2, label=f"{variant} ({tokenizer})", mfc="white")
         sig = sub[sub["significant"]]
@@ -471,9 +519,11 @@ def plot_lr_check(check: pd.DataFrame, best: pd.DataFrame, axes=None) -> plt.Fig
         for variant in sorted(set(sub["variant"]), key=arm_order):
             arm = sub[sub["variant"] == variant].dropna(subset=["val_loss_mean"]).sort_values("factor")
             color = arm_color(variant)
-            ax.plot(arm["factor"], arm["val_loss_mean"], "o-", color=color, mfc="white", label=variant, ms=4)
+            ls, marker = variant_style(variant)
+            ax.plot(arm["factor"], arm["val_loss_mean"], marker=marker, ls=ls, color=color, mfc="white", label=variant,
+                    ms=4)
             picked = arm[arm["factor"] == chosen.get((tokenizer, rung, variant))]
-            ax.plot(picked["factor"], picked["val_loss_mean"], "o", color=color, ms=5, zorder=3)
+            ax.plot(picked["factor"], picked["val_loss_mean"], marker, color=color, ms=5, zorder=3)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: str(Fraction(v).limit_denominator(64))))
         ax.xaxis.set_minor_locator(NullLocator())

@@ -122,8 +122,14 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
             parts += [f"Statistics and the decision: [`{study}/REPORT.md`]({study}/REPORT.md) "
                       f"(rendered notebook: `{study}/report.html`).", ""]
         if (out / study / "ZEROSHOT.md").is_file():
+            from .zeroshot import prints_suite_v1
+
             parts += [f"Zero-shot suite v2 (its runs re-scored, `python -m embnorm_lib.rescore {study} --suite v2`): "
-                      f"[`{study}/ZEROSHOT.md`]({study}/ZEROSHOT.md).", ""]
+                      f"[`{study}/ZEROSHOT.md`]({study}/ZEROSHOT.md)."
+                      + (" Suite v2 is the registered zero-shot endpoint (docs/PROTOCOL.md amendment 3) and supersedes "
+                         "suite v1, whose macro accuracy REPORT.md still prints in the registered family; both pages "
+                         "say why, from these runs (v1's tasks against chance and ceiling, and each suite's minimum "
+                         "detectable difference)." if prints_suite_v1(study, out) else ""), ""]
         if study == "seeds-prelim":
             rep = replication_table(runs)
             parts += ["### Replication of the seed study's Table 1", "",

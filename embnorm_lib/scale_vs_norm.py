@@ -90,6 +90,14 @@ def attribution(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def attribution_lines(attributed: pd.DataFrame) -> list[str]:
+    """`attribution`'s rows as sentences: per regime, LayerNorm and its halves against none (final val loss)."""
+    return [f"Embeddings N(0, {r['emb_init_std']:g}), {r['head']} head, final validation loss vs `none`: "
+            + "; ".join(f"`{column.removesuffix(' vs none')}` {r[column]}" for column in attributed.columns
+                        if column.endswith(" vs none") and r[column] != "not run") + "."
+            for _, r in attributed.iterrows()]
+
+
 def normalizing_share(table: pd.DataFrame) -> pd.DataFrame:
     """Per regime where LayerNorm's difference from none is resolved (Holm): its difference, normalizing alone's
     (ln_matched), the share |ln_matched| / |ln|, and block 1's input norm at init for none and for ln."""
@@ -114,7 +122,12 @@ def write_report(out_dir=None, study: str = STUDY) -> Path:
     runs = load_runs(study, out)
     table = regime_table(runs, init_input_norms(study, out))
     done, expected = len(runs), len(STUDIES[study].cells())
+    from .report import scale_finding
+    from .study_header import header_lines
+
     lines = [f"# Stability v2: scale vs normalization (`{study}`)", "",
+             *header_lines(study, [line for line in [scale_finding(out)] if line]
+                           + attribution_lines(attribution(table)) if done >= expected else []),
              f"Written by `python -m embnorm_lib.scale_vs_norm` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"
              + ("" if done == expected else "; **partial**: numbers will change") + ").", "",

@@ -25,6 +25,8 @@ from .studies import studies_of
 from .variants import variant_names
 
 STUDIES = tuple(studies_of("stability"))
+QUESTION = ("When, if ever, does an embedding norm pay for itself in training stability: across peak learning rates, "
+            "embedding init scales, a stress regime and training budgets?")
 VARIANT_ORDER = variant_names()
 
 
@@ -345,9 +347,14 @@ def _layouts_words(available: dict, out: Path) -> str:
 
 
 def write_report(out_dir=None, figures_dir=None) -> Path:
+    from .study_header import header_lines
+
     out = runs_root(out_dir)
     fig_dir = Path(figures_dir or default_figures_dir(out, "stability"))
+    available, sections = analyse(out)
+    answer = [line for line in verdict(sections).splitlines() if line.startswith("- ")] if available else []
     lines = ["# Stability: when does an embedding norm pay for itself?", "",
+             *header_lines(list(STUDIES), answer, question=QUESTION, pending="no stability study has run yet"),
              f"Written by `python -m embnorm_lib.stability` at commit {git_commit()[:12]} from the `runs.csv` of "
              f"the stability studies; each study is produced by `python -m embnorm_lib.sweep <study>`. Figures: "
              f"`figures/stability/`.", "",
@@ -355,7 +362,6 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
              "results. Intervals are 95% paired t intervals; each table is one Holm family (`p_holm`, "
              "`significant`), and a direction or ranking is stated only where it is significant. Spikes and "
              "failures: `failed` = non-finite loss or a final loss above the loss at initialisation.", ""]
-    available, sections = analyse(out)
 
     footer = "embnorm · stability · runs.csv " + " ".join(fingerprint(study_dir_for(s, out).index) for s in available)
 

@@ -92,6 +92,16 @@ class Study:
     shared_seeds: dict[str, str] = field(default_factory=dict)  # scope -> which runs it shares with another study
     # why a registered cell cannot run yet ("" when it can): the sweep lists such a cell and trains none of them
     waits_for: Callable[[Cell], str] = lambda cell: ""
+    question: str = ""  # what the study asks, in one sentence without numbers (its report opens with it)
+    # how docs/PROTOCOL.md registers it (STATUSES) and by which amendment (0: the protocol as first registered);
+    # every report's header (study_header.py) states both, with the amendment's heading
+    status: str = "exploratory"
+    amendment: int = 0
+
+
+# what a study's runs can decide: confirmatory (a registered test and decision rule), exploratory (a description or a
+# search; decides nothing registered), tuning (picks a setting a confirmatory study runs at), smoke (the pipeline)
+STATUSES = ("confirmatory", "exploratory", "tuning", "smoke")
 
 
 ABC = variant_names()[:3]  # none, ln, rms: the study's arms A, B, C
@@ -247,32 +257,51 @@ def _data_ladder_cells(study: str, tuning: bool) -> list[Cell]:
 STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("seeds-prelim", "The seed study's Table 1 protocol: variants none/ln/rms x seeds 0-2 x 150 iterations "
                           "of the 8-layer x 128 model (batch 16, block 128, AdamW 3e-4, warmup + cosine).", "paired",
-          lambda: grid("seeds-prelim", "seeds-prelim", ABC, range(3), fixed=WITH_LM_EVAL)),
+          lambda: grid("seeds-prelim", "seeds-prelim", ABC, range(3), fixed=WITH_LM_EVAL),
+          status="confirmatory", amendment=0,
+          question=("Does the seed study's reported gain from a LayerNorm after the embedding replicate under its own "
+                    "short protocol, and does an embedding norm change the final validation loss there?")),
     Study("seeds-final", "The seed study's final plan: none/ln/rms x seeds 0-4 x 300 iterations, same model.",
-          "paired", lambda: grid("seeds-final", "seeds-final", ABC, range(5), fixed=WITH_LM_EVAL)),
+          "paired", lambda: grid("seeds-final", "seeds-final", ABC, range(5), fixed=WITH_LM_EVAL),
+          status="confirmatory", amendment=0,
+          question=("Does a LayerNorm or RMSNorm right after the token and position embedding help or hurt a small Pre-"
+                    "LN character GPT, in validation loss, calibration, zero-shot accuracy and stability?")),
     Study("main", "none/ln/rms x seeds 0-9 x 300 iterations (preset seeds-final), plus the nanoGPT CPU recipe "
                   "(4 x 128, block 64, 2000 iterations) for none/ln/rms x seeds 0-4: a converged regime.", "paired",
           lambda: (grid("main", "seeds-final", ABC, range(10), fixed=WITH_LM_EVAL, tag_preset=True)
                    + grid("main", "nanogpt-cpu", ABC, range(5), fixed=WITH_LM_EVAL, tag_preset=True)),
           note="The `seeds-final` regime's seeds 0–4 are the `seeds-final` study's runs (bitwise the same): this "
                "regime extends that study to 10 seeds and is not an independent replication of it.",
-          shared_seeds={"seeds-final": "seeds 0–4 are the `seeds-final` study's runs: not an independent replication"}),
+          shared_seeds={"seeds-final": "seeds 0–4 are the `seeds-final` study's runs: not an independent replication"},
+          status="confirmatory", amendment=0,
+          question=("The registered question on twice the seeds and in a second, longer-trained configuration: does an "
+                    "embedding norm help or hurt validation loss, calibration, zero-shot accuracy and stability?")),
     # -- stability (docs/PROTOCOL.md "Stability"; budgets chosen to fit about an hour here) ------------------
     # LR sensitivity (Wortsman et al. 2023)
     Study("stability-lr", "LR sensitivity: nanoGPT CPU model (4 x 128), 300 iterations, none/ln/rms x seeds 0-2 x "
                           "peak LR in {1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2}.", "stability",
           lambda: grid("stability-lr", "nanogpt-cpu", ABC, range(3), fixed={"max_iters": 300},
-                       axes={"lr": [1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2]})),
+                       axes={"lr": [1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2]}),
+          status="exploratory", amendment=1,
+          question='Does an embedding norm make the final loss less sensitive to the peak learning rate?'),
     # GPT-2's N(0, 0.02) vs PyTorch's N(0, 1)
     Study("stability-init", "Embedding-init scale: the 8 x 128 model at 150 iterations, none/ln/rms/scaled x seeds "
                             "0-2 x emb_init_std in {0.02, 1.0}.", "stability",
-          lambda: grid("stability-init", "seeds-prelim", ABCD, range(3), axes={"emb_init_std": [0.02, 1.0]})),
+          lambda: grid("stability-init", "seeds-prelim", ABCD, range(3), axes={"emb_init_std": [0.02, 1.0]}),
+          status="exploratory", amendment=1,
+          question=("Does the embedding's init scale (GPT-2's small one against PyTorch's unit one) decide whether an "
+                    "embedding norm helps or hurts?")),
     Study("stability-stress", "Stress: 16 layers x 128, lr 1e-2, no warmup, 150 iterations, none/ln/rms/scaled x "
                               "seeds 0-2.", "stability",
-          lambda: grid("stability-stress", "stress-deep", ABCD, range(3))),
+          lambda: grid("stability-stress", "stress-deep", ABCD, range(3)),
+          status="exploratory", amendment=1,
+          question=("In a deep model trained hard without warm-up, is the baseline unstable, and does an embedding norm"
+                    " steady it?")),
     Study("stability-budget", "Budgets: nanoGPT CPU model at 150, 300 and 2000 iterations, none/ln/rms x seeds 0-2.",
           "stability", lambda: grid("stability-budget", "nanogpt-cpu", ABC, range(3),
-                                    axes={"max_iters": [150, 300, 2000]})),
+                                    axes={"max_iters": [150, 300, 2000]}),
+          status="exploratory", amendment=1,
+          question="Does an embedding norm's cost in validation loss change with the training budget?"),
     # -- stability v2 (docs/PROTOCOL.md amendment 1: the search for an unstable baseline is exploratory) ------
     Study("stability-lr-v2", "LR boundary: nanoGPT CPU model (4 x 128, block 64, batch 12), 1000 iterations "
                              "(50 of warm-up, then cosine), none/ln/rms/scaled x seeds 0-2 x peak LR in half-decade "
@@ -280,14 +309,19 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                              "final metrics on the whole split.", "stability-v2",
           lambda: _seed_major("stability-lr-v2", "nanogpt-cpu", ABCD, range(3), {"max_iters": 1000, **INTERIM_EVAL},
                               {"lr": LR_GRID_V2}),
-          note=LR_V2_NOTE),
+          note=LR_V2_NOTE,
+          status="exploratory", amendment=1,
+          question=("At which peak learning rate does each arm start to fail, and does an embedding norm move that "
+                    "boundary?")),
     # what moves the boundary (issue 16, item 2): the upper half of the LR grid, one change at a time
     Study("stability-noclip-v2", "LR boundary without gradient clipping: stability-lr-v2's model and budget, "
                                  "grad_clip 0, none/ln/rms/scaled x seeds 0-2 x peak LR {3e-2, 1e-1, 3e-1, 1}.",
           "stability-v2", lambda: _seed_major("stability-noclip-v2", "nanogpt-cpu", ABCD, range(3),
                                               {"max_iters": 1000, "grad_clip": 0.0, **INTERIM_EVAL},
                                               {"lr": LR_GRID_V2[5:]}),
-          note=LR_V2_NOTE),
+          note=LR_V2_NOTE,
+          status="exploratory", amendment=1,
+          question='Without gradient clipping, does the failure boundary move, and does an embedding norm move it?'),
     Study("stability-bf16-v2", "LR boundary in bf16 autocast (BLOOM's authors suspected bf16 removes the need for "
                                "the embedding norm they needed in fp16): stability-lr-v2's model and budget, "
                                "precision bf16, none/ln/rms/scaled x seeds 0-2 x peak LR {3e-2, 1e-1, 3e-1, 1}.",
@@ -298,7 +332,9 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                             "what fp32 does; on a CPU without them it is an order of magnitude slower, GPU work "
                             "(`python -m embnorm_lib.bench --precision --preset nanogpt-cpu` prints the ratio on "
                             "this machine). These runs are CPU autocast: matmuls in bf16, parameters and optimizer "
-                            "in fp32. fp16 with loss scaling is CUDA-only here."),
+                            "in fp32. fp16 with loss scaling is CUDA-only here.",
+          status="exploratory", amendment=1,
+          question='In bf16 autocast, does the failure boundary move, and does an embedding norm move it?'),
     Study("stability-deep-v2", "LR boundary of a deeper model: stability-lr-v2's setup with 16 layers, "
                                "none/ln/rms/scaled x seeds 0-2 x peak LR {1e-3, 3e-3, ..., 3e-1, 1} (7 points).",
           "stability-v2", lambda: _seed_major("stability-deep-v2", "nanogpt-cpu", ABCD, range(3),
@@ -307,7 +343,9 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           note=LR_V2_NOTE + " Registered with peak LR {1e-2, ..., 3e-1}; after seed 0 (the search is exploratory, "
                             "amendment 1) LR 1 was added because no arm failed on that grid and the 4-layer model "
                             "fails only at LR 1, and LR 1e-3 and 3e-3 because every arm's best LR was the grid's "
-                            "lowest. 32 layers: `stability-deep32-v2`."),
+                            "lowest. 32 layers: `stability-deep32-v2`.",
+          status="exploratory", amendment=1,
+          question='In a deeper model, does the failure boundary move, and does an embedding norm move it?'),
     Study("stability-deep32-v2", "LR boundary of a 32-layer model: stability-lr-v2's setup with 32 layers, "
                                  "none/ln/rms/scaled x seeds 0-2 x peak LR {0.3, 1}, the two LRs around the 16-layer "
                                  "boundary.", "stability-v2",
@@ -316,13 +354,18 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           note=LR_V2_NOTE + " Registered after stability-deep-v2 (exploratory, amendment 1): at 16 layers every arm "
                             "failed at LR 1 and none below, so the question at 32 layers is whether depth moves "
                             "any arm's failures down to 0.3; a 32-layer run costs about twice a 16-layer one, so "
-                            "only the two LRs around the 16-layer boundary are run."),
+                            "only the two LRs around the 16-layer boundary are run.",
+          status="exploratory", amendment=1,
+          question="Does doubling the depth again move any arm's failures down to a lower learning rate?"),
     # H1b, confirmatory (docs/PROTOCOL.md amendment 2): fresh seeds in the regime the search found
     Study("stability-h1b-v2", "H1b, confirmatory: stability-lr-v2's model and budget, fresh seeds 3-7, "
                               "none/ln/rms/scaled x gradient clipping {1.0, off} x peak LR {1, 0.3}, plus every arm "
                               "at its own best LR of stability-lr-v2 (none 1e-2; ln, rms, scaled 3e-3; clipping on).",
           "h1b", lambda: _h1b_cells("stability-h1b-v2", range(3, 8)),
-          note=LR_V2_NOTE + " Confirmatory endpoints, family and decision rule: docs/PROTOCOL.md amendment 2."),
+          note=LR_V2_NOTE + " Confirmatory endpoints, family and decision rule: docs/PROTOCOL.md amendment 2.",
+          status="confirmatory", amendment=2,
+          question=("H1b: where the baseline fails, does an embedding norm remove the failures, and what does it cost "
+                    "at each arm's own best learning rate?")),
     Study("stability-scale-v2", "Scale vs normalization: the 8 x 128 model at 150 iterations, none/ln/rms/scaled "
                                 "plus ln_matched (LayerNorm whose gain starts at block 1's input norm of none) and "
                                 "scaled_unit (token embedding at unit RMS) x seeds 0-2 x emb_init_std in {0.02, 1.0} x "
@@ -331,12 +374,17 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                        axes={"emb_init_std": [1.0, 0.02], "tie_embeddings": [False, True]}),
           note="stability-init's evaluation plan (every window at every evaluation), so its tied none/ln/rms/scaled "
                "runs are copied, not retrained. Cells run std 1.0 before 0.02 and untied before tied (the "
-               "question's deciding cells first, so a sweep stopped part-way has them)."),
+               "question's deciding cells first, so a sweep stopped part-way has them).",
+          status="exploratory", amendment=1,
+          question=("Which half of LayerNorm carries its effect, normalizing or rescaling what enters block 1, and does"
+                    " that depend on the embedding's init scale and a tied output head?")),
     Study("stability-budget-v2", "Budget trend: the nanoGPT CPU model at 4000 and 8000 iterations (stability-budget "
                                  "has 150, 300 and 2000), none/ln/rms x seeds 0-2.", "stability-v2",
           lambda: grid("stability-budget-v2", "nanogpt-cpu", ABC, range(3), axes={"max_iters": [4000, 8000]}),
           note="Every evaluation scores the whole validation split (not studies.INTERIM_EVAL): the trend reports the "
-               "best validation loss as well as the final one, on the same windows as stability-budget."),
+               "best validation loss as well as the final one, on the same windows as stability-budget.",
+          status="exploratory", amendment=1,
+          question="Does an embedding norm's cost shrink, vanish or flip when the model trains much longer?"),
     # -- the size ladder (issue 18; docs/PROTOCOL.md amendment 1: per size the paired family, the trend exploratory)
     Study("ladder-lr", "Ladder LR check: rungs 0-4 (0.1M-14M non-embedding parameters, char, block 128, batch 32, "
                        "the ladder's budget), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1 "
@@ -344,13 +392,19 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                        "and on by factors of two where an arm's best sits at the grid's edge (amendment 6).",
           "ladder", lambda: _ladder_cells("ladder-lr", range(5), ["none", "ln"], range(2), factors=LADDER_LR_FACTORS),
           note="Checks the LR rule: each arm's best factor at a rung becomes that rung's LR in the ladder "
-               "(studies.LADDER_LR_CHECKED, docs/PROTOCOL.md amendment 5)."),
+               "(studies.LADDER_LR_CHECKED, docs/PROTOCOL.md amendment 5).",
+          status="tuning", amendment=5,
+          question=("Is the width rule's learning rate each arm's best at every size of the ladder, and if not, which "
+                    "factor is?")),
     Study("ladder", "Size ladder: rungs 0-4 (0.1M-14M non-embedding parameters; char, block 128, batch 32; 20 "
                     "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
                     "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rungs 3-4 "
                     "train on a CPU across sessions (amendments 14-15; minutes per run: the budget table); on a GPU, "
                     "sweep --pack on.", "ladder",
-          lambda: _ladder_cells("ladder", range(5), ABC, LADDER_SEEDS), waits_for=ladder_rung_waits),
+          lambda: _ladder_cells("ladder", range(5), ABC, LADDER_SEEDS), waits_for=ladder_rung_waits,
+          status="confirmatory", amendment=4,
+          question=("Does an embedding norm's effect on validation loss change with model size, at each arm's checked "
+                    "learning rate?")),
     Study("ladder-bpe", "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
                         "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
                         "token. Rung 3 trains on a CPU across sessions (amendment 15; minutes per run: the budget "
@@ -359,14 +413,19 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           note="Each arm runs at the character ladder's LR for its rung (ladder_factor): ladder-lr checked the LR "
                "on characters only and no subword LR check is registered, so a subword difference may partly "
                "reflect an LR tuned for another tokenization. `ladder-bpe-lr` (exploratory, amendment 8) checks "
-               "the LR on subwords at rung 1.", waits_for=ladder_rung_waits),
+               "the LR on subwords at rung 1.", waits_for=ladder_rung_waits,
+          status="confirmatory", amendment=7,
+          question=("With subword tokens instead of characters, does an embedding norm change the validation loss per "
+                    "character at each size?")),
     Study("ladder-bpe-lr", "Subword LR check, exploratory (amendment 8): rung 1 with BPE tokens (bpe-4096 first, "
                            "then bpe-512), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1, "
                            "at ladder-bpe's budget.", "ladder",
           lambda: _ladder_cells("ladder-bpe-lr", [1], ["none", "ln"], range(2), tokenizers=("bpe-4096", "bpe-512"),
                                 factors=LADDER_LR_FACTORS),
           note="Asks whether the LR checked on characters (the factor ladder-bpe runs at) is also best on subwords; "
-               "it does not change ladder-bpe's registered analysis (amendment 7)."),
+               "it does not change ladder-bpe's registered analysis (amendment 7).",
+          status="exploratory", amendment=8,
+          question='Is the learning rate checked on characters also the best one on subword tokens?'),
     Study("ladder-bpe-lr2", "Subword LR check at rung 2, exploratory (amendment 13): rung 2 with bpe-4096 tokens, "
                             "none and ln at the character check's factors there (1/4 to 4 times the width rule's LR, "
                             "and 1/8 for none) x seeds 0-1, at ladder-bpe's budget.", "ladder",
@@ -374,13 +433,18 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                                 factors=LADDER_LR_FACTORS),
           note="Asks whether the LR checked on characters (the factor ladder-bpe and ladder-bpe-rep2 run at) is also "
                "best on subwords at rung 2, where ladder-bpe-rep2 resolved a cost of both norms; it changes no "
-               "registered analysis (amendment 13)."),
+               "registered analysis (amendment 13).",
+          status="exploratory", amendment=13,
+          question='At the next size, is the learning rate checked on characters also the best one on subword tokens?'),
     Study("ladder-bpe-rep", "Subword replication, confirmatory (amendment 9): rung 1 with bpe-4096 tokens, "
                             "none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", "ladder",
           lambda: _ladder_cells("ladder-bpe-rep", [1], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
           note="Asks again, on ten seeds that did not prompt the question, whether an embedding norm changes the "
                "final loss per character where ladder-bpe's five seeds split into two levels (amendment 9); "
-               "analysed alone, seeds 0-4 not pooled in.", waits_for=ladder_rung_waits),
+               "analysed alone, seeds 0-4 not pooled in.", waits_for=ladder_rung_waits,
+          status="confirmatory", amendment=9,
+          question=("On fresh seeds, does an embedding norm change the validation loss per character where the subword "
+                    "ladder's seeds split?")),
     Study("ladder-bpe-rep2", "Subword replication at rung 2, confirmatory (amendment 11): rung 2 with bpe-4096 "
                              "tokens, none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", "ladder",
           lambda: _ladder_cells("ladder-bpe-rep2", [2], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
@@ -388,7 +452,10 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                "final loss per character at the size where ladder-bpe's rung-1 gain turned into an unresolved "
                "cost, and whether it raises the peak gradient norm after the warm-up (the exploratory reading that "
                "prompted it; amendment 11 makes it confirmatory here); analysed alone, seeds 0-4 not pooled in.",
-          waits_for=ladder_rung_waits),
+          waits_for=ladder_rung_waits,
+          status="confirmatory", amendment=11,
+          question=("On fresh seeds at the next size, does an embedding norm cost validation loss per character, and "
+                    "does it raise the gradient-norm peak after the warm-up?")),
     Study("ladder-bpe-scale", "Scale vs normalization on subwords, exploratory (amendment 10): rung 1 with bpe-4096 "
                               "tokens, none/ln/ln_matched/scaled_unit at ladder-bpe's LRs (ln_matched at ln's, "
                               "scaled_unit at none's) and budget, seeds 5-9.", "ladder",
@@ -397,7 +464,9 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           note="Where ladder-bpe-rep found both norms lowering the loss, asks which part carries it: normalizing "
                "(ln_matched: LayerNorm whose gain starts so that block 1's input norm at init is none's) or "
                "rescaling (scaled_unit: the token embedding at unit RMS, no norm). Its none and ln runs are "
-               "ladder-bpe-rep's seeds 5-9, copied bitwise.", waits_for=ladder_rung_waits),
+               "ladder-bpe-rep's seeds 5-9, copied bitwise.", waits_for=ladder_rung_waits,
+          status="exploratory", amendment=10,
+          question='On subwords, which half of LayerNorm carries its gain, normalizing or rescaling the embedding?'),
     # -- the adequate-data ladder (issue 76; docs/PROTOCOL.md amendment 16): ~57M training characters of open English
     Study("ladder-data-lr", "Adequate-data ladder, LR tuning (amendment 16): rungs 2x64, 3x96, 4x128, 6x160 "
                             "(0.1M-1.8M non-embedding parameters) on the open-English corpus, 20 tokens per "
@@ -405,14 +474,21 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
                             "100-102, a grid extended past any edge where the best sits.", "ladder-data",
           lambda: _data_ladder_cells("ladder-data-lr", tuning=True),
           note="Tuning seeds are never confirmatory seeds. A rung's grid is centred on the rung below's "
-               "registered LR scaled by width (ladder_data.centre)."),
+               "registered LR scaled by width (ladder_data.centre).",
+          status="tuning", amendment=16,
+          question="Which learning rate is each arm's best at each size of the adequate-data ladder?"),
     Study("ladder-data", "Adequate-data ladder, confirmatory (amendment 16): none/ln/rms x fresh seeds 0-4 per "
                          "rung, each arm at its tuned LR (rms at ln's), on the open-English corpus.", "ladder-data",
           lambda: _data_ladder_cells("ladder-data", tuning=False),
           note="Per rung: paired differences, 95% t intervals, Holm within the rung; the trend across rungs is "
-               "exploratory and covers only rungs that pass the data-bound check."),
+               "exploratory and covers only rungs that pass the data-bound check.",
+          status="confirmatory", amendment=16,
+          question=("On a corpus large enough that the models are not data-bound, does an embedding norm's effect on "
+                    "validation loss change with size?")),
     Study("smoke", "Smoke test for the README and CI: a tiny model, 20 iterations, none/ln/rms x seeds 0-1.", "smoke",
-          lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20})),
+          lambda: grid("smoke", "tiny", ABC, range(2), fixed={"max_iters": 20}),
+          status="smoke", amendment=0,
+          question='Does the pipeline run end to end?'),
 )}
 
 

@@ -249,13 +249,14 @@ def task_breakdown_lines(out: Path, study: str = "main") -> list[str]:
     return lines
 
 
-def reconciliation(out: Path, study: str = "main") -> str:
+def reconciliation_words(out: Path, study: str = "main", d: dict | None = None) -> str:
     """Why suite v1 is superseded by v2 (amendment 3), from the same runs: v1's tasks against chance and ceiling,
-    its items per task, and both suites' minimum detectable macro difference at the same seeds."""
-    d = largest_regime(study, out)
+    its items per task, and both suites' minimum detectable macro difference at the same seeds. `d`: the study's
+    `largest_regime`, where the caller has it."""
+    d = d or largest_regime(study, out)
     if d is None:
-        return ("Suite v1, superseded (docs/PROTOCOL.md amendment 3: suite v2 is the registered zero-shot endpoint); "
-                "no run of this study was scored with suite v2, so no comparison:")
+        return ("Suite v1 is superseded: suite v2 is the registered zero-shot endpoint (docs/PROTOCOL.md amendment 3); "
+                "no run of this study was scored with suite v2, so no comparison.")
     runs = d["runs"]
     hard = difficulty(runs, suite="v1")
     at_chance = hard[hard["above_chance"] < MARGIN]
@@ -273,10 +274,50 @@ def reconciliation(out: Path, study: str = "main") -> str:
             f"{len(at_chance)} of {len(hard)} tasks ({listed(at_chance)}) and within {MARGIN:g} of the ceiling on "
             f"{len(at_ceiling)} ({listed(at_ceiling)}), with {items_v1} items per task against v2's "
             f"{min(d['items'].values())}; so v1's minimum detectable macro difference at these seeds is "
-            f"{v1_mde:.4f}, v2's {v2_mde:.4f}. Suite v1's rows, for the record:")
+            f"{v1_mde:.4f}, v2's {v2_mde:.4f}.")
+
+
+def reconciliation(out: Path, study: str = "main") -> str:
+    """reconciliation_words, leading into suite v1's rows (FINDINGS.md lists them after it)."""
+    d = largest_regime(study, out)
+    words = reconciliation_words(out, study, d)
+    return words.removesuffix(".") + ":" if d is None else words + " Suite v1's rows, for the record:"
+
+
+def prints_suite_v1(study: str, out: Path) -> bool:
+    """Whether the study's REPORT.md prints suite-v1 numbers: a paired study (suite v1's macro accuracy is in its
+    registered family) whose runs carry suite-v1 scores."""
+    from .results import has_index, load_runs
+    from .studies import STUDIES
+
+    return (study in STUDIES and STUDIES[study].analysis == "paired" and has_index(study, out)
+            and bool(_task_columns(load_runs(study, out), "v1")))
+
+
+def macro_lines(found: dict[str, dict]) -> list[str]:
+    """Per regime scored with suite v2: each variant's macro difference from none, worded by its Holm decision."""
+    lines = []
+    for regime, d in found.items():
+        macro = d["family"][d["family"]["task"] == "macro"]
+        if not len(macro):
+            continue
+        shares = task_shares(d)
+        # the task that carries the largest share of each variant's macro difference (the macro is a plain mean)
+        top = {v: rows.loc[rows["share"].abs().idxmax()] for v, rows in shares.groupby("variant") if len(rows)}
+        parts = [f"`{r.variant}` {r.mean_diff:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}] "
+                 f"({('raises' if r.mean_diff > 0 else 'lowers') + ' it' if r.significant else 'direction not resolved'}"
+                 f", Holm p = {stats.p_text(r.p_holm)}"
+                 + (f"; {top[r.variant]['share']:.0%} of it from `{top[r.variant]['task']}`" if r.variant in top else "")
+                 + ")" for r in macro.itertuples()]
+        lines.append((f"`{regime}`" if regime else "") + f"{' (' if regime else ''}{len(d['seeds'])} seeds"
+                     f"{')' if regime else ''}: suite-v2 macro accuracy of `none` {macro['none'].iloc[0]:.4f}; "
+                     + "; ".join(parts) + ".")
+    return lines
 
 
 TITLES = {"stability-h1b-v2": "every arm at its own best LR (the tuned runs)"}
+QUESTION = ("Does an embedding norm change zero-shot accuracy on suite v2's four multiple-choice tasks (the registered "
+            "zero-shot suite, docs/PROTOCOL.md amendment 3)?")
 
 
 def write_report(study: str, out_dir=None) -> Path:
@@ -284,6 +325,7 @@ def write_report(study: str, out_dir=None) -> Path:
     from .io import git_commit, runs_root, write_text_stable
     from .render import compact_markdown
     from .rundir import study_dir_for
+    from .study_header import header_lines
 
     out = runs_root(out_dir)
     found = analyse(study, out)
@@ -292,7 +334,15 @@ def write_report(study: str, out_dir=None) -> Path:
              "**Exploratory** (this study did not register suite v2 as an endpoint)")
     title = TITLES.get(study, "")
     scored = sum(len(d["runs"]) for d in found.values())
-    lines = [f"# Zero-shot suite v2 on `{study}`" + (f": {title}" if title else ""), "",
+    status = ("**Confirmatory** for this study (docs/PROTOCOL.md amendments 1 and 3: suite v2's macro accuracy is its "
+              "registered zero-shot endpoint)" if study in REGISTERED else
+              "**Exploratory** (this study did not register suite v2 as an endpoint)")
+    header = header_lines(study, macro_lines(found), question=QUESTION, status=status,
+                          pending="no regime of this study has suite-v2 scores for `none` and a variant")
+    if prints_suite_v1(study, out):  # REPORT.md prints suite v1's rows: say here how the two relate
+        header += [f"**Suite v1 and suite v2.** {reconciliation_words(out, study)} Suite v1's rows are in "
+                   "[`REPORT.md`](REPORT.md).", ""]
+    lines = [f"# Zero-shot suite v2 on `{study}`" + (f": {title}" if title else ""), "", *header,
              f"Written by `python -m embnorm_lib.zeroshot {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({scored} runs scored with suite v2"
              + (f" in {len(found)} regimes: " + ", ".join(f"`{r}`" for r in found) if len(found) > 1 else "")

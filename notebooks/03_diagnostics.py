@@ -88,21 +88,15 @@ plt.show()
 # %% [markdown]
 # ## Explore (JupyterLab)
 #
-# Pick a study and a figure. Batch runs (papermill with `interactive=False`) skip this cell's widgets:
-# with no frontend to talk to they add nothing to the static set above.
+# Pick a study and a view: **paired differences** (each arm's difference from `none` on the same seed, per regime of
+# the grid, with 95% paired t intervals: where the answer is) for any metric, or any **figure** of the static set. A
+# grid study's figures open on one regime of the grid (the arm filter shows which; clear it to see every arm). Batch
+# runs (papermill with `interactive=False`) skip the widgets: with no frontend they add nothing to the figures above.
 
 # %%
-from embnorm_lib.io import runs_root
-
-studies = sorted(p.parent.name for p in runs_root(out_dir).glob("*/runs.csv"))
-
-def show(study_name, figure, arm_regex):
-    FIGURES[figure](StudyData(study_name, out_dir or None, arm_regex))
-    plt.show()
-
 if interactive:
-    import ipywidgets as widgets
+    from IPython.display import display
 
-    widgets.interact(show, study_name=widgets.Dropdown(options=studies, value=study if study in studies else None),
-                     figure=widgets.Dropdown(options=list(FIGURES), value="val_loss"),
-                     arm_regex=widgets.Text(value=arms))
+    from embnorm_lib.explore import explorer
+
+    display(explorer(study, out_dir or None))
