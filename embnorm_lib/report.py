@@ -13,20 +13,14 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import entry
+from .findings_groups import FINDINGS_GROUPS
 from .io import repo_root, runs_root, write_bytes_if_changed
 from .render import compact_markdown, layouts_text, markdown_arm_table, replication_markdown
 from .results import arm_order, has_index, load_runs, reused_mask, study_provenance
+from .seed_study import SEED_STUDY_TABLE1
 from .stability import recommendation_for
 from .stats import p_text
 from .studies import STUDIES, studies_of, study_cells
-
-# Table 1 of the seed study (3 seeds x 150 iterations, 8 x 128 char GPT): published figures,
-# quoted for comparison; ours are computed from runs/seeds-prelim.
-SEED_STUDY_TABLE1 = {
-    "none": {"val_ppl": 22.18, "final_grad_norm": 0.1762, "embedding_norm": 11.46},
-    "ln": {"val_ppl": 20.64, "final_grad_norm": 0.1783, "embedding_norm": 11.68},
-    "rms": {"val_ppl": 21.88, "final_grad_norm": 0.1706, "embedding_norm": 11.59},
-}
 
 METRICS = ["val_loss", "val_ppl", "val_acc", "ece_equal_width", "brier", "final_grad_norm",
            "final_block1_input_norm", "spike_count"]
@@ -304,28 +298,6 @@ def _scopes(out: Path, studies) -> list[tuple[str, str, bool]]:
     return found
 
 
-# The findings page's groups, in order: (title, what the group measures, in one sentence). The sentence that opens a
-# group is this plus, where the group's own results decide it, a computed reading (`_group_reading`).
-FINDINGS_GROUPS = {
-    "accuracy": ("Accuracy: does an embedding norm change validation loss?",
-                 "Final validation loss in nats per character (lower is better); a positive difference from `none` "
-                 "is a cost of the norm."),
-    "calibration": ("Calibration: are the predicted probabilities as trustworthy?",
-                    "Top-label ECE and Brier score of next-character predictions (lower is better), secondary "
-                    "endpoints of the registered family."),
-    "zero-shot": ("Zero-shot: does it change what the model can do on tasks it was not trained for?",
-                  "Accuracy on multiple-choice Shakespeare tasks scored without training; suite v2 is the registered "
-                  "endpoint (docs/PROTOCOL.md amendment 3) and suite v1 is superseded."),
-    "stability": ("Stability: does an embedding norm let training survive a higher learning rate?",
-                  "Failures (non-finite loss, or a final loss above the loss at init) and loss spikes across peak "
-                  "learning rates, depth, clipping and precision."),
-    "scale": ("Scale: does the answer change with model size?",
-              "Each norm's difference from `none` at each size of the ladder, and the trend across sizes "
-              "(exploratory; on 1 MB of text the larger rungs are data-bound, issue 76)."),
-    "mechanism": ("Mechanism: why does the norm help or hurt?",
-                  "Which half of LayerNorm (normalizing, or rescaling what enters block 1) carries its effect, and "
-                  "how the embedding's init scale decides its sign."),
-}
 
 
 def findings_groups(out_dir=None, studies=FINDINGS_STUDIES) -> dict[str, list[str]]:

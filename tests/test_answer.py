@@ -57,7 +57,7 @@ def test_the_first_screen_numbers_re_derive_from_the_committed_runs():
     wide = final.pivot_table(index="seed", columns="variant", values=["lm2_macro_acc", "lm2.swapped.0shot.acc"])
     macro = (wide["lm2_macro_acc"]["ln"] - wide["lm2_macro_acc"]["none"]).mean()
     swapped = (wide["lm2.swapped.0shot.acc"]["ln"] - wide["lm2.swapped.0shot.acc"]["none"]).mean()
-    assert f"{swapped / 4 / macro:.0%} of it from one task (`swapped`)" in screen
+    assert f"{swapped / 4 / macro:.0%} of it from the spelling task `swapped`" in screen
     # the budget trend at its smallest and largest budget
     budget = pd.concat([runs_of("stability-budget"), runs_of("stability-budget-v2")])
     assert paired(budget[budget["cfg.max_iters"] == 8000]) in screen
@@ -69,10 +69,10 @@ def test_the_first_screen_numbers_re_derive_from_the_committed_runs():
     # H1b: none's failures at peak LR 1 with clipping, on its fresh seeds
     h1b = runs_of("stability-h1b-v2")
     none = h1b[(h1b["variant"] == "none") & (h1b["cfg.lr"] == 1.0) & (h1b["cfg.grad_clip"] == 1.0)]
-    assert f"`none` failed {int(none['failed'].sum())} of {len(none)} fresh seeds" in screen
+    assert f"failed `none` {int(none['failed'].sum())}," in screen and f"of {len(none)}; no arm removed" in screen
     # the search: no arm fails below the lowest failing LR
     search = runs_of("stability-lr-v2")
-    assert f"No arm fails below peak LR {search.loc[search['failed'], 'cfg.lr'].min():g}" in screen
+    assert f"no arm fails below peak LR {search.loc[search['failed'], 'cfg.lr'].min():g}" in screen
     # the size ladder: the largest size, and where none's loss stops falling (one-sided Welch t, p >= 0.05)
     ladder = runs_of("ladder")
     assert paired(ladder[ladder["cfg.preset"] == "ladder-4"]) in screen
@@ -81,7 +81,7 @@ def test_the_first_screen_numbers_re_derive_from_the_committed_runs():
     flat = next(r for r in sorted(loss)[:-1]
                 if stats.ttest_ind(loss[r + 1], loss[r], equal_var=False, alternative="less").pvalue >= 0.05)
     shape = ladder.loc[ladder["cfg.preset"] == f"ladder-{flat}", ["cfg.n_layer", "cfg.n_embd"]].iloc[0]
-    assert f"from {12 * shape['cfg.n_layer'] * shape['cfg.n_embd'] ** 2 / 1e6:.1f}M up the baseline's loss stops falling" in screen
+    assert f"From {12 * shape['cfg.n_layer'] * shape['cfg.n_embd'] ** 2 / 1e6:.1f}M up the baseline's loss stops falling" in screen
 
 
 @pytest.mark.committed
@@ -160,3 +160,217 @@ def test_study_figures_label_axes_and_legends_in_words_and_keep_ln_and_rms_apart
     panels = plots.plot_study_panels(series, ["grad_norm.block1.attn"], "gradient norm per group")
     assert panels.axes[0].get_title() == "grad norm: block1 attn"
     plt.close(panels)
+
+
+# -- the fresh-eyes critique of the first screen (regime in the headline, ladder budget, configurations, init grid,
+# stability panel, terms explained), each re-derived from the committed runs with this file's own code
+
+def tldr_line(label: str) -> str:
+    """The TL;DR bullet that opens with **label."""
+    return next(line for line in first_screen().splitlines() if line.startswith(f"- **{label}"))
+
+
+def train_chars() -> int:
+    from embnorm_lib.data import load_corpus
+
+    return len(load_corpus().train)
+
+
+def tuned_runs(h1b: pd.DataFrame) -> pd.DataFrame:
+    """H1b's runs of each arm at its own best LR of the search (clipping on): the LRs other than the tested 1 and 0.3."""
+    return h1b[(h1b["cfg.grad_clip"] == 1.0) & ~h1b["cfg.lr"].isin([1.0, 0.3])]
+
+
+@pytest.mark.committed
+def test_the_headline_states_the_budget_where_it_holds_and_that_the_cost_shrinks_with_training():
+    answer = tldr_line("Answer")
+    main = runs_of("main")
+    epochs = {}
+    for preset, sub in main.groupby("cfg.preset"):
+        epochs[preset] = sub["tokens"].mean() / train_chars()
+        assert f"{int(sub['cfg.max_iters'].iloc[0])} iterations = {epochs[preset]:.2f} epochs" in answer, preset
+    # every registered regime resolves a cost, so the headline holds up to the longest of them
+    assert f"short training budgets (≤ {max(epochs.values()):.2f} epochs), keep baseline" in answer
+    budget = pd.concat([runs_of("stability-budget"), runs_of("stability-budget-v2")])
+    longest = budget[budget["cfg.max_iters"] == budget["cfg.max_iters"].max()]
+    assert f"shrinks toward zero: {paired(budget[budget['cfg.max_iters'] == 150]).split()[0]} at 150 iterations" in answer
+    assert (f"{paired(longest)} (not resolved) at {longest['cfg.max_iters'].iloc[0]} "
+            f"({longest['tokens'].mean() / train_chars():.2f} epochs" in answer)
+
+
+@pytest.mark.committed
+def test_the_confidence_says_the_two_registered_configurations_differ_in_depth_and_budget():
+    main = runs_of("main")
+    shapes = main.groupby("cfg.preset", sort=False)[["cfg.n_layer", "cfg.max_iters"]].first()
+    shapes = shapes.loc[["seeds-final", "nanogpt-cpu"]]
+    layers = " vs ".join(str(v) for v in shapes["cfg.n_layer"])
+    iters = " vs ".join(str(v) for v in shapes["cfg.max_iters"])
+    assert (f"differ in depth ({layers} layers) and budget ({iters} iterations) at once" in tldr_line("Scope"))
+    assert "in both model configurations)" not in first_screen()  # the old wording implied two replications
+
+
+@pytest.mark.committed
+def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_ladder_stands():
+    from embnorm_lib.studies import study_cells
+
+    size = tldr_line("Size")
+    ladder = runs_of("ladder")
+    params = 12 * ladder["cfg.n_layer"] * ladder["cfg.n_embd"] ** 2
+    per_param = (ladder["tokens"] / params).groupby(ladder["cfg.preset"]).mean()
+    passes = (ladder["tokens"] / train_chars()).groupby(ladder["cfg.preset"]).mean()
+    # the smallest size reaches the tokens-per-parameter target (rounded up to whole iterations); the others hit the cap
+    assert (f"{int(per_param.max())} tokens per non-embedding parameter, capped at {round(passes.max())} passes "
+            f"over the {train_chars() / 1e6:.1f}M training characters" in size)
+    assert f"every size sees {passes.min():.1f}–{passes.max():.0f} passes" in size
+    for study, kind in (("ladder-data-lr", "tuning"), ("ladder-data", "confirmatory")):
+        index = REPO / "runs" / study / "runs.csv"
+        finished = len(pd.read_csv(index)) if index.is_file() else 0
+        registered = len(study_cells(study))
+        if registered:
+            assert f"{finished} of {registered if kind == 'confirmatory' else f'the {registered}'} {kind} runs" in size
+    assert "in progress" in size and "no result of it is quoted yet" in size
+
+
+def test_the_adequate_data_ladder_is_quoted_as_in_progress_until_its_confirmatory_runs_finish():
+    from embnorm_lib.answer import data_ladder_words
+
+    link = {"number": 16, "link": "docs/PROTOCOL.md#x"}
+    tuning = {"ladder-data-lr": {"finished": 12, "registered": 30}}
+    waiting = data_ladder_words({"chars": 58e6, "amendment": link,
+                                 "studies": {**tuning, "ladder-data": {"finished": 0, "registered": 0}}})
+    assert "12 of the 30 tuning runs registered so far have finished" in waiting and "quoted yet" in waiting
+    running = data_ladder_words({"chars": 58e6, "amendment": link,
+                                 "studies": {**tuning, "ladder-data": {"finished": 19, "registered": 60}}})
+    assert "19 of 60 confirmatory runs" in running and "in progress" in running
+    done = data_ladder_words({"chars": 58e6, "amendment": link,
+                              "studies": {**tuning, "ladder-data": {"finished": 60, "registered": 60}}})
+    assert "has finished (60 of 60 confirmatory runs)" in done and "in progress" not in done
+
+
+@pytest.mark.committed
+def test_the_init_grid_is_scoped_shows_both_heads_and_links_to_the_seed_study():
+    from embnorm_lib.seed_study import SEED_STUDY_TABLE1
+
+    scale = runs_of("stability-scale-v2")
+    table = first_screen().split("| regime |", 1)[1]
+    for (std, tied), sub in scale.groupby(["cfg.emb_init_std", "cfg.tie_embeddings"]):
+        head = "tied" if tied else "untied"
+        row = next(line for line in table.splitlines() if f"N(0, {std:g}), {head} head" in line)
+        assert paired(sub) in row and paired(sub, variant="rms") in row, (std, head)
+    init = tldr_line("Init scale")
+    width, layers, iters = (int(scale[c].iloc[0]) for c in ("cfg.n_embd", "cfg.n_layer", "cfg.max_iters"))
+    assert (f"in one exploratory grid** ({layers} × {width}, {iters} iterations, {scale['seed'].nunique()} seeds"
+            in init)
+    prelim = runs_of("seeds-prelim")
+    assert (int(prelim["cfg.n_layer"].iloc[0]), int(prelim["cfg.n_embd"].iloc[0]),
+            int(prelim["cfg.max_iters"].iloc[0])) == (layers, width, iters)
+    assert "This is the seed study's model and budget" in init
+    assert f"{SEED_STUDY_TABLE1['none']['embedding_norm']:g}, is near √{width} = {np.sqrt(width):.1f}" in init
+    assert "if it used PyTorch's default N(0, 1) embedding init" in init
+
+
+@pytest.mark.committed
+def test_the_stability_line_gives_h1b_failures_and_tuned_costs_of_every_arm_and_the_searchs_seeds():
+    line = tldr_line("Stability")
+    h1b = runs_of("stability-h1b-v2")
+    at_one = h1b[(h1b["cfg.lr"] == 1.0) & (h1b["cfg.grad_clip"] == 1.0)]
+    counts = at_one.groupby("variant")["failed"].sum().astype(int)
+    order = ["none", "ln", "rms", "scaled"]
+    assert ("failed " + ", ".join(f"`{v}` {counts[v]}" for v in order) + f" of {at_one['seed'].nunique()}") in line
+    tuned = tuned_runs(h1b)
+    for variant in order[1:]:
+        assert f"`{variant}` {paired(tuned, variant=variant)}" in line, variant
+    search = runs_of("stability-lr-v2")
+    assert (f"peak LR {search['cfg.lr'].min():g}–{search['cfg.lr'].max():g}, {search['seed'].nunique()} seeds per "
+            "arm and LR" in line)
+    assert line.startswith("- **Stability: no benefit detected.**")
+
+
+@pytest.mark.committed
+def test_the_zero_shot_line_names_its_models_budget_tasks_and_the_superseded_suite():
+    line = tldr_line("Zero-shot")
+    final = runs_of("main")
+    final = final[final["cfg.preset"] == "seeds-final"]
+    assert (f"(the {final['cfg.n_layer'].iloc[0]} × {final['cfg.n_embd'].iloc[0]} models at "
+            f"{final['cfg.max_iters'].iloc[0]} iterations, {final['seed'].nunique()} seeds" in line)
+    assert f"Suite v1 (`ln` {paired(final, 'lm_macro_acc')}) is superseded" in line
+    assert "the spelling task `swapped`" in line and "docs/PROTOCOL.md#amendment-3-" in line
+    assert "after suite v1's scores were seen and before any study was scored with it" in line
+
+
+def test_suite_v2_was_registered_after_v1_scored_the_main_study_and_before_v2_scored_any():
+    """What the zero-shot line says of amendment 3's timing, checked against the repository's history."""
+    def first_commit_time(text: str, path: str) -> int:
+        log = subprocess.run(["git", "log", "--format=%ct", f"-S{text}", "--", path], cwd=REPO, capture_output=True,
+                             text=True)
+        return int(log.stdout.split()[-1]) if log.returncode == 0 and log.stdout.split() else -1
+
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=REPO, capture_output=True, text=True)
+    if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+        pytest.skip("needs the repository's full history")
+    registered = first_commit_time("### Amendment 3", "docs/PROTOCOL.md")
+    v1 = first_commit_time("lm_macro_acc", "runs/main/runs.csv")
+    v2 = first_commit_time("lm2_macro_acc", "runs/main/runs.csv")
+    if min(registered, v1, v2) < 0:
+        pytest.skip("the history does not hold the committed runs")
+    assert v1 < registered < v2
+
+
+def github_slug(heading: str) -> str:
+    return "".join(c for c in heading.lower() if c.isalnum() or c in " -_").replace(" ", "-")
+
+
+def test_every_link_on_the_first_screen_opens_a_file_and_an_existing_heading():
+    links = re.findall(r"\]\(([^)\s]+)\)", first_screen())
+    assert any("#" in link for link in links)
+    for link in links:
+        path, _, anchor = link.partition("#")
+        assert (REPO / path).exists(), link
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", (REPO / path).read_text(), flags=re.M)
+            assert anchor in {github_slug(h) for h in headings}, link
+
+
+def test_the_first_screen_explains_its_terms():
+    screen = first_screen()
+    note = next(line for line in screen.splitlines() if line.startswith("How to read"))
+    for term in ("*Resolved*", "Holm's correction", "*H1b*", "*Data-bound*", "`swapped`", "footer", "sha256",
+                 "filled marker"):
+        assert term in note, term
+    assert len(screen.split("<!-- answer:end -->")[0].splitlines()) <= 45  # the commands still fit the screen
+
+
+def test_an_amendment_or_section_the_protocol_lacks_is_refused():
+    from embnorm_lib.answer import amendment, protocol_section
+
+    with pytest.raises(ValueError, match="no amendment heading naming 'no such study'"):
+        amendment("no such study")
+    with pytest.raises(ValueError, match="no '## Nowhere' section"):
+        protocol_section("Nowhere")
+    assert amendment("`stability-h1b-v2`")["link"].startswith("docs/PROTOCOL.md#amendment-2-")
+
+
+@pytest.mark.slow
+@pytest.mark.committed
+def test_the_figure_panels_name_their_study_seeds_and_budget():
+    import matplotlib.pyplot as plt
+
+    from embnorm_lib import answer
+    from embnorm_lib.io import default_runs_dir
+
+    out = default_runs_dir()
+    d = {"registered": answer.registered_data(out), "budget": answer.budget_data(out), "init": answer.init_data(out),
+         "failures": answer.failure_data(out), "size": answer.size_data(out)}
+    fig = answer.answer_figure(d)
+    budget, init, failures, size = fig.axes[:4]
+    search = runs_of("stability-lr-v2")
+    assert f"LR search stability-lr-v2 (exploratory, {search['seed'].nunique()} seeds)" in failures.get_title()
+    assert "no stability benefit\ndetected" in failures.get_title()
+    note = " ".join(t.get_text() for t in failures.texts)
+    h1b = runs_of("stability-h1b-v2")
+    assert f"scaled {paired(tuned_runs(h1b), variant='scaled').split()[0]}" in note
+    assert "20 tokens/param, ≤ 10 passes" in size.get_xlabel()
+    assert "Init grid (exploratory; 8 × 128, 150 it, 3 seeds)" in init.get_title()
+    assert "Budget trend (exploratory, 3 seeds)" in budget.get_title()
+    assert "filled marker = resolved after Holm's correction" in fig._suptitle.get_text()
+    plt.close(fig)
