@@ -8,7 +8,6 @@ plot and per-seed paired lines; the power table; the decision. REPORT.md states 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,6 @@ from .io import (
     default_figures_dir,
     git_commit,
     published_csv,
-    repo_root,
     runs_root,
     write_published_json,
     write_text_stable,
@@ -157,24 +155,6 @@ def power_table(a: ScopeAnalysis) -> pd.DataFrame:
 
 # -- the report ----------------------------------------------------------------------------------
 
-def protocol_commits() -> list[str]:
-    """Every commit of docs/PROTOCOL.md, oldest first: the registration, then its amendments."""
-    try:
-        out = subprocess.run(["git", "log", "--reverse", "--format=%H", "--", "docs/PROTOCOL.md"], cwd=repo_root(),
-                             capture_output=True, text=True, timeout=10).stdout.split()
-    except OSError:
-        return []
-    return out
-
-
-def protocol_words() -> str:
-    commits = protocol_commits()
-    if not commits:
-        return "not committed"
-    amended = f", last amended at commit {commits[-1][:12]}" if len(commits) > 1 else ""
-    return f"registered at commit {commits[0][:12]}{amended}"
-
-
 def _change(c, noun: str) -> str:
     """'raises NOUN by 0.12' / 'lowers …' where the Holm-corrected test resolves the direction, else
     'changes NOUN by -0.0047 (direction not resolved)'."""
@@ -261,7 +241,7 @@ def zeroshot_lines(study: str, out_dir=None) -> list[str]:
 
 
 def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None) -> Path:
-    from .study_header import header_lines
+    from .study_header import header_lines, protocol_words
 
     study = analyses[0].study
     study_root = runs_root(out_dir) / study

@@ -147,7 +147,9 @@ def _decision_words(decision: dict, mei: float) -> str:
     return f"Decision rule 3: {base}. {verdicts}."
 
 
-def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
+def write_report(out_dir=None, figures_dir=None, study: str = STUDY, answer: list[str] | None = None) -> Path:
+    """H1B.md; `answer`: the decision lines its header quotes (report.h1b_findings, passed in by publish: report
+    imports this module, so this module does not import report)."""
     out = runs_root(out_dir)
     fig_dir = Path(figures_dir or default_figures_dir(out, "stability-v2"))
     d = analyse(out, study)
@@ -159,11 +161,10 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
         plots.save(fig, fig_dir / "h1b_stability_vs_cost", footer)
         plt.close(fig)
     partial = done < expected
-    from .report import h1b_findings
     from .study_header import header_lines
 
     lines = [f"# Stability v2: H1b, confirmatory (`{study}`)", "",
-             *header_lines(study, h1b_findings(out) if study == STUDY else [],
+             *header_lines(study, list(answer or []) if study == STUDY else [],
                            pending="not every registered seed has finished" if study == STUDY else
                            "decision rule 3 is quoted for the registered study only"),
              f"Written by `python -m embnorm_lib.h1b` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "

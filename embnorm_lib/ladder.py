@@ -436,7 +436,9 @@ def scale_words(row) -> str:
             "nats/char (an extrapolation).")
 
 
-def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
+def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: list[str] | None = None) -> Path:
+    """LADDER.md; `answer`: the lines its header quotes (report.ladder_answer, passed in by publish: report imports
+    this module, so this module does not import report)."""
     import matplotlib.pyplot as plt
 
     from . import plots
@@ -472,13 +474,11 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None) -> Path:
         plots.save(fig, figures / f"{study}_delta_vs_{name}", footer)
         plt.close(fig)
     done, planned = len(runs), len(cells)
-    from .report import ladder_peak_findings, ladder_scale_findings, subword_scale_findings
     from .study_header import header_lines
 
     # per finished size each arm's difference (and, with the scale-vs-norm arms, the share each half carries), then
     # the trend across sizes and any registered gradient-norm peaks
-    answer = (subword_scale_findings(out, study) + (ladder_scale_findings(out, study) if across_sizes else [])
-              + ladder_peak_findings(out, study))
+    answer = list(answer or [])
     lines = [f"# {'The size ladder' if across_sizes else 'One size of the ladder'} (`{study}`)", "",
              *header_lines(study, answer, pending="no size has all its registered seeds yet (amendment 4)"),
              f"Written by `python -m embnorm_lib.ladder` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "

@@ -24,7 +24,8 @@ from .analysis import check_complete, study_family
 from .config import check_name
 from .errors import BRIEF_ERRORS, entry
 from .io import default_runs_dir, repo_root, runs_root, transaction, uncommitted_indexes, write_bytes_if_changed
-from .report import FINDINGS_STUDIES, update_readme, write_runs_readme
+from .readme import update_readme
+from .report import FINDINGS_STUDIES, write_runs_readme
 from .results import build_index, load_positions
 from .studies import check_registered_runs
 
@@ -178,20 +179,21 @@ def _zeroshot_report(study: str, out: Path) -> dict[str, Path]:
 
 def v2_report_writer(study: str) -> Callable[[Path, Path | None], Path]:
     """The report a stability v2 study or the H1b study is analysed into (each module owns its file)."""
-    from . import boundary, budget_trend, h1b, ladder, scale_vs_norm
+    from . import boundary, budget_trend, h1b, ladder, report, scale_vs_norm
     from .studies import studies_of
 
     if study in boundary.BOUNDARY_STUDIES:
         return lambda out, figures: boundary.write_report(out, figures, study)
     if study in studies_of("ladder"):
-        return lambda out, figures: ladder.write_report(study, out, figures)
+        return lambda out, figures: ladder.write_report(study, out, figures, answer=report.ladder_answer(out, study))
     if study in studies_of("ladder-data"):
         from . import ladder_data_report
 
         return lambda out, figures: ladder_data_report.write_report(study, out, figures)
-    writers = {scale_vs_norm.STUDY: lambda out, figures: scale_vs_norm.write_report(out),
+    writers = {scale_vs_norm.STUDY: lambda out, figures: scale_vs_norm.write_report(
+                   out, answer=[line for line in [report.scale_finding(out)] if line]),
                budget_trend.REPORT_STUDY: lambda out, figures: budget_trend.write_report(out, figures_dir=figures),
-               h1b.STUDY: lambda out, figures: h1b.write_report(out, figures)}
+               h1b.STUDY: lambda out, figures: h1b.write_report(out, figures, answer=report.h1b_findings(out))}
     if study not in writers:
         raise ValueError(f"no v2 report for study {study!r}; allowed: "
                          f"{', '.join([*boundary.BOUNDARY_STUDIES, *writers])}")

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .errors import entry
 from .findings_groups import FINDINGS_GROUPS
-from .io import repo_root, runs_root, write_bytes_if_changed
+from .io import runs_root, write_bytes_if_changed
 from .render import compact_markdown, layouts_text, markdown_arm_table, replication_markdown
 from .results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .seed_study import SEED_STUDY_TABLE1
@@ -634,6 +634,14 @@ def zeroshot_findings(out: Path) -> list[str]:
     return []
 
 
+def ladder_answer(out: Path, study: str) -> list[str]:
+    """The lines LADDER.md's header quotes: per finished size each arm's difference, the trend across sizes (where the
+    study has several), and any registered gradient-norm peaks."""
+    across_sizes = len({c.preset for c in STUDIES[study].cells()}) > 1
+    return (subword_scale_findings(out, study) + (ladder_scale_findings(out, study) if across_sizes else [])
+            + ladder_peak_findings(out, study))
+
+
 def h1b_findings(out: Path) -> list[str]:
     """One line per regime of the H1b study's decision rule 3, once every registered seed has finished."""
     from . import h1b
@@ -662,127 +670,6 @@ def update_readme_findings(readme: Path, text: str) -> None:
     head, rest = content.split(FINDINGS_START, 1)
     _, tail = rest.split(FINDINGS_END, 1)
     write_bytes_if_changed(readme, f"{head}{FINDINGS_START}\n{text}\n{FINDINGS_END}{tail}".encode())
-
-
-ANSWER_START, ANSWER_END = "<!-- answer:start -->", "<!-- answer:end -->"
-FINDINGS_PAGE = "FINDINGS.md"
-
-
-def findings_page(out_dir=None) -> str:
-    """FINDINGS.md: every generated finding, grouped by the question it answers."""
-    return ("# Findings\n\nWritten by `python -m embnorm_lib.publish` from the committed runs; every number comes from "
-            "`runs/`. The answer on one screen: [README.md](README.md). Each group opens with what it measures and, "
-            "where its registered results decide it, what they say. Registered (confirmatory) results follow "
-            "[`docs/PROTOCOL.md`](docs/PROTOCOL.md); everything labelled exploratory is a description.\n\n"
-            + findings_text(out_dir) + "\n")
-
-
-def replace_block(content: str, start: str, end: str, text: str, where: str) -> str:
-    if start not in content or end not in content:
-        raise ValueError(f"{where} has no {start} ... {end} block; allowed: a file holding both markers")
-    head, rest = content.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{text}\n{end}{tail}"
-
-
-def update_readme(out_dir=None) -> list[Path]:
-    """The README's first screen (TL;DR, answer figure, regime table: embnorm_lib.answer), FINDINGS.md and the
-    figure index, from the committed runs. Every block is computed before any file is written."""
-    from . import answer
-
-    data = answer.answer_data(out_dir)
-    figure = answer.write_figure(data, out_dir)
-    root = repo_root()
-    readme = root / "README.md"
-    block = answer.first_screen(data, figure.relative_to(root).as_posix())
-    content = replace_block(readme.read_text(), ANSWER_START, ANSWER_END, block, readme)
-    page = findings_page(out_dir)
-    index = figure_index(root / "figures")
-    return [figure, write_bytes_if_changed(readme, content.encode()),
-            write_bytes_if_changed(root / FINDINGS_PAGE, page.encode()),
-            write_bytes_if_changed(root / "figures" / "README.md", index.encode())]
-
-
-# What each committed figure shows and which findings group it belongs to (FINDINGS_GROUPS), by file name; a study's
-# per-run figures (figures.FIGURES) share one entry per name. `figure_index` refuses a figure that no entry describes.
-FIGURE_WHAT = {
-    "answer": ("The answer in four panels: Δ val loss vs training budget, vs embedding init scale; failures vs peak "
-               "LR per arm; Δ vs model size", "README TL;DR"),
-    "char_classes": ("tiny Shakespeare: the share of each character class in the training and validation splits",
-                     "data"),
-    "train_loss": ("training loss per step, per arm (mean and 95% band over seeds)", "accuracy"),
-    "val_loss": ("validation loss at each evaluation, per arm (mean and 95% band over seeds)", "accuracy"),
-    "grad_norm_total": ("total gradient norm before clipping per step, per arm", "stability"),
-    "grad_norm_groups": ("gradient norm per parameter group (embeddings, first and last block, final norm)",
-                         "mechanism"),
-    "block1_input_norm": ("norm of what enters block 1, per step and arm", "mechanism"),
-    "embedding_norm_by_class": ("token-embedding norm by character class at the end", "mechanism"),
-    "block1_input_norm_by_class": ("block-1 input norm by character class at the end", "mechanism"),
-    "cosine_similarity": ("mean pairwise cosine similarity of token embeddings and block-1 inputs", "mechanism"),
-    "residual_norm_by_depth": ("residual-stream norm after each block at the end", "mechanism"),
-    "attention_logit_max": ("largest attention logit per layer over training", "stability"),
-    "output_logits": ("output-logit growth over training", "stability"),
-    "reliability_equal_width": ("reliability diagram (accuracy vs confidence, equal-width bins)", "calibration"),
-    "reliability_equal_mass": ("reliability diagram (accuracy vs confidence, equal-mass bins)", "calibration"),
-    "temperature_nll": ("validation NLL against softmax temperature", "calibration"),
-    "forest": ("paired difference from none per registered metric, per arm (95% t interval; filled: Holm-significant)",
-               "accuracy, calibration, zero-shot"),
-    "paired_lines": ("each seed's value per arm, joined by seed", "accuracy, calibration"),
-    "delta_vs_params": ("each norm's Δ final val loss vs none against model size", "scale"),
-    "delta_vs_compute": ("each norm's Δ final val loss vs none against training compute", "scale"),
-    "lr_curves": ("final val loss against the LR factor, per rung and arm (the LR check)", "scale"),
-    "lr_boundary_loss": ("final val loss and failures against peak LR, per arm", "stability"),
-    "lr_boundary_growth": ("share failed, largest attention and output logit against peak LR, per arm", "stability"),
-    "budget_trend": ("each norm's Δ final and best val loss vs none against training budget", "accuracy"),
-    "budget_deltas": ("each norm's Δ val loss vs none at 150, 300 and 2000 iterations (stability v1)", "accuracy"),
-    "h1b_stability_vs_cost": ("failures at peak LR 1 against the tuned cost, per arm (H1b)", "stability"),
-    "length_tuned": ("Δ val loss vs none at each position of the window, each arm at its best LR", "stability"),
-    "lr_sensitivity": ("final val loss against peak LR, per arm (stability v1)", "stability"),
-    "stress_loss_traces": ("training loss traces in the stress regime (stability v1)", "stability"),
-}
-# figures/stability-v2/<prefix>_lr_boundary_*: the LR search each prefix names (boundary.py)
-BOUNDARY_PREFIX = {"": "stability-lr-v2", "noclip": "stability-noclip-v2", "bf16": "stability-bf16-v2",
-                   "deep": "stability-deep-v2", "deep32": "stability-deep32-v2"}
-
-
-def describe_figure(rel: str) -> tuple[str, str, str]:
-    """(what it shows, which study, which findings group) of a figure's path under figures/."""
-    parts = rel.removesuffix(".png").split("/")
-    folder, stem = (parts[0], parts[-1]) if len(parts) > 1 else ("", parts[0])
-    matches = [n for n in FIGURE_WHAT if stem == n or stem.endswith("_" + n) or stem.startswith(n + "_")]
-    if not matches:
-        raise ValueError(f"figure {rel} has no entry in report.FIGURE_WHAT; allowed: a figure whose name ends with one "
-                         f"of {', '.join(FIGURE_WHAT)}")
-    name = sorted(matches, key=lambda n: (n != stem, -len(n)))[0]  # the exact name, else the longest
-    what, group = FIGURE_WHAT[name]
-    if name in ("forest", "paired_lines"):
-        study = f"{folder} (regime {stem.removeprefix(name + '_')})"
-    elif name.startswith("lr_boundary"):
-        study = BOUNDARY_PREFIX[stem[: -len(name)].rstrip("_")]
-    elif folder == "ladder":
-        study = stem.removesuffix("_" + name)
-    elif name == "budget_trend":
-        study = "stability-budget, stability-budget-v2"
-    elif name in ("h1b_stability_vs_cost", "length_tuned"):
-        study = "stability-h1b-v2"
-    elif folder == "stability":
-        study = "stability (v1 studies)"
-    elif name == "answer":
-        study = "main, stability-budget(-v2), stability-scale-v2, stability-lr-v2, stability-h1b-v2, ladder"
-    else:
-        study = folder
-    return what, study, group
-
-
-def figure_index(figures_dir: Path) -> str:
-    """figures/README.md: one line per figure (PNG; each has a PDF beside it): what it shows, its study, its finding."""
-    rows = [(p.relative_to(figures_dir).as_posix(), *describe_figure(p.relative_to(figures_dir).as_posix()))
-            for p in sorted(figures_dir.rglob("*.png"))]
-    lines = ["# Figures", "", "Written by `python -m embnorm_lib.publish` (one line per figure; a vector PDF of the "
-             "same name lies beside each PNG). Findings groups: [FINDINGS.md](../FINDINGS.md).", "",
-             "| figure | what it shows | study | finding |", "|---|---|---|---|"]
-    lines += [f"| [{rel}]({rel}) | {what} | {study} | {group} |" for rel, what, study, group in rows]
-    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

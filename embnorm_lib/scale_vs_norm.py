@@ -117,16 +117,16 @@ def normalizing_share(table: pd.DataFrame) -> pd.DataFrame:
 SMALL_SHARE = 0.1  # "normalizing alone carries under a tenth of LayerNorm's difference"
 
 
-def write_report(out_dir=None, study: str = STUDY) -> Path:
+def write_report(out_dir=None, study: str = STUDY, answer: list[str] | None = None) -> Path:
+    """SCALE.md; `answer`: the finding its header quotes (report.scale_finding, passed in by publish)."""
     out = runs_root(out_dir)
     runs = load_runs(study, out)
     table = regime_table(runs, init_input_norms(study, out))
     done, expected = len(runs), len(STUDIES[study].cells())
-    from .report import scale_finding
     from .study_header import header_lines
 
     lines = [f"# Stability v2: scale vs normalization (`{study}`)", "",
-             *header_lines(study, [line for line in [scale_finding(out)] if line]
+             *header_lines(study, list(answer or [])
                            + attribution_lines(attribution(table)) if done >= expected else []),
              f"Written by `python -m embnorm_lib.scale_vs_norm` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"

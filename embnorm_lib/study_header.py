@@ -8,6 +8,7 @@ cells; the answer is the lines the writer computed from the runs (its decision o
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import asdict
 
 from .io import repo_root
@@ -116,7 +117,6 @@ def status_words(study: str) -> str:
     """How the protocol registers the study: its status and the amendment (with its heading) that did."""
     s = STUDIES[study]
     if s.amendment == 0:
-        from .analysis import protocol_words
 
         where = f"{PROTOCOL} as first registered ({protocol_words().split(', last amended')[0].removeprefix('registered ')})"
     else:
@@ -155,3 +155,21 @@ def header_lines(studies: str | list[str], answer: list[str], question: str = ""
         return lines + [f"**Answer.** Not yet: {pending or 'the registered runs have not all finished'}.", ""]
     bullets = [a if a.startswith("- ") else f"- {a}" for a in answer]
     return lines + ["**Answer.**", "", *bullets, ""]
+
+
+def protocol_commits() -> list[str]:
+    """Every commit of docs/PROTOCOL.md, oldest first: the registration, then its amendments."""
+    try:
+        out = subprocess.run(["git", "log", "--reverse", "--format=%H", "--", "docs/PROTOCOL.md"], cwd=repo_root(),
+                             capture_output=True, text=True, timeout=10).stdout.split()
+    except OSError:
+        return []
+    return out
+
+
+def protocol_words() -> str:
+    commits = protocol_commits()
+    if not commits:
+        return "not committed"
+    amended = f", last amended at commit {commits[-1][:12]}" if len(commits) > 1 else ""
+    return f"registered at commit {commits[0][:12]}{amended}"

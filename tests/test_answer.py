@@ -114,14 +114,14 @@ def test_a_plateau_starts_where_the_next_size_is_no_better():
 
 
 def test_every_committed_figure_is_indexed_and_an_unknown_one_is_refused():
-    from embnorm_lib.report import describe_figure
+    from embnorm_lib.readme import describe_figure
 
     listed = subprocess.run(["git", "ls-files", "figures"], cwd=REPO, capture_output=True, text=True).stdout.split()
     index = (REPO / "figures" / "README.md").read_text()
     pngs = [p.removeprefix("figures/") for p in listed if p.endswith(".png")]
     assert pngs and all(f"]({p})" in index for p in pngs), [p for p in pngs if f"]({p})" not in index]
     assert "| ? |" not in index
-    with pytest.raises(ValueError, match="no entry in report.FIGURE_WHAT"):
+    with pytest.raises(ValueError, match="no entry in readme.FIGURE_WHAT"):
         describe_figure("main/mystery.png")
 
 
