@@ -72,7 +72,7 @@ def run_cells(cells: list[Cell], out: Path, data_path=None) -> dict:
     trained = time.perf_counter() - t0
     t = time.perf_counter()
     for study in sorted({c.study for c in cells}):
-        build_index(study, out, echo=lambda *a: None)
+        build_index(study, out)
     index_s = time.perf_counter() - t
     wall = time.perf_counter() - t0
     flop = flop_counts(dirs, summaries)
