@@ -503,7 +503,7 @@ def studies_of(analysis: str) -> list[str]:
 
 
 # analyses whose reports say how many registered runs have finished (a study still training is reported as partial)
-PARTIAL_REPORTS = ("stability-v2", "h1b", "ladder")
+PARTIAL_REPORTS = ("stability-v2", "h1b", "ladder", "ladder-data")
 
 
 class MissingRunsError(RunDirError):
