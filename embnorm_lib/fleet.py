@@ -752,8 +752,8 @@ def train_fleet(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike]
     corpora = {}
     for group in groups:
         cfg = cfgs[group[0]]
-        key = (cfg.tokenizer, cfg.corpus_sha256)
-        corpora.setdefault(key, load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256))
+        key = (cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars)  # the split point is part of the data (issue 76)
+        corpora.setdefault(key, load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars))
         check_fits_data(cfg, corpora[key])
     threads_before = torch.get_num_threads()
     try:
@@ -772,7 +772,7 @@ def train_fleet(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike]
                 device = select_device(cfg.device)
                 precision = Precision(resolve_precision(cfg.precision, device), device)
                 t = time.perf_counter()
-                fleet = Fleet([cfgs[i] for i in todo], corpora[(cfg.tokenizer, cfg.corpus_sha256)], device, precision,
+                fleet = Fleet([cfgs[i] for i in todo], corpora[(cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars)], device, precision,
                               cuda_graph)
                 setup_s = time.perf_counter() - t
                 summaries = _train_group(fleet, [runs[todo[p]] for p in fleet.positions], echo)
