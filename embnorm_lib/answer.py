@@ -426,7 +426,51 @@ def confidence_words(d: dict) -> str:
 
 
 def tldr_lines(d: dict) -> list[str]:
-    """At most eight lines: the answer with the regime where it holds, its scope and its confidence."""
+    """The README's TL;DR: one short line per question (at most eight, each a sentence or two), with the regime where
+    it holds; `detail_lines` carries the designs, the tasks and every interval into FINDINGS.md."""
+    reg = d["registered"]
+    head = reg[REGIMES[0]]
+    ln_head, rms_head = (_pick(head["loss"], variant=v)[0] for v in NORMS)
+    hw, b, i, s, z, f = (headline_words(d), budget_words(d["budget"]), init_words(d["init"]), size_words(d["size"]),
+                         zeroshot_words(d["zeroshot"]), failure_words(d["failures"]))
+    bd, zd, fd = d["budget"], d["zeroshot"], d["failures"]
+    regime = (f"at GPT-2 init and short budgets (≤ {hw['max_epochs']:.2f} epochs)" if hw["max_epochs"] else
+              "at GPT-2 init")
+    h1b = fd["h1b"]
+    fixed = (f"{', '.join(f'`{v}`' for v in f['fixed'])} removed the failures" if f["fixed"] else
+             "no norm removed the failures")
+    seed_agrees = i["seed_setup"] and d["init"]["seed_study"]["ln_lowered_ppl"] and effect_word(i["large"]) == "helps"
+    bound = (f"; above {_millions(s['fit_high'])} the 1 MB corpus, not the model, limits the baseline"
+             if s["plateau_params"] else "")
+    return [
+        f"- **Answer: {regime}, {hw['verdict']}.** A LayerNorm after the embedding "
+        f"**{effect_word(ln_head, 'raises', 'lowers')}** validation loss by {interval(ln_head)} nats/char "
+        f"({_model(head)}, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm {rms_head['mean_diff']:+.3f}.",
+        f"- **Longer training: the cost {b['verb']}**, {b['first']['mean_diff']:+.3f} at {b['first']['max_iters']} "
+        f"iterations → {interval(b['last'])} ({effect_word(b['last'])}) at {b['last']['max_iters']} (exploratory, "
+        f"{bd['seeds']} seeds).",
+        f"- **Zero-shot**: `ln` **{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, Δ "
+        f"{interval(z['macro'])} (registered suite v2, {zd['seeds']} seeds).",
+        f"- **Stability: {'no benefit detected' if not f['fixed'] else 'a benefit'}.** Where `none` fails (peak LR "
+        f"{h1b['lr']:g}: {f['none']} of {h1b['seeds']} seeds), {fixed}"
+        + (", and every arm costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
+        f"- **Init scale sets the sign** (exploratory): with N(0, {i['large']['emb_init_std']:g}) embeddings `ln` "
+        f"{effect_word(i['large'])} ({interval(i['large'])})"
+        + ("; the seed study's LayerNorm gain fits this if it used PyTorch's default N(0, 1) init."
+           if seed_agrees else "."),
+        f"- **Size**: {'no' if not s['resolved'] else s['resolved']} difference resolved at {s['sizes']} sizes "
+        f"({_millions(s['low'])}–{_millions(s['high'])} non-embedding parameters; `ln` within "
+        f"±{s['ln_within']:.3f}){bound}; an adequate-data ladder is in progress.",
+        f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare, {_millions(s['low'])}–{_millions(s['high'])} "
+        f"parameters, {min(b['first']['max_iters'], head['iters'])}–{b['last']['max_iters']} iterations. "
+        f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the cost at GPT-2 init and short "
+        "budgets; the rest as labelled. Every design and interval: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
+    ]
+
+
+def detail_lines(d: dict) -> list[str]:
+    """The answer in detail (FINDINGS.md's opening): each TL;DR line with its design, tasks, registration and every
+    interval, the regime where it holds, its scope and its confidence."""
     reg = d["registered"]
     head, other = reg[REGIMES[0]], reg[REGIMES[1]]
     ln_head = _pick(head["loss"], variant="ln")[0]

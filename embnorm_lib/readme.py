@@ -11,12 +11,14 @@ ANSWER_START, ANSWER_END = "<!-- answer:start -->", "<!-- answer:end -->"
 FINDINGS_PAGE = "FINDINGS.md"
 
 
-def findings_page(out_dir=None) -> str:
-    """FINDINGS.md: every generated finding, grouped by the question it answers."""
+def findings_page(out_dir=None, detail: list[str] = ()) -> str:
+    """FINDINGS.md: the answer in detail (the README TL;DR's lines with their designs and intervals), then every
+    generated finding, grouped by the question it answers."""
     return ("# Findings\n\nWritten by `python -m embnorm_lib.publish` from the committed runs; every number comes from "
             "`runs/`. The answer on one screen: [README.md](README.md). Each group opens with what it measures and, "
             "where its registered results decide it, what they say. Registered (confirmatory) results follow "
             "[`docs/PROTOCOL.md`](docs/PROTOCOL.md); everything labelled exploratory is a description.\n\n"
+            + ("## The answer in detail\n\n" + "\n".join(detail) + "\n\n## Every finding\n\n" if detail else "")
             + findings_text(out_dir) + "\n")
 
 
@@ -39,7 +41,7 @@ def update_readme(out_dir=None) -> list[Path]:
     readme = root / "README.md"
     block = answer.first_screen(data, figure.relative_to(root).as_posix())
     content = replace_block(readme.read_text(), ANSWER_START, ANSWER_END, block, readme)
-    page = findings_page(out_dir)
+    page = findings_page(out_dir, answer.detail_lines(data))
     index = figure_index(root / "figures")
     return [figure, write_bytes_if_changed(readme, content.encode()),
             write_bytes_if_changed(root / FINDINGS_PAGE, page.encode()),

@@ -57,7 +57,7 @@ def test_the_first_screen_numbers_re_derive_from_the_committed_runs():
     wide = final.pivot_table(index="seed", columns="variant", values=["lm2_macro_acc", "lm2.swapped.0shot.acc"])
     macro = (wide["lm2_macro_acc"]["ln"] - wide["lm2_macro_acc"]["none"]).mean()
     swapped = (wide["lm2.swapped.0shot.acc"]["ln"] - wide["lm2.swapped.0shot.acc"]["none"]).mean()
-    assert f"{swapped / 4 / macro:.0%} of it from the spelling task `swapped`" in screen
+    assert f"{swapped / 4 / macro:.0%} of it from the spelling task `swapped`" in tldr_line("Zero-shot")
     # the budget trend at its smallest and largest budget
     budget = pd.concat([runs_of("stability-budget"), runs_of("stability-budget-v2")])
     assert paired(budget[budget["cfg.max_iters"] == 8000]) in screen
@@ -69,10 +69,11 @@ def test_the_first_screen_numbers_re_derive_from_the_committed_runs():
     # H1b: none's failures at peak LR 1 with clipping, on its fresh seeds
     h1b = runs_of("stability-h1b-v2")
     none = h1b[(h1b["variant"] == "none") & (h1b["cfg.lr"] == 1.0) & (h1b["cfg.grad_clip"] == 1.0)]
-    assert f"failed `none` {int(none['failed'].sum())}," in screen and f"of {len(none)}; no arm removed" in screen
+    assert f"(peak LR 1: {int(none['failed'].sum())} of {len(none)} seeds), no norm removed the failures" in screen
+    assert f"failed `none` {int(none['failed'].sum())}," in tldr_line("Stability")
     # the search: no arm fails below the lowest failing LR
     search = runs_of("stability-lr-v2")
-    assert f"no arm fails below peak LR {search.loc[search['failed'], 'cfg.lr'].min():g}" in screen
+    assert f"no arm fails below peak LR {search.loc[search['failed'], 'cfg.lr'].min():g}" in tldr_line("Stability")
     # the size ladder: the largest size, and where none's loss stops falling (one-sided Welch t, p >= 0.05)
     ladder = runs_of("ladder")
     assert paired(ladder[ladder["cfg.preset"] == "ladder-4"]) in screen
@@ -81,7 +82,10 @@ def test_the_first_screen_numbers_re_derive_from_the_committed_runs():
     flat = next(r for r in sorted(loss)[:-1]
                 if stats.ttest_ind(loss[r + 1], loss[r], equal_var=False, alternative="less").pvalue >= 0.05)
     shape = ladder.loc[ladder["cfg.preset"] == f"ladder-{flat}", ["cfg.n_layer", "cfg.n_embd"]].iloc[0]
-    assert f"From {12 * shape['cfg.n_layer'] * shape['cfg.n_embd'] ** 2 / 1e6:.1f}M up the baseline's loss stops falling" in screen
+    assert (f"From {12 * shape['cfg.n_layer'] * shape['cfg.n_embd'] ** 2 / 1e6:.1f}M up the baseline's loss stops "
+            "falling" in tldr_line("Size"))
+    below = ladder.loc[ladder["cfg.preset"] == f"ladder-{flat - 1}", ["cfg.n_layer", "cfg.n_embd"]].iloc[0]
+    assert f"above {12 * below['cfg.n_layer'] * below['cfg.n_embd'] ** 2 / 1e6:.2f}M the 1 MB corpus" in screen
 
 
 @pytest.mark.committed
@@ -166,8 +170,19 @@ def test_study_figures_label_axes_and_legends_in_words_and_keep_ln_and_rms_apart
 # stability panel, terms explained), each re-derived from the committed runs with this file's own code
 
 def tldr_line(label: str) -> str:
-    """The TL;DR bullet that opens with **label."""
-    return next(line for line in first_screen().splitlines() if line.startswith(f"- **{label}"))
+    """The bullet of FINDINGS.md's "The answer in detail" (the TL;DR's long form) that opens with **label."""
+    detail = (REPO / "FINDINGS.md").read_text().split("## The answer in detail", 1)[1].split("\n## ", 1)[0]
+    return next(line for line in detail.splitlines() if line.startswith(f"- **{label}"))
+
+
+def test_the_tldr_is_short_and_links_to_the_answer_in_detail():
+    tldr = first_screen().split("## TL;DR", 1)[1].split("![", 1)[0]
+    bullets = [line for line in tldr.splitlines() if line.startswith("- ")]
+    assert all(len(b.split()) <= 45 for b in bullets), max(bullets, key=lambda b: len(b.split()))
+    assert len(tldr.split()) <= 250
+    assert "(FINDINGS.md#the-answer-in-detail)" in tldr
+    for label in ("Answer", "Zero-shot", "Stability", "Init scale", "Size", "Scope"):  # each has its long form
+        assert any(b.startswith(f"- **{label}") for b in bullets) and tldr_line(label), label
 
 
 def train_chars() -> int:
