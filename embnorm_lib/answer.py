@@ -440,12 +440,13 @@ def tldr_lines(d: dict) -> list[str]:
     fixed = (f"{', '.join(f'`{v}`' for v in f['fixed'])} removed the failures" if f["fixed"] else
              "no norm removed the failures")
     seed_agrees = i["seed_setup"] and d["init"]["seed_study"]["ln_lowered_ppl"] and effect_word(i["large"]) == "helps"
-    bound = (f"; above {_millions(s['fit_high'])} the 1 MB corpus, not the model, limits the baseline"
+    bound = (f"; from {_millions(s['plateau_params'])} up the 1 MB corpus, not the model, limits the baseline"
              if s["plateau_params"] else "")
     return [
         f"- **Answer: {regime}, {hw['verdict']}.** A LayerNorm after the embedding "
         f"**{effect_word(ln_head, 'raises', 'lowers')}** validation loss by {interval(ln_head)} nats/char "
-        f"({_model(head)}, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm {rms_head['mean_diff']:+.3f}.",
+        f"({head['layers']} layers × {head['width']} wide, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm "
+        f"{rms_head['mean_diff']:+.3f}.",
         f"- **Longer training: the cost {b['verb']}**, {b['first']['mean_diff']:+.3f} at {b['first']['max_iters']} "
         f"iterations → {interval(b['last'])} ({effect_word(b['last'])}) at {b['last']['max_iters']} (exploratory, "
         f"{bd['seeds']} seeds).",
@@ -456,7 +457,7 @@ def tldr_lines(d: dict) -> list[str]:
         + (", and every arm costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
         f"- **Init scale sets the sign** (exploratory): with N(0, {i['large']['emb_init_std']:g}) embeddings `ln` "
         f"{effect_word(i['large'])} ({interval(i['large'])})"
-        + ("; the seed study's LayerNorm gain fits this if it used PyTorch's default N(0, 1) init."
+        + ("; the earlier 3-seed study's LayerNorm gain would fit this if it used PyTorch's default N(0, 1) init."
            if seed_agrees else "."),
         f"- **Size**: {'no' if not s['resolved'] else s['resolved']} difference resolved at {s['sizes']} sizes "
         f"({_millions(s['low'])}–{_millions(s['high'])} non-embedding parameters; `ln` within "
@@ -604,7 +605,7 @@ def reading_note(d: dict) -> str:
     """What the first screen's terms mean, each with a link to where it is defined."""
     h1b = d["failures"]["h1b"]["amendment"]
     return ("How to read: Δ is the norm's final validation loss minus `none`'s on the same seed (nats/char; 95% "
-            "paired t interval), so positive means the norm costs. *Registered* results test hypotheses fixed "
+            "paired t interval), so positive means the norm costs; `8 × 128` is layers × width. *Registered* results test hypotheses fixed "
             f"before the runs ([docs/PROTOCOL.md]({PROTOCOL.as_posix()})); *exploratory* ones describe. *Resolved* "
             "(a direction word in the text, a filled marker in the figure) means significant at α = 0.05 after "
             "Holm's correction for all the comparisons tested together in one family "
@@ -694,9 +695,11 @@ def _failure_panel(ax, d: dict):
             + "\nCost at each arm's own best LR (nats/char):\n" + ", ".join(costs)
             + f"\n95% exact intervals where any arm failed;\n0 of {zero['runs']} failed: [0, {zero['ci_high']:.2f}]")
     ax.text(0.02, 0.97, note, transform=ax.transAxes, fontsize=7, color="0.25", va="top")
-    ax.set_title(f"LR search {f['study']} (exploratory, {f['seeds']} seeds): no stability benefit\n"
-                 f"detected; no arm fails below LR {f['lowest_failing_lr']:g}, and there the norms fail too",
-                 fontsize=9)
+    at = f["lowest_failing_lr"]
+    failing_there = [ARM_NAMES.get(v, v) for v in arms if any(r["failed"] for r in _pick(f["rows"], variant=v, lr=at))]
+    ax.set_title(f"LR search {f['study']} (exploratory, {f['seeds']} seeds): "
+                 f"{'no stability benefit detected' if not fw['fixed'] else 'a stability benefit'};\n"
+                 f"no arm fails below LR {at:g}; there {', '.join(failing_there)} fail", fontsize=9)
     ax.legend(fontsize=7, loc="center left")
 
 
