@@ -120,12 +120,10 @@ class CharLM(_LMBase):
         return self.chars[token_id]
 
     # -- scoring ---------------------------------------------------------------------------------
-    @torch.inference_mode()
-    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
-        """Sum of log P(continuation | context) and whether greedy decoding gives the continuation.
-
-        Context and continuation are concatenated and cut from the left to block_size + 1 tokens;
-        an empty context is conditioned on a newline (this corpus's record separator)."""
+    def rows(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[list[int], int]]:
+        """Each request as (the tokens the model reads and predicts, continuation length): context and continuation
+        concatenated and cut from the left to block_size + 1 tokens; an empty context is conditioned on a newline
+        (this corpus's record separator)."""
         rows = []
         for ctx, cont in pairs:
             if not cont:
@@ -135,6 +133,12 @@ class CharLM(_LMBase):
             if len(ctx) + len(cont) > self.block_size + 1:
                 self.truncated += 1
             rows.append((full, len(cont)))
+        return rows
+
+    @torch.inference_mode()
+    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
+        """Sum of log P(continuation | context) and whether greedy decoding gives the continuation."""
+        rows = self.rows(pairs)
         # batch similar lengths together so padding stays small; answers go back in request order
         order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         results: list = [None] * len(rows)

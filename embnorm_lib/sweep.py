@@ -244,7 +244,7 @@ def run_fleet(cells: list[Cell], out: Path, data_path: str | None, threads: int,
     asks for one. One result record per cell. A cell with a checkpoint (a partial run of another mode) fails with
     what to do; the others train."""
     from .fleet import train_fleet
-    from .lm_eval_adapter import score_if_asked
+    from .fleet_lmeval import score_if_asked
 
     start = time.perf_counter()
     records = [{"cell": c.label(), "run_dir": str(c.run_dir(out))} for c in cells]
@@ -257,8 +257,7 @@ def run_fleet(cells: list[Cell], out: Path, data_path: str | None, threads: int,
     try:
         summaries = train_fleet(cfgs, [cells[i].run_dir(out) for i in todo], data_path, echo=echo) if todo else []
         lm_s = time.perf_counter()
-        for cfg, i in zip(cfgs, todo, strict=True):
-            score_if_asked(cfg, cells[i].run_dir(out), data_path)
+        score_if_asked(cfgs, [cells[i].run_dir(out) for i in todo], data_path)  # one shared forward per shape
         lm_s = time.perf_counter() - lm_s
     except BRIEF_ERRORS as e:
         return [r or {**records[i], "status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start}
