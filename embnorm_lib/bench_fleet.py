@@ -132,22 +132,29 @@ def compare_part(save: Path, study: str, root: Path) -> dict:
     return result
 
 
-def lm_eval_part(study: str, keep: str, data_path=None) -> dict:
-    """The zero/few-shot suite (one harness pass per run, as today) on the fleet's kept runs, until done or
-    interrupted (a time limit): per-run seconds, to set beside the fleet's training time."""
-    from .lm_eval_adapter import score_if_asked
+def lm_eval_part(study: str, keep: str, data_path=None, solo_runs: int = 2) -> dict:
+    """The zero/few-shot suite on the fleet's kept runs: all of them with one shared forward per shape group
+    (fleet_lmeval), timed as a whole; then `solo_runs` of them again one harness pass each (as a single run scores),
+    for the ratio. Interrupted by a time limit, it returns what it measured."""
+    from .fleet_lmeval import score_if_asked
+    from .lm_eval_adapter import evaluate_run
 
-    seconds, stopped = [], False
-    for cell in fleet_cells(study_cells(study)):
-        t = time.perf_counter()
-        try:
-            score_if_asked(cell.config().replace(lm_eval=True), cell.run_dir(Path(keep)), data_path)
-        except KeyboardInterrupt:
-            stopped = True
-            break
-        seconds.append(time.perf_counter() - t)
-    return {"study": study, "scored": len(seconds), "stopped_by_time_limit": stopped, "seconds_total": sum(seconds),
-            "seconds_per_run_median": statistics.median(seconds) if seconds else None}
+    cells = fleet_cells(study_cells(study))
+    dirs = [cell.run_dir(Path(keep)) for cell in cells]
+    out: dict = {"study": study, "runs": len(dirs), "stopped_by_time_limit": False}
+    t = time.perf_counter()
+    try:
+        score_if_asked([cell.config().replace(lm_eval=True) for cell in cells], dirs, data_path)
+        out["shared_seconds_total"] = time.perf_counter() - t
+        solo = []
+        for run_dir in dirs[:solo_runs]:
+            t = time.perf_counter()
+            evaluate_run(run_dir, data_path, force=True)
+            solo.append(time.perf_counter() - t)
+        out["solo_seconds_per_run_median"] = statistics.median(solo) if solo else None
+    except KeyboardInterrupt:
+        out["stopped_by_time_limit"] = True
+    return out
 
 
 def sweep_cells(members: int, preset: str, iters: int, study: str = "fleet-sweep") -> list[Cell]:
