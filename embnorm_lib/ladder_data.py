@@ -30,7 +30,9 @@ CONFIRMATORY_SEEDS = (0, 1, 2, 3, 4)
 
 # Filled in by the registered rule as tuning runs land (tested against the runs): rung -> arm -> extra LRs, and
 # rung -> arm -> the LR with the lowest mean final validation loss over the tuning seeds, bracketed.
-EXTENSIONS: dict[int, dict[str, list[float]]] = {}
+EXTENSIONS: dict[int, dict[str, list[float]]] = {
+    0: {"ln": [0.00849]},  # rung 0: ln's best of its 5-point grid sat at the low edge (0.012; LADDER-DATA.md)
+}
 BEST_LR: dict[int, dict[str, float]] = {
     0: {"none": 0.00707},  # rung 0: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
 }
