@@ -263,10 +263,11 @@ def data_ladder_progress(out: Path) -> dict:
     """The adequate-data ladder (amendment 16): its corpus and, per study, how many of the runs registered so far
     have finished. Its grids are registered rung by rung (the confirmatory runs once the LRs are tuned), so the
     registered count grows; the first screen quotes no result of it."""
-    from .ladder_data import corpus_record
+    from .ladder_data import confirmatory_runs_planned, corpus_record
     from .studies import study_cells
 
     return {"chars": corpus_record()["characters"], "amendment": amendment(f"`{DATA_LADDER[0]}`"),
+            "planned": confirmatory_runs_planned(),
             "studies": {s: {"finished": len(load_runs(s, out)) if has_index(s, out) else 0,
                             "registered": len(study_cells(s))} for s in DATA_LADDER}}
 
@@ -372,11 +373,13 @@ def data_ladder_words(p: dict) -> str:
     a = p["amendment"]
     head = (f"An adequate-data ladder ({p['chars'] / 1e6:.1f}M characters of open English, "
             f"[amendment {a['number']}]({a['link']}); studies `{DATA_LADDER[0]}`, `{DATA_LADDER[1]}`)")
-    if confirm["registered"] and confirm["finished"] >= confirm["registered"]:
+    if confirm["registered"] and confirm["finished"] >= max(confirm["registered"], p.get("planned", 0)):
         return (f"{head} has finished ({confirm['finished']} of {confirm['registered']} confirmatory runs): see "
                 f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md).")
     return (f"{head} is in progress: {tuning['finished']} of the {tuning['registered']} tuning runs registered so far "
-            "have finished" + (f", {confirm['finished']} of {confirm['registered']} confirmatory runs"
+            "have finished" + (f", {confirm['finished']} of {confirm['registered']} confirmatory runs (of the "
+                               f"{p['planned']} its design holds)" if confirm["registered"] and p.get("planned") else
+                               f", {confirm['finished']} of {confirm['registered']} confirmatory runs"
                                if confirm["registered"] else
                                "; its confirmatory runs are registered once the LRs are tuned")
             + "; no result of it is quoted yet.")

@@ -27,6 +27,13 @@ RUNG0_CENTRE = {"none": 0.01, "ln": 0.024}
 GRID_HALF_WIDTH = {0: 2, 1: 2, 2: 1, 3: 1}  # points either side of the centre: 5, 5, 3, 3
 TUNING_SEEDS = (100, 101, 102)
 CONFIRMATORY_SEEDS = (0, 1, 2, 3, 4)
+CONFIRMATORY_ARMS = ("none", "ln", "rms")
+
+
+def confirmatory_runs_planned() -> int:
+    """The confirmatory design's size (every rung x arm x fresh seed): its cells are registered rung by rung as the
+    LRs are tuned, so the registry holds fewer until the last rung's LRs are known."""
+    return len(RUNGS) * len(CONFIRMATORY_ARMS) * len(CONFIRMATORY_SEEDS)
 
 # Filled in by the registered rule as tuning runs land (tested against the runs): rung -> arm -> extra LRs, and
 # rung -> arm -> the LR with the lowest mean final validation loss over the tuning seeds, bracketed.

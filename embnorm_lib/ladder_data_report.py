@@ -135,6 +135,8 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     out = runs_root(out_dir)
     runs = load_runs(study, out)
     planned = len(STUDIES[study].cells())
+    if study != "ladder-data-lr":  # the whole confirmatory design, not only the rungs whose LRs are tuned yet
+        planned = max(planned, ladder_data.confirmatory_runs_planned())
     record = ladder_data.corpus_record()
     from .study_header import header_lines
 
@@ -147,7 +149,8 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
                   for rung, part in (table[table["metric"] == "val_loss"].groupby("rung") if len(table) else [])]
     lines = [f"# The adequate-data ladder (`{study}`)", "", *header_lines(study, answer),
              f"Written by `python -m embnorm_lib.publish {study}` at commit {git_commit()[:12]} from "
-             f"`runs/{study}/runs.csv` ({len(runs)} of {planned} registered runs finished"
+             f"`runs/{study}/runs.csv` ({len(runs)} of {planned} "
+             f"{'registered' if study == 'ladder-data-lr' else 'designed (amendment 16)'} runs finished"
              + ("; **partial**" if len(runs) < planned else "") + "). Registered in docs/PROTOCOL.md amendment 16.",
              "", " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
              f"Corpus: open English (`python -m embnorm_lib.opencorpus`), {record['train_chars']:,} training and "

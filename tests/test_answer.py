@@ -256,6 +256,9 @@ def test_the_adequate_data_ladder_is_quoted_as_in_progress_until_its_confirmator
     running = data_ladder_words({"chars": 58e6, "amendment": link,
                                  "studies": {**tuning, "ladder-data": {"finished": 19, "registered": 60}}})
     assert "19 of 60 confirmatory runs" in running and "in progress" in running
+    early = data_ladder_words({"chars": 58e6, "amendment": link, "planned": 60,
+                               "studies": {**tuning, "ladder-data": {"finished": 5, "registered": 5}}})
+    assert "5 of 5 confirmatory runs (of the 60 its design holds)" in early and "in progress" in early
     done = data_ladder_words({"chars": 58e6, "amendment": link,
                               "studies": {**tuning, "ladder-data": {"finished": 60, "registered": 60}}})
     assert "has finished (60 of 60 confirmatory runs)" in done and "in progress" not in done

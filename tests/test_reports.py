@@ -28,7 +28,8 @@ def test_every_committed_report_opens_with_its_question_design_and_answer_before
     for part in ("**Question.**", "**Design.**", "**Answer.**"):
         assert part in top, f"{path.name} does not open with {part}"
     assert top.index("**Question.**") < top.index("**Design.**") < top.index("**Answer.**")
-    assert not re.search(r"\*\*Answer\.\*\* Not yet", top), f"{path.name}: a finished study states its answer"
+    if "**partial**" not in text.split("\n|", 1)[0]:  # a study with runs still to come may have no answer yet
+        assert not re.search(r"\*\*Answer\.\*\* Not yet", top), f"{path.name}: a finished study states its answer"
 
 
 def test_every_registered_study_has_a_question_without_numbers_and_a_status_the_protocol_lists():
