@@ -27,8 +27,9 @@ import torch
 
 from .bench_gpu import against_committed, matmul_peak_tflops, merge
 from .fleet import train_fleet
-from .io import read_json, read_jsonl, repo_root, runs_root, write_json
+from .io import read_json, repo_root, runs_root, write_json
 from .results import build_index
+from .steplog import read_step_log
 from .studies import ABCD, INTERIM_EVAL, Cell, grid, study_cells
 
 PARTS = ("study", "compare", "lm-eval", "sweep", "dry-run", "cpu-ratio", "absorb")
@@ -57,7 +58,7 @@ def flop_counts(run_dirs: list[Path], summaries: list[dict]) -> dict:
     scored: the forward only), summed over the runs."""
     train_flop = sum(s["flops_per_token"] * s["tokens"] for s in summaries)
     eval_flop = sum(s["flops_per_token"] / 3 * r["val_tokens"] for d, s in zip(run_dirs, summaries, strict=True)
-                    for r in read_jsonl(Path(d) / "evals.jsonl"))
+                    for r in read_step_log(d, "evals"))
     return {"train_flop": train_flop, "eval_flop": eval_flop}
 
 

@@ -26,7 +26,8 @@ import torch
 
 from .config import RunConfig, preset_config
 from .errors import entry
-from .io import environment_info, git_commit, read_json, read_jsonl, repo_root, runs_root, write_json
+from .io import environment_info, git_commit, read_json, repo_root, runs_root, write_json
+from .steplog import read_step_log
 from .studies import study_cells
 from .train import train
 
@@ -71,7 +72,7 @@ def loop_figures(preset: str, iters: int, device: str = "cuda", compile: bool | 
     cfg = bench_config(preset, iters, device, compile, eval_at_init=eval_at_init)
     with tempfile.TemporaryDirectory(prefix="embnorm-bench-gpu-") as tmp:
         summary = train(cfg, f"{tmp}/run", data_path, progress=False)
-        rows = read_jsonl(Path(tmp) / "run" / "metrics.jsonl")
+        rows = read_step_log(Path(tmp) / "run", "metrics")
     step_ms = [r["step_ms"] for r in rows]
     steady_ms = sorted(step_ms[STEADY_FROM:] or step_ms)
     steady = statistics.median(steady_ms)

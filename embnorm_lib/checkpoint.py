@@ -16,8 +16,9 @@ import torch
 
 from .config import RunConfig
 from .errors import RunDirError
-from .io import RunLock, read_jsonl, save_torch, write_json, write_jsonl
+from .io import RunLock, save_torch, write_json, write_jsonl
 from .rundir import RunDir
+from .steplog import COMPACTED, parquet_path, read_step_log, write_parquet_log
 
 
 class ResumeError(RunDirError):
@@ -26,16 +27,25 @@ class ResumeError(RunDirError):
 
 @dataclass
 class Logs:
-    """The per-step rows a run writes: metrics.jsonl (every step), evals.jsonl and diagnostics.jsonl."""
+    """The per-step rows a run writes: metrics (every step), evals and diagnostics; JSONL while the run trains, and
+    metrics and diagnostics as Parquet once it has finished (steplog)."""
 
     metrics: list[dict] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)
     diagnostics: list[dict] = field(default_factory=list)
 
-    def write(self, run: RunDir) -> None:
-        write_jsonl(run.metrics, self.metrics)
+    def write(self, run: RunDir, final: bool = False) -> None:
+        """Every log as JSONL (a checkpoint), or the finished run's logs (`final`). Each file is replaced atomically
+        and the other form of a log goes only once the new one is in place, so a kill leaves every log whole."""
         write_jsonl(run.evals, self.evals)
-        write_jsonl(run.diagnostics, self.diagnostics)
+        for name in COMPACTED:
+            rows = getattr(self, name)
+            if final:
+                write_parquet_log(parquet_path(run, name), rows)
+                getattr(run, name).unlink(missing_ok=True)
+            else:
+                write_jsonl(getattr(run, name), rows)
+                parquet_path(run, name).unlink(missing_ok=True)  # a finish killed before summary.json, then resumed
 
 
 @dataclass
@@ -149,8 +159,8 @@ def resume(run: RunDir, cfg: RunConfig, state: TrainingState, device: torch.devi
                           f"process has {torch.get_num_threads()}; allowed: torch_threads={saved_threads} "
                           f"(CPU results are bitwise reproducible for one thread count only)")
     step = ckpt["step"]
-    logs = Logs(*([r for r in read_jsonl(path) if r["step"] <= step]
-                  for path in (run.metrics, run.evals, run.diagnostics)))
+    logs = Logs(*([r for r in read_step_log(run, name) if r["step"] <= step] for name in ("metrics", "evals",
+                                                                                          "diagnostics")))
     _check_logs_cover(run, cfg, step, logs)
     state.step, state.elapsed_before_s, state.logs = step, ckpt["elapsed_s"], logs
     state.trained_on = ckpt.get("trained_on") or [{"from_step": 0, "cpu_model": "not recorded"}]

@@ -21,11 +21,12 @@ from pathlib import Path
 
 from . import sweep
 from .errors import BRIEF_ERRORS, entry
-from .io import default_runs_dir, read_json, read_jsonl, repo_root, shown_path
+from .io import default_runs_dir, read_json, repo_root, shown_path
 from .publish import publish
 from .report import findings_text
 from .results import load_runs
 from .rundir import RunDir
+from .steplog import read_step_log
 from .studies import study_cells
 
 TIMING_KEYS = {"step_ms", "wall_s", "eval_s"}
@@ -110,7 +111,7 @@ def compare_runs(committed: Path, reproduced: Path) -> dict:
     differences, worst, drift = [], 0.0, 0.0
     ours, theirs = RunDir(committed), RunDir(reproduced)
     for log in ("metrics", "evals", "diagnostics"):
-        rel = _max_rel(read_jsonl(getattr(ours, log)), read_jsonl(getattr(theirs, log)))
+        rel = _max_rel(read_step_log(ours, log), read_step_log(theirs, log))
         if rel:
             differences.append(getattr(ours, log).name)
             drift = max(drift, rel)

@@ -12,8 +12,8 @@ from .config import RunConfig, preset_config
 from .data import Corpus
 from .diagnostics import TOKEN_CLASSES, token_class
 from .errors import BRIEF_ERRORS, ConfigError
-from .io import read_jsonl
-from .rundir import RunDir, run_dir_for
+from .rundir import run_dir_for
+from .steplog import step_log_frame
 
 FIGURE_NOT_DRAWN = ("[run figure not drawn (figures=False): redraw it from metrics.jsonl and evals.jsonl with "
                     "plots.plot_run(notebook.run_table(run_dir), notebook.eval_table(run_dir))]")
@@ -55,8 +55,11 @@ RESERVED_OVERRIDES = ("variant", "seed", "preset")  # notebook parameters of the
 
 # The training notebook's `smoke=True`: a check that a run works end to end in seconds, not a result. Evaluation scores
 # 64 evenly spaced validation windows instead of the whole split (summary.json then says "comparable": false); the
-# interval-controlled probes and the zero-shot suite are off; max_iters applies unless the notebook sets its own.
-SMOKE = {"max_iters": 5, "eval_windows": 64, "eval_at_init": False, "diag_interval": 0, "lm_eval": False}
+# interval-controlled probes and the zero-shot suite are off; max_iters applies unless the notebook sets its own. One
+# torch thread: five small steps gain nothing from more, and on a busy machine OpenMP's waiting threads cost a third of
+# the wall time (issue 73: 51 s -> 35 s beside two training processes on 2 cores; ~14 s of CPU either way).
+SMOKE = {"max_iters": 5, "eval_windows": 64, "eval_at_init": False, "diag_interval": 0, "lm_eval": False,
+         "torch_threads": 1}
 
 
 def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int = 0, device: str = "auto",
@@ -137,11 +140,11 @@ def eval_printer(cfg: RunConfig) -> Callable[[dict], None]:
 
 
 def run_table(run_dir: str | Path) -> pd.DataFrame:
-    return pd.DataFrame(read_jsonl(RunDir(Path(run_dir)).metrics))
+    return step_log_frame(run_dir, "metrics")
 
 
 def eval_table(run_dir: str | Path) -> pd.DataFrame:
-    return pd.DataFrame(read_jsonl(RunDir(Path(run_dir)).evals))
+    return step_log_frame(run_dir, "evals")
 
 
 def char_class_table(corpus: Corpus) -> pd.DataFrame:

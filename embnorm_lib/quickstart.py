@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 # What training, the sweep and its summary table import (not jupyterlab, pytest, submitit, lm-eval).
 RUN_PACKAGES = ("numpy", "pandas", "matplotlib", "scipy", "statsmodels", "tokenizers", "torchmetrics", "tqdm",
-                "psutil", "papermill", "nbformat", "nbconvert", "ipykernel")
+                "psutil", "papermill", "nbformat", "nbconvert", "ipykernel", "pyarrow")
 
 
 def installed_versions(packages: Iterable[str] = (*RUN_PACKAGES, "torch")) -> dict[str, str]:

@@ -91,8 +91,9 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
     parts = ["# Committed study results",
              "",
              "Each study directory holds one run directory per cell (`<variant>[_<axis>=<value>]/seed<k>/`) "
-             "with `config.json`, `metrics.jsonl` (every step), `evals.jsonl` (full-validation passes), "
-             "`diagnostics.jsonl`, `calibration.json`, `positions.json` (runs trained since it exists), `summary.json` and "
+             "with `config.json`, `metrics.parquet` (every step), `evals.jsonl` (full-validation passes), "
+             "`diagnostics.parquet` (runs not yet converted by `embnorm_lib.compact_logs`: `metrics.jsonl` and "
+             "`diagnostics.jsonl`; either form reads through `embnorm_lib.steplog.read_step_log`), `calibration.json`, `positions.json` (runs trained since it exists), `summary.json` and "
              "the executed `02_train.ipynb`; "
              "`runs.csv` indexes them and is the single source for every table. Checkpoints and weights are "
              "not committed. This file is written by `python -m embnorm_lib.report runs-readme`.", ""]

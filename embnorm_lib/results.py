@@ -14,9 +14,10 @@ import pandas as pd
 from .config import TRAIN_CHARS_TINY_SHAKESPEARE, RunConfig
 from .diagnostics import after_warmup
 from .errors import RunDirError
-from .io import atomic_write_text, read_json, read_jsonl, runs_root
+from .io import atomic_write_text, read_json, runs_root
 from .rundir import RunDir, StudyDir, finished_run_dirs, study_dir_for
 from .seal import run_dirs_of, verify_run
+from .steplog import LOGS, read_step_log
 from .variants import variant_rank
 
 
@@ -53,7 +54,7 @@ def index_row(run: RunDir, study_root: Path) -> dict:
         row.update(lm_summary_fields(read_json(run.lm_eval)))
     if run.lm_eval_v2.is_file():
         row.update(lm_summary_fields(read_json(run.lm_eval_v2), prefix="lm2"))
-    row.update(derived_fields(RunConfig.from_dict(cfg), read_jsonl(run.metrics), summary))
+    row.update(derived_fields(RunConfig.from_dict(cfg), read_step_log(run, "metrics"), summary))
     return row
 
 
@@ -135,9 +136,6 @@ def arm_order(arm: str) -> tuple:
     return (variant_rank(arm.split("_")[0]), arm)
 
 
-LOGS = ("metrics", "evals", "diagnostics")  # the per-step logs of a run (RunDir attributes)
-
-
 def has_index(study: str, out_dir: str | Path | None = None) -> bool:
     return study_dir_for(study, out_dir).index.is_file()
 
@@ -150,7 +148,7 @@ def load_series(study: str, log: str, out_dir: str | Path | None = None, arm_fil
     for run in finished_run_dirs(study_dir(study, out_dir)):
         if arm_filter and not arm_filter(run.arm):
             continue
-        rows = read_jsonl(getattr(run, log))
+        rows = read_step_log(run, log)
         if rows:
             frame = pd.DataFrame(rows)
             frame.insert(0, "arm", run.arm)

@@ -5,6 +5,9 @@
         summary.json  lm_eval.json  lm_eval_v2.json  reused_from.json  02_train.ipynb  manifest.json
         (ckpt.pt, model.pt: not committed)
 
+A finished run keeps metrics and diagnostics as `<log>.parquet` instead of `<log>.jsonl` (steplog.py, which reads
+either form: `read_step_log`); the names below are the live run's.
+
 `summary.json` marks a run finished and `manifest.json`, written after it, seals it (seal.py); `.lock` is held while a process trains or writes the run, `.cell.lock`
 while a sweep owns the cell (its executed notebook and status)."""
 from __future__ import annotations

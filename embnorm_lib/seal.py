@@ -20,6 +20,7 @@ from pathlib import Path
 from .errors import RunDirError, entry
 from .io import read_json, runs_root, write_json
 from .rundir import LOCK_FILES, RunDir
+from .steplog import PARQUET, parquet_last_step, parquet_rows
 
 MANIFEST_FORMAT = 1
 # not results: weights and checkpoints stay local (never committed), the executed notebook is the sweep's record of
@@ -45,8 +46,8 @@ def _jsonl_rows(path: Path) -> int:
     return rows
 
 
-# How a per-step log's rows are counted, by file suffix: a new log format (e.g. a columnar file) adds its counter here
-ROW_COUNTERS: dict[str, Callable[[Path], int]] = {".jsonl": _jsonl_rows}
+# How a per-step log's rows are counted, by file suffix: a new log format adds its counter here (and to LAST_STEP)
+ROW_COUNTERS: dict[str, Callable[[Path], int]] = {".jsonl": _jsonl_rows, PARQUET: parquet_rows}
 
 
 def file_record(path: Path) -> dict:
@@ -110,6 +111,11 @@ def verify_run(run: RunDir, except_files: tuple[str, ...] = ()) -> dict:
             _check_file(run, name, sealed)
     added = sorted({p.name for p in sealed_files(run)} - set(manifest["files"]) - set(except_files))
     if added:
+        other = Path(added[0]).with_suffix(".jsonl" if added[0].endswith(PARQUET) else PARQUET).name
+        if other in manifest["files"] and other != added[0]:  # a log in both forms: a conversion was interrupted
+            raise SealError(f"run {run.root}: {added[0]} and {other} are both there, the seal names {other} (a "
+                            f"conversion of its logs was interrupted); allowed: one form (`python -m "
+                            f"embnorm_lib.compact_logs --study {run.root.parent.parent.name}` finishes it)")
         raise _problem(run, added[0], "was added after the run was sealed")
     return manifest
 
@@ -141,7 +147,7 @@ def _jsonl_last_step(path: Path) -> int | None:
 
 
 # The last step of the per-step metrics log, by file suffix (beside ROW_COUNTERS: a new log format adds both)
-LAST_STEP: dict[str, Callable[[Path], int | None]] = {".jsonl": _jsonl_last_step}
+LAST_STEP: dict[str, Callable[[Path], int | None]] = {".jsonl": _jsonl_last_step, PARQUET: parquet_last_step}
 
 
 def seal_run(run: RunDir) -> Path:
@@ -149,6 +155,23 @@ def seal_run(run: RunDir) -> Path:
     records = {p.name: file_record(p) for p in sealed_files(run)}
     steps = _check_consistent(run, records)
     return write_json(run.manifest, {"format": MANIFEST_FORMAT, "steps": steps, "files": records})
+
+
+def reseal_replacing(run: RunDir, replaced: dict[str, str]) -> Path:
+    """Files of a finished run were converted to another form (a per-step log to Parquet: compact_logs): verify the
+    run against its seal (the new files aside), then seal it with each new file in place of the one it replaces,
+    which the caller removes next. Until then both are there and the seal names the new one."""
+    manifest = verify_run(run, except_files=tuple(replaced.values()))
+    missing = sorted(old for old in replaced if old not in manifest["files"])
+    if missing:
+        raise _problem(run, missing[0], "is not in its seal (nothing to replace)")
+    files = {name: record for name, record in manifest["files"].items() if name not in replaced}
+    files.update({new: file_record(run.root / new) for new in replaced.values()})
+    metrics = replaced.get(run.metrics.name)
+    if metrics and LAST_STEP[Path(metrics).suffix](run.root / metrics) != manifest["steps"]:
+        raise SealError(f"run {run.root}: {metrics} does not end at step {manifest['steps']} as sealed; allowed: "
+                        f"the log it replaces, converted (nothing was sealed)")
+    return write_json(run.manifest, {"format": MANIFEST_FORMAT, "steps": manifest["steps"], "files": files})
 
 
 def reseal(run: RunDir, *changed: str) -> Path:

@@ -305,10 +305,10 @@ def sampler_batch(sampler: BatchSampler, ddp: D.DistContext) -> tuple[torch.Tens
 
 def _finish(cfg, run: RunDir, state: TrainingState, evaluator: Evaluator, corpus, device, precision,
             diverged_step, wall_s: float, world_size: int, extra: dict | None = None) -> dict:
-    """Logs, calibration, weights, summary.json (which marks the run finished) and, last, the seal of every file
-    (manifest.json); the checkpoint goes."""
+    """Logs (metrics and diagnostics as Parquet: steplog), calibration, weights, summary.json (which marks the run
+    finished) and, last, the seal of every file (manifest.json); the checkpoint goes."""
     logs = state.logs
-    logs.write(run)
+    logs.write(run, final=True)
     summary = _summarize(cfg, logs.metrics, logs.evals, logs.diagnostics, diverged_step, state.model, corpus,
                          device, precision, wall_s, world_size)
     if corpus.tokenizer != "char":  # char runs keep the summary they always had

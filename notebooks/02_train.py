@@ -83,7 +83,8 @@ for c, d in zip(cfgs, run_dirs):
 # %% [markdown]
 # ## Train
 #
-# The loop logs every step to `metrics.jsonl`, evaluates on the whole validation split at set
+# The loop logs every step to `metrics.jsonl` (`metrics.parquet` once the run has finished: read either with
+# `embnorm_lib.steplog.read_step_log`), evaluates on the whole validation split at set
 # intervals, checkpoints so an interrupted run resumes to the same numbers, and records a
 # non-finite loss as a divergence rather than failing.
 

@@ -5,7 +5,7 @@
 
 `concurrent`: per trial, two `python -m embnorm_lib.run` processes (lr 5e-3 and 1e-3) start together on one
 run directory. A trial is *mixed* when the directory's config.json names an lr that did not produce its
-metrics (the warm-up ramp in metrics.jsonl pins the lr that trained). `kill`: per trial, a run is killed
+metrics (the warm-up ramp in the metrics log pins the lr that trained). `kill`: per trial, a run is killed
 (whole process group, SIGKILL) after a random delay, resumed, and compared with an uninterrupted run:
 every logged step and the final validation loss must match bit for bit."""
 from __future__ import annotations
@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from embnorm_lib.steplog import read_step_log  # noqa: E402 (the checkout's package, beside this script)
 
 
 def run_cmd(out: Path, lr: float, iters: int = 60) -> list[str]:
@@ -33,10 +35,6 @@ def strip(rows):
     return [{k: v for k, v in r.items() if k not in ("step_ms", "wall_s", "eval_s")} for r in rows]
 
 
-def read_rows(path: Path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-
-
 def concurrent(n: int) -> dict:
     mixed = refused = both_ok = 0
     for _ in range(n):
@@ -47,7 +45,7 @@ def concurrent(n: int) -> dict:
             results = [(p.wait(), p.stderr.read()) for p in procs]
             run = out / "trial" / "ln" / "seed0"
             config = json.loads((run / "config.json").read_text())
-            metrics = read_rows(run / "metrics.jsonl")
+            metrics = read_step_log(run, "metrics")
             warmup = max(1, round(config["warmup_frac"] * config["max_iters"]))
             trained_lr = metrics[0]["lr"] * warmup
             summary = json.loads((run / "summary.json").read_text())
@@ -73,8 +71,8 @@ def kill_resume(n: int, seed: int = 0) -> dict:
             proc.wait()
             subprocess.run(run_cmd(out, 1e-3, 150), cwd=REPO, check=True, capture_output=True)
             run = out / "trial" / "ln" / "seed0"
-            same = all(strip(read_rows(run / f)) == strip(read_rows(ref / f))
-                       for f in ("metrics.jsonl", "evals.jsonl", "diagnostics.jsonl"))
+            same = all(strip(read_step_log(run, log)) == strip(read_step_log(ref, log))
+                       for log in ("metrics", "evals", "diagnostics"))
             same &= json.loads((run / "summary.json").read_text())["val_loss"] == \
                 json.loads((ref / "summary.json").read_text())["val_loss"]
             identical += same

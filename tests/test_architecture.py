@@ -88,6 +88,8 @@ OWNERS = {
     "metrics.jsonl": "embnorm_lib.checkpoint",
     "evals.jsonl": "embnorm_lib.checkpoint",
     "diagnostics.jsonl": "embnorm_lib.checkpoint",
+    "metrics.parquet": "embnorm_lib.steplog",  # a finished run's logs (checkpoint.Logs.write(final=True))
+    "diagnostics.parquet": "embnorm_lib.steplog",
     "ckpt.pt": "embnorm_lib.checkpoint",
     "model.pt": "embnorm_lib.train",
     "lm_eval.json": "embnorm_lib.lm_eval_adapter",

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from conftest import REPO, strip_timing, tiny
 
-from embnorm_lib.io import read_jsonl
+from embnorm_lib.steplog import read_step_log
 from embnorm_lib.train import train
 
 spec = importlib.util.spec_from_file_location("carry_runs", REPO / "scripts" / "carry_runs.py")
@@ -39,9 +39,9 @@ def test_an_unfinished_run_carried_to_a_fresh_checkout_resumes_bit_for_bit(tmp_p
     assert carry_runs.restore(new, folder, echo=quiet) == 0
     resumed = train(cfg, new / "runs" / "s" / "ln" / "seed0", data_path, progress=False)
     assert resumed["val_loss"] == whole["val_loss"]
-    for name in ("metrics.jsonl", "evals.jsonl"):
-        assert strip_timing(read_jsonl(new / "runs" / "s" / "ln" / "seed0" / name)) == \
-            strip_timing(read_jsonl(tmp_path / "whole" / name))
+    for log in ("metrics", "evals"):
+        assert strip_timing(read_step_log(new / "runs" / "s" / "ln" / "seed0", log)) == \
+            strip_timing(read_step_log(tmp_path / "whole", log))
 
     # once finished here, a second restore leaves the run alone
     lines = []

@@ -4,8 +4,8 @@ import pytest
 import torch
 from conftest import tiny
 
-from embnorm_lib.io import read_jsonl
 from embnorm_lib.rundir import RunDir
+from embnorm_lib.steplog import read_step_log
 from embnorm_lib.train import train
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (issue 20)")
@@ -33,7 +33,7 @@ def test_fp16_with_loss_scaling_trains(tmp_path, data_path):
     summary = cuda_run(tmp_path, "fp16", data_path, precision="fp16")
     assert summary["precision"] == "fp16"
     assert summary["val_loss"] < summary["init_val_loss"] - 0.3 and not summary["diverged"]
-    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in read_jsonl(tmp_path / "fp16" / "metrics.jsonl"))
+    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in read_step_log(tmp_path / "fp16", "metrics"))
 
 
 def test_compile_on_and_off_give_the_same_loss_within_tolerance(tmp_path, data_path):
@@ -57,7 +57,7 @@ def test_a_checkpoint_written_on_one_device_resumes_on_the_other(tmp_path, data_
     assert partial == {"finished": False, "step": 20} and RunDir(tmp_path / "moved").checkpoint.exists()
     resumed = train(cfg.replace(device=second), tmp_path / "moved", data_path, progress=False)
     assert resumed["device"].startswith(second) and resumed["steps"] == 30
-    steps = [r["step"] for r in read_jsonl(tmp_path / "moved" / "metrics.jsonl")]
+    steps = [r["step"] for r in read_step_log(tmp_path / "moved", "metrics")]
     assert steps == list(range(1, 31))
     assert resumed["val_loss"] == pytest.approx(whole["val_loss"], rel=5e-3)
 

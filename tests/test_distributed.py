@@ -8,7 +8,8 @@ import torch
 from conftest import REPO, tiny
 
 from embnorm_lib import distributed
-from embnorm_lib.io import atomic_write_text, read_jsonl
+from embnorm_lib.io import atomic_write_text
+from embnorm_lib.steplog import read_step_log
 from embnorm_lib.train import train
 
 TINY = ["--preset", "tiny", "--variant", "ln", "--seed", "1", "--set", "max_iters=16", "--set", "torch_threads=1",
@@ -24,7 +25,7 @@ def torchrun(args, data_path, nproc=2):
 
 
 def compare_runs(a, b, tol):
-    ra, rb = read_jsonl(a / "metrics.jsonl"), read_jsonl(b / "metrics.jsonl")
+    ra, rb = read_step_log(a, "metrics"), read_step_log(b, "metrics")
     assert [r["step"] for r in ra] == [r["step"] for r in rb]
     for key in ("train_loss", "grad_norm_total", "block1_input_norm"):
         assert max(abs(x[key] - y[key]) for x, y in zip(ra, rb)) < tol, key

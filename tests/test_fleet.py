@@ -12,11 +12,12 @@ from embnorm_lib.data import BatchSampler
 from embnorm_lib.device import Precision
 from embnorm_lib.errors import ConfigError
 from embnorm_lib.fleet import Fleet, adamw_, fleet_configs, fleet_forward, schedule_tables, train_fleet
-from embnorm_lib.io import read_json, read_jsonl
+from embnorm_lib.io import read_json
 from embnorm_lib.model import GPT
 from embnorm_lib.report import arm_table
 from embnorm_lib.results import load_runs
 from embnorm_lib.rundir import RunDir
+from embnorm_lib.steplog import read_step_log
 from embnorm_lib.train import lr_at, train
 from embnorm_lib.variants import VARIANTS
 
@@ -109,7 +110,7 @@ def _compare(fleet_dir, single_dir) -> tuple[float, int]:
     """The largest relative difference of any logged float, and of correct next-token counts (val_acc x tokens)."""
     worst, acc_tokens = 0.0, 0
     for name in ("metrics", "evals", "diagnostics"):
-        a_rows, b_rows = (read_jsonl(getattr(RunDir(d), name)) for d in (fleet_dir, single_dir))
+        a_rows, b_rows = (read_step_log(d, name) for d in (fleet_dir, single_dir))
         assert [r["step"] for r in a_rows] == [r["step"] for r in b_rows], name
         for a, b in zip(strip_timing(a_rows), strip_timing(b_rows)):
             assert set(a) == set(b), (name, set(a) ^ set(b))
@@ -166,8 +167,8 @@ def test_a_member_driven_to_nan_leaves_the_others_logs_bitwise_unchanged(tmp_pat
     assert not summaries[0]["diverged"] and not summaries[2]["diverged"]
     for i in (0, 2):
         for log in ("metrics", "evals", "diagnostics"):
-            assert (strip_timing(read_jsonl(getattr(RunDir(dirs[i]), log)))
-                    == strip_timing(read_jsonl(getattr(RunDir(results["healthy"][1][i]), log))))
+            assert (strip_timing(read_step_log(dirs[i], log))
+                    == strip_timing(read_step_log(results["healthy"][1][i], log)))
     single = train(poisoned[1], tmp_path / "single", data_path, progress=False)
     assert single["diverged_step"] == summaries[1]["diverged_step"]
 
@@ -265,5 +266,5 @@ def test_a_fleet_writes_each_members_files_through_the_same_owners(writers, tmp_
 
     cfgs = fleet_configs([tiny(variant=v, max_iters=4, eval_interval=2, eval_windows=8) for v in ("none", "ln")])
     train_fleet(cfgs, [tmp_path / c.variant / "seed0" for c in cfgs], data_path)
-    assert {"summary.json", "config.json", "metrics.jsonl", "calibration.json", "model.pt"} <= set(writers)
+    assert {"summary.json", "config.json", "metrics.parquet", "calibration.json", "model.pt"} <= set(writers)
     check_owners(writers)

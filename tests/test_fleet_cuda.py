@@ -5,8 +5,7 @@ import torch
 from conftest import strip_timing, tiny
 
 from embnorm_lib.fleet import fleet_configs, train_fleet
-from embnorm_lib.io import read_jsonl
-from embnorm_lib.rundir import RunDir
+from embnorm_lib.steplog import read_step_log
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (issue 75)")
 
@@ -23,7 +22,7 @@ def test_a_graph_captured_step_gives_what_eager_steps_give(tmp_path, data_path):
     eager, e_dirs = _fleet(tmp_path, "eager", data_path, cuda_graph=False)
     assert all(s["fleet_cuda_graph"] for s in graphed) and not any(s["fleet_cuda_graph"] for s in eager)
     for a, b in zip(g_dirs, e_dirs):
-        rows_a, rows_b = (strip_timing(read_jsonl(RunDir(d).metrics)) for d in (a, b))
+        rows_a, rows_b = (strip_timing(read_step_log(d, "metrics")) for d in (a, b))
         for ra, rb in zip(rows_a, rows_b, strict=True):
             assert ra["train_loss"] == pytest.approx(rb["train_loss"], rel=1e-5)
 
@@ -47,8 +46,8 @@ def test_a_diverging_member_leaves_the_others_unchanged_under_a_graph(tmp_path, 
         out[name] = (train_fleet(fleet_configs(cfgs), dirs, data_path), dirs)
     assert out["poisoned"][0][1]["diverged"]
     for i in (0, 2):
-        assert (strip_timing(read_jsonl(RunDir(out["poisoned"][1][i]).metrics))
-                == strip_timing(read_jsonl(RunDir(out["healthy"][1][i]).metrics)))
+        assert (strip_timing(read_step_log(out["poisoned"][1][i], "metrics"))
+                == strip_timing(read_step_log(out["healthy"][1][i], "metrics")))
 
 
 @pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 8,

@@ -6,11 +6,11 @@ from conftest import strip_timing, tiny
 from embnorm_lib.checkpoint import ResumeError
 from embnorm_lib.config import RunConfig
 from embnorm_lib.errors import ConfigError
-from embnorm_lib.io import read_jsonl
 from embnorm_lib.model import GPT
 from embnorm_lib.packed import check_packable, pack_configs, packed_forward, train_packed
 from embnorm_lib.reuse import _identity_key, finished_runs_by_identity
 from embnorm_lib.rundir import RunDir
+from embnorm_lib.steplog import read_step_log
 from embnorm_lib.train import train
 from embnorm_lib.variants import VARIANTS
 
@@ -47,8 +47,8 @@ def test_each_packed_member_follows_its_single_run_for_50_steps(tmp_path, data_p
         assert RunConfig.load(RunDir(run_dir).config).execution == "packed"
         assert RunDir(run_dir).final_model.is_file() and not RunDir(run_dir).checkpoint.is_file()
         for name in ("metrics", "evals", "diagnostics"):
-            packed_rows = strip_timing(read_jsonl(getattr(RunDir(run_dir), name)))
-            single_rows = strip_timing(read_jsonl(getattr(RunDir(single_dir), name)))
+            packed_rows = strip_timing(read_step_log(run_dir, name))
+            single_rows = strip_timing(read_step_log(single_dir, name))
             assert [r["step"] for r in packed_rows] == [r["step"] for r in single_rows]
             for a, b in zip(packed_rows, single_rows):
                 for key, value in b.items():
@@ -68,7 +68,7 @@ def test_a_killed_packed_job_resumes_bitwise(tmp_path, data_path):
     train_packed(cfgs, parts, data_path, progress=False)
     for a, b in zip(whole, parts):
         for name in ("metrics", "evals", "diagnostics"):
-            assert strip_timing(read_jsonl(getattr(RunDir(a), name))) == strip_timing(read_jsonl(getattr(RunDir(b), name)))
+            assert strip_timing(read_step_log(a, name)) == strip_timing(read_step_log(b, name))
         wa, wb = (torch.load(RunDir(d).final_model, weights_only=True) for d in (a, b))
         assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
@@ -81,7 +81,7 @@ def test_a_member_ahead_of_the_pack_waits_for_it(tmp_path, data_path):
     summaries = train_packed(cfgs, dirs, data_path, progress=False)
     for d, s in zip(dirs, summaries):
         assert s["steps"] == 30
-        assert [r["step"] for r in read_jsonl(RunDir(d).metrics)] == list(range(1, 31))
+        assert [r["step"] for r in read_step_log(d, "metrics")] == list(range(1, 31))
 
 
 def test_the_execution_mode_is_recorded_resumed_in_kind_and_part_of_the_reuse_key(tmp_path, data_path):

@@ -5,6 +5,7 @@ import pytest
 from embnorm_lib import rescore, sweep
 from embnorm_lib.rundir import RunDir
 from embnorm_lib.seal import reseal
+from embnorm_lib.steplog import parquet_path, read_step_log, write_parquet_log
 from embnorm_lib.studies import Cell
 from embnorm_lib.train import train
 
@@ -33,9 +34,9 @@ def study(tmp_path, data_path, monkeypatch):
 
 def test_retrained_weights_are_scored_only_when_the_rerun_is_bitwise_the_same(study, tmp_path, data_path):
     none, ln = (RunDir(c.run_dir(study)) for c in CELLS)
-    rows = [json.loads(line) for line in ln.metrics.read_text().splitlines()]
+    rows = read_step_log(ln, "metrics")
     rows[5]["train_loss"] += 0.1  # the committed ln run no longer matches what its config trains
-    ln.metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_parquet_log(parquet_path(ln, "metrics"), rows)
     before = sorted(p.name for p in study.rglob("*"))
     counts = rescore.rescore("tinystudy", "v1", tmp_path / "work", study, workers=1, data_path=data_path,
                              echo=lambda *a: None)

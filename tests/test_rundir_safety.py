@@ -13,6 +13,7 @@ from embnorm_lib.checkpoint import ResumeError
 from embnorm_lib.errors import ConfigError, DiskFullError, RunDirError
 from embnorm_lib.io import RunLock, read_jsonl, write_jsonl
 from embnorm_lib.rundir import RunDir
+from embnorm_lib.steplog import read_step_log
 from embnorm_lib.train import train
 
 
@@ -42,7 +43,7 @@ def test_concurrent_runs_with_different_configs_never_mix(tmp_path, data_path):
     outcomes = [(p.wait(timeout=300), p.stdout.read(), p.stderr.read()) for p in procs]
     config = json.loads((run_dir / "config.json").read_text())
     summary = json.loads((run_dir / "summary.json").read_text())
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    metrics = read_step_log(run_dir, "metrics")
     assert len(metrics) == 60 and metrics[-1]["lr"] <= config["lr"]
     assert summary["steps"] == 60
     winners = [o for o in outcomes if o[0] == 0 and '"val_loss"' in o[1]]

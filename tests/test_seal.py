@@ -34,8 +34,10 @@ def test_a_trained_run_is_sealed_last_with_sizes_hashes_rows_and_steps(tmp_path,
     run = RunDir(tmp_path / "t" / "ln" / "seed0")
     train(tiny(variant="ln", max_iters=4, eval_interval=2, lm_eval=False), run.root, data_path, progress=False)
     manifest = json.loads(run.manifest.read_text())
-    assert manifest["steps"] == 4 and manifest["files"]["metrics.jsonl"]["rows"] == 4
-    assert {"config.json", "summary.json", "metrics.jsonl", "evals.jsonl"} <= set(manifest["files"])
+    assert manifest["steps"] == 4 and manifest["files"]["metrics.parquet"]["rows"] == 4
+    assert {"config.json", "summary.json", "metrics.parquet", "diagnostics.parquet", "evals.jsonl"} <= set(
+        manifest["files"])
+    assert not {"metrics.jsonl", "diagnostics.jsonl"} & set(manifest["files"])  # the live run's JSONL went
     assert not {"model.pt", "ckpt.pt", ".lock"} & set(manifest["files"])  # local files are not results
     body = run.summary.read_bytes()
     assert manifest["files"]["summary.json"] == {"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}

@@ -9,6 +9,8 @@ from embnorm_lib.train import train
 def test_smoke_shortens_the_run_and_its_summary_says_it_is_not_comparable(tmp_path, data_path):
     cfg = config_from_parameters("seeds-final", "ln", 3, smoke=True, overrides={"torch_threads": 1})
     assert (cfg.max_iters, cfg.eval_windows, cfg.lm_eval) == (SMOKE["max_iters"], SMOKE["eval_windows"], False)
+    assert config_from_parameters("seeds-final", "ln", 3, smoke=True).torch_threads == 1  # no OpenMP waiting
+    assert config_from_parameters("seeds-final", "ln", 3).torch_threads == 0  # a study run keeps torch's default
     assert config_from_parameters("seeds-final", "ln", 3, max_iters=2, smoke=True).max_iters == 2  # yours wins
     assert config_from_parameters("seeds-final", "ln", 3).eval_windows == 0  # a study run scores the whole split
     short = config_from_parameters("seeds-final", "ln", 3, max_iters=2, smoke=True, overrides={"torch_threads": 1})

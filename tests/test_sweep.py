@@ -13,6 +13,7 @@ from conftest import REPO, strip_timing
 from embnorm_lib import reuse, studies, sweep
 from embnorm_lib.io import read_jsonl
 from embnorm_lib.notebook import FIGURE_NOT_DRAWN
+from embnorm_lib.steplog import read_step_log
 
 # one seed, two variants: every notebook execution costs a kernel start (the seed axis is covered by studies.grid)
 GRID = ["--preset", "tiny", "--variants", "none,ln", "--seeds", "0", "--set", "max_iters=6",
@@ -72,7 +73,7 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
     for cell in copies:
         source = studies.grid("tgrid", "tiny", [cell.variant], [cell.seed], fixed=fixed)[0].run_dir(out)
         target = cell.run_dir(out)
-        assert (target / "metrics.jsonl").read_bytes() == (source / "metrics.jsonl").read_bytes()
+        assert (target / "metrics.parquet").read_bytes() == (source / "metrics.parquet").read_bytes()
         assert json.loads((target / "reused_from.json").read_text())["run_dir"] == str(source.relative_to(out))
         assert not (target / "ckpt.pt").exists()
     assert pd.read_csv(out / "tcopy" / "runs.csv")["reused_from"].str.startswith("tgrid/").all()
@@ -172,8 +173,8 @@ def test_a_killed_packed_sweep_resumes_to_the_uninterrupted_result(tmp_path, dat
     train_packed(pack_configs(cells[0].config().replace(torch_threads=1), [0, 1]), reference, data_path,
                  progress=False)
     for run_dir, ref in zip(run_dirs, reference):
-        for name in ("metrics.jsonl", "evals.jsonl"):
-            assert strip_timing(read_jsonl(run_dir / name)) == strip_timing(read_jsonl(ref / name))
+        for log in ("metrics", "evals"):
+            assert strip_timing(read_step_log(run_dir, log)) == strip_timing(read_step_log(ref, log))
     assert sweep.packing_enabled("auto") == torch.cuda.is_available()
     with pytest.raises(ValueError, match="invalid pack='gpu'; allowed: auto, on, off"):
         sweep.packing_enabled("gpu")

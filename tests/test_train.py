@@ -8,8 +8,8 @@ from conftest import strip_timing, tiny
 from embnorm_lib import data as data_module
 from embnorm_lib.checkpoint import ResumeError
 from embnorm_lib.data import DataError
-from embnorm_lib.io import read_jsonl
 from embnorm_lib.rundir import RunDir
+from embnorm_lib.steplog import read_step_log
 from embnorm_lib.train import lr_at, train
 
 
@@ -29,11 +29,11 @@ def test_run_directory_holds_config_metrics_and_provenance(tmp_path, data_path):
     run = RunDir(tmp_path / "run")
     summary = train(cfg, run.root, data_path, progress=False)
     assert json.loads(run.config.read_text()) == cfg.to_dict()
-    rows = read_jsonl(run.metrics)
+    rows = read_step_log(run, "metrics")
     assert [r["step"] for r in rows] == list(range(1, 13))
     for key in ("step", "tokens", "lr", "train_loss", "grad_norm_total", "block1_input_norm", "wall_s"):
         assert key in rows[0]
-    evals = read_jsonl(run.evals)
+    evals = read_step_log(run, "evals")
     assert [e["step"] for e in evals] == [0, 10, 12]
     assert evals[-1]["val_loss"] == summary["val_loss"]
     assert math.isclose(summary["val_ppl"], math.exp(summary["val_loss"]))
@@ -41,6 +41,9 @@ def test_run_directory_holds_config_metrics_and_provenance(tmp_path, data_path):
     for key in ("torch", "python", "git_commit", "n_params", "wall_s", "data_sha256", "precision", "device"):
         assert summary[key] not in (None, "")
     assert not run.checkpoint.exists() and run.final_model.exists()
+    # a finished run keeps metrics and diagnostics as Parquet (steplog), evals as JSONL
+    assert {p.name for p in run.root.iterdir()} >= {"metrics.parquet", "diagnostics.parquet", "evals.jsonl"}
+    assert not run.metrics.exists() and not run.diagnostics.exists()
     # no temp files left; only the lock file (never removed: deleting a lock file races with its next taker)
     assert sorted(p.name for p in run.root.iterdir() if p.name.startswith(".")) == [".lock"]
 
@@ -49,12 +52,12 @@ def test_same_seed_twice_gives_identical_metrics(tmp_path, data_path):
     cfg = tiny(max_iters=15, variant="rms")
     train(cfg, tmp_path / "a", data_path, progress=False)
     train(cfg, tmp_path / "b", data_path, progress=False)
-    for name in ("metrics.jsonl", "evals.jsonl", "diagnostics.jsonl"):
-        assert strip_timing(read_jsonl(tmp_path / "a" / name)) == strip_timing(read_jsonl(tmp_path / "b" / name))
+    for log in ("metrics", "evals", "diagnostics"):
+        assert strip_timing(read_step_log(tmp_path / "a", log)) == strip_timing(read_step_log(tmp_path / "b", log))
     other = tiny(max_iters=15, variant="rms", seed=1)
     train(other, tmp_path / "c", data_path, progress=False)
-    assert read_jsonl(tmp_path / "c" / "metrics.jsonl")[0]["train_loss"] != \
-        read_jsonl(tmp_path / "a" / "metrics.jsonl")[0]["train_loss"]
+    assert read_step_log(tmp_path / "c", "metrics")[0]["train_loss"] != \
+        read_step_log(tmp_path / "a", "metrics")[0]["train_loss"]
 
 
 def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, data_path):
@@ -64,8 +67,8 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, data_path):
     assert partial == {"finished": False, "step": 13}
     assert RunDir(tmp_path / "cut").checkpoint.exists()
     resumed = train(cfg, tmp_path / "cut", data_path, progress=False)
-    for name in ("metrics.jsonl", "evals.jsonl", "diagnostics.jsonl"):
-        assert strip_timing(read_jsonl(tmp_path / "full" / name)) == strip_timing(read_jsonl(tmp_path / "cut" / name))
+    for log in ("metrics", "evals", "diagnostics"):
+        assert strip_timing(read_step_log(tmp_path / "full", log)) == strip_timing(read_step_log(tmp_path / "cut", log))
     assert resumed["val_loss"] == full["val_loss"]
     a = torch.load(tmp_path / "full" / "model.pt", weights_only=True)
     b = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)

@@ -1,0 +1,263 @@
+"""Per-step logs in Parquet (issue 73): lossless against the JSONL, byte-stable, read through one function that prefers
+the Parquet form; compact_logs converts a finished run atomically (a kill at any point leaves whole files and a rerun
+finishes it), reseals it and is idempotent."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from embnorm_lib import compact_logs, seal, steplog
+from embnorm_lib.errors import RunDirError, entry
+from embnorm_lib.io import read_jsonl, write_jsonl
+from embnorm_lib.rundir import RunDir
+from embnorm_lib.steplog import decode, encode, parquet_path, read_step_log, same_rows
+
+ODD_ROWS = [
+    {"step": 1, "a": 1.5, "b": True, "c": None, "s": "x", "f32": 0.25},
+    {"step": 2, "b": False, "a": float("nan"), "c": None, "f32": 3.0517578125e-05},  # keys missing, NaN
+    {"a": -0.0, "step": 3, "n": [1, {"z": 2.0, "y": None}], "big": 2 ** 70, "m": 1},  # another key order, nested
+    {"step": 4, "m": 1.0, "inf": float("-inf"), "é": "ü", "a": 0.1, "f32": None},  # 1 and 1.0 in one column
+    {},
+    {"step": 6, "i": -(2 ** 63), "j": 2 ** 63 - 1, "t": "", "bools": [True, False]},
+]
+# a diagnostics-like log: few rows, many keys (the long layout), a key set growing after step 0
+WIDE = [{"step": 0, **{f"k{i:03d}": i / 7 for i in range(40)}}] + \
+       [{"step": s, **{f"k{i:03d}": (s * i) % 5 / 3 for i in range(60)}, "flag": s % 2 == 0, "n": s} for s in (10, 20)]
+
+
+def _json_text(rows):
+    """json.dumps of each row with its own key order: equal texts mean equal keys, order, types and values."""
+    return [json.dumps(r) for r in rows]
+
+
+@pytest.mark.parametrize("rows", [ODD_ROWS, WIDE, [], [{}], [{"only": None}], [{"x": 1e300, "y": 1e-320}]],
+                         ids=["odd", "wide", "empty", "empty-row", "all-null", "float64"])
+def test_the_parquet_form_gives_back_every_row_exactly(rows):
+    back = decode(encode(rows))
+    assert same_rows(back, rows) and _json_text(back) == _json_text(rows)
+    for a, b in zip(back, rows):
+        for k in b:
+            assert type(a[k]) is type(b[k]), k
+            if isinstance(b[k], float) and math.isfinite(b[k]):
+                assert a[k] == b[k] and math.copysign(1, a[k]) == math.copysign(1, b[k])
+
+
+def test_same_rows_tells_types_order_missing_keys_and_nan_apart():
+    assert same_rows([{"a": float("nan")}], [{"a": float("nan")}])
+    for a, b in [({"a": 1}, {"a": 1.0}), ({"a": 1}, {"a": True}), ({"a": None}, {}), ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+                 ({"a": 0.0}, {"a": -0.0}), ({"a": [1]}, {"a": [1.0]})]:
+        assert not same_rows([a], [b]), (a, b)
+
+
+def test_the_bytes_depend_on_the_rows_only(tmp_path):
+    payload = encode(ODD_ROWS)
+    assert encode([dict(r) for r in ODD_ROWS]) == payload
+    (tmp_path / "rows.json").write_text(json.dumps(ODD_ROWS))  # NaN/inf survive Python's json
+    code = ("import json, sys; from embnorm_lib.steplog import encode; "
+            "sys.stdout.buffer.write(encode(json.loads(open(sys.argv[1]).read())))")
+    other = subprocess.run([sys.executable, "-c", code, str(tmp_path / "rows.json")], cwd=REPO, capture_output=True,
+                           env={"PYTHONHASHSEED": "123", "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, check=True)
+    assert other.stdout == payload  # another process, another hash seed: the same bytes
+    assert encode(ODD_ROWS[:-1]) != payload
+
+
+def test_bad_rows_are_refused_in_one_line():
+    for rows, message in (([[1, 2]], "JSON object with string keys"), ([{1: 2}], "string keys"),
+                          ([{"__keys__": 1}], "may not have the key")):
+        with pytest.raises(ValueError, match=message):
+            encode(rows)
+
+
+def test_the_reader_prefers_parquet_and_falls_back_to_jsonl(tmp_path):
+    run = RunDir(tmp_path)
+    assert read_step_log(run, "metrics") == []
+    write_jsonl(run.metrics, [{"step": 1, "from": "jsonl"}])
+    assert read_step_log(run, "metrics") == [{"step": 1, "from": "jsonl"}]
+    steplog.write_parquet_log(parquet_path(run, "metrics"), [{"step": 1, "from": "parquet"}])
+    assert read_step_log(tmp_path, "metrics") == [{"step": 1, "from": "parquet"}]  # a path works as well as a RunDir
+    assert steplog.step_log_frame(run, "metrics")["from"].tolist() == ["parquet"]
+    with pytest.raises(ValueError, match="unknown step log 'losses'; allowed: metrics, evals, diagnostics"):
+        read_step_log(run, "losses")
+    parquet_path(run, "metrics").write_bytes(b"PAR1 not really")
+    with pytest.raises(RunDirError, match=r"unreadable step log .*metrics.parquet") as bad:
+        read_step_log(run, "metrics")
+    assert "\n" not in str(bad.value)
+
+
+# -- compact_logs ---------------------------------------------------------------------------------------------------
+
+def sealed_run(root, arm="ln", seed=0, steps=30) -> RunDir:
+    """A finished, sealed run as an old trainer left it: every log as JSONL."""
+    run = RunDir(root / arm / f"seed{seed}")
+    run.root.mkdir(parents=True)
+    run.config.write_text(json.dumps({"variant": arm, "seed": seed}))
+    run.summary.write_text(json.dumps({"variant": arm, "seed": seed, "steps": steps}))
+    write_jsonl(run.metrics, [{"step": s, "train_loss": 3.0 - s / 64, "clipped": s % 3 == 0,
+                               "grad_norm_total": None if s == 7 else 0.5 + s / 1024} for s in range(1, steps + 1)])
+    write_jsonl(run.diagnostics, WIDE)
+    write_jsonl(run.evals, [{"step": steps, "val_loss": 2.0}])
+    seal.seal_run(run)
+    return run
+
+
+def _logs(run):
+    return {log: read_step_log(run, log) for log in steplog.LOGS}
+
+
+def test_a_converted_run_reads_the_same_and_its_seal_is_the_one_sealing_it_now_would_write(tmp_path, capsys):
+    run = sealed_run(tmp_path / "s")
+    before, jsonl = _logs(run), {p: p.read_bytes() for p in (run.metrics, run.diagnostics)}
+    outcome = compact_logs.convert_run(run)
+    assert outcome.converted and outcome.jsonl_bytes == sum(map(len, jsonl.values())) > outcome.parquet_bytes > 0
+    assert not run.metrics.exists() and not run.diagnostics.exists() and run.evals.is_file()
+    after = _logs(run)
+    assert all(same_rows(after[log], before[log]) for log in before)
+    manifest = seal.verify_run(run)
+    assert manifest["files"]["metrics.parquet"]["rows"] == 30 and manifest["files"]["diagnostics.parquet"]["rows"] == 3
+    written = run.manifest.read_bytes()
+    seal.seal_run(run)  # what sealing the converted run from scratch writes
+    assert run.manifest.read_bytes() == written
+    # the JSONL the run had, byte for byte, from the Parquet form (how the library writes JSONL)
+    for path, data in jsonl.items():
+        assert steplog.jsonl_text(read_step_log(run, path.stem)).encode() == data
+    assert steplog.main([str(run.root), "diagnostics"]) == 0
+    assert capsys.readouterr().out.encode() == jsonl[run.diagnostics]
+    assert entry(steplog.main, [str(tmp_path), "metrics"]) == 2
+    assert capsys.readouterr().err.startswith("error: no metrics log in ")
+
+
+def test_converting_again_changes_nothing(tmp_path):
+    run = sealed_run(tmp_path / "s")
+    compact_logs.convert_run(run)
+    files = {p.name: p.read_bytes() for p in run.root.iterdir()}
+    again = compact_logs.convert_run(run)
+    assert not again.converted and again.jsonl_bytes == again.parquet_bytes == 0
+    assert {p.name: p.read_bytes() for p in run.root.iterdir()} == files
+
+
+def _fail_at(monkeypatch, where):
+    """Make the conversion die at one point: after the first Parquet file, before the seal, or after the seal."""
+    def boom(*a, **k):
+        raise KeyboardInterrupt("killed")
+
+    if where == "after-first-parquet":
+        real, calls = steplog.write_parquet_log, []
+
+        def once(path, rows):
+            if calls:
+                boom()
+            calls.append(path)
+            return real(path, rows)
+        monkeypatch.setattr(compact_logs, "write_parquet_log", once)
+    elif where == "before-seal":
+        monkeypatch.setattr(compact_logs, "reseal_replacing", boom)
+    else:  # the seal names the Parquet files; the JSONL are not deleted yet
+        real_reseal = seal.reseal_replacing
+
+        def reseal_then_die(run, replaced):
+            real_reseal(run, replaced)
+            boom()
+        monkeypatch.setattr(compact_logs, "reseal_replacing", reseal_then_die)
+
+
+@pytest.mark.parametrize("where", ["after-first-parquet", "before-seal", "after-seal"])
+def test_a_conversion_killed_part_way_leaves_whole_files_and_a_rerun_finishes_it(tmp_path, monkeypatch, capsys, where):
+    run = sealed_run(tmp_path / "s")
+    before = _logs(run)
+    with monkeypatch.context() as m:
+        _fail_at(m, where)
+        with pytest.raises(KeyboardInterrupt):
+            compact_logs.convert_run(run)
+    after = _logs(run)
+    assert all(same_rows(after[log], before[log]) for log in before)  # every reader gets the same rows meanwhile
+    assert not [p.name for p in run.root.iterdir() if p.name.startswith(".")]  # no temp file left
+    assert run.metrics.is_file() and run.diagnostics.is_file()  # nothing deleted before the seal named the Parquet
+    with pytest.raises(seal.SealError, match="a conversion of its logs was interrupted.*compact_logs --study s"):
+        seal.verify_run(run)
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
+    assert "s: converted 1 run(s)" in capsys.readouterr().out
+    seal.verify_run(run)
+    assert not run.metrics.exists() and not run.diagnostics.exists()
+    assert all(same_rows(read_step_log(run, log), rows) for log, rows in before.items())
+
+
+def test_a_parquet_file_that_disagrees_with_its_jsonl_is_never_taken_for_it(tmp_path):
+    run = sealed_run(tmp_path / "s")
+    compact_logs.convert_run(run)
+    write_jsonl(run.metrics, read_step_log(run, "metrics")[:-1])  # a stray JSONL beside the sealed Parquet
+    with pytest.raises(RunDirError, match="metrics.parquet does not hold the rows of metrics.jsonl; nothing was "
+                                          "deleted"):
+        compact_logs.convert_run(run)
+    assert run.metrics.is_file()
+
+
+def test_damaged_unsealed_and_busy_runs_are_named_and_left_alone(tmp_path, capsys):
+    study = tmp_path / "s"
+    good, damaged, unsealed, busy = (sealed_run(study, seed=k) for k in range(4))
+    damaged.metrics.write_text(damaged.metrics.read_text().replace('"step": 1,', '"step": 9,'))
+    unsealed.manifest.unlink()
+    files = {r: {p.name: p.read_bytes() for p in r.root.iterdir()} for r in (damaged, unsealed)}
+    with busy.training_lock():
+        assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(line.startswith("error: run ") for line in err)
+    assert "metrics.jsonl was altered" in err[0] and "manifest.json is missing" in err[1] and "in use" in err[2]
+    assert files == {r: {p.name: p.read_bytes() for p in r.root.iterdir()} for r in (damaged, unsealed)}
+    assert parquet_path(good, "metrics").is_file() and busy.metrics.is_file()
+    assert not good.lock.exists() and busy.lock.exists()  # the lock file this command made went again
+
+
+def test_the_command_checks_its_arguments_and_keeps_to_the_budget(tmp_path, capsys):
+    for arm, steps in (("big", 400), ("mid", 200), ("small", 20)):
+        sealed_run(tmp_path / arm, steps=steps)
+    sizes = {s: compact_logs.jsonl_bytes(tmp_path / s) for s in ("big", "mid", "small")}
+    budget = (sizes["big"] + sizes["small"]) / 1e6  # mid does not fit beside big; small does
+    chosen, left = compact_logs.choose_studies(tmp_path, [], budget)
+    assert chosen == [("big", sizes["big"]), ("small", sizes["small"])] and left == [("mid", sizes["mid"])]
+    assert compact_logs.main(["--budget-mb", str(budget), "--check", "--out-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "mid: left as JSONL" in out and f"JSONL {sizes['big'] + sizes['small']:,} bytes" in out
+    assert not list(tmp_path.rglob("*.parquet"))  # --check writes nothing
+    for argv, message in ((["--study", "nope"], "invalid study 'nope'"), (["--study", "../x"], "invalid study"),
+                          (["--budget-mb", "0"], "invalid --budget-mb 0")):
+        assert entry(compact_logs.main, [*argv, "--out-dir", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+
+
+def test_a_finish_killed_after_its_parquet_logs_resumes_to_the_same_run(tmp_path, data_path, monkeypatch):
+    from conftest import strip_timing, tiny
+
+    from embnorm_lib import train as train_module
+
+    cfg = tiny(max_iters=12, checkpoint_interval=6, eval_interval=6)
+    train_module.train(cfg, tmp_path / "full", data_path, progress=False)
+    with monkeypatch.context() as m:  # killed in _finish once the final logs are written (the checkpoint stays)
+        m.setattr(train_module, "save_torch", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+        with pytest.raises(KeyboardInterrupt):
+            train_module.train(cfg, tmp_path / "cut", data_path, progress=False)
+    cut = RunDir(tmp_path / "cut")
+    assert cut.checkpoint.is_file() and parquet_path(cut, "metrics").is_file() and not cut.summary.exists()
+    train_module.train(cfg, cut.root, data_path, progress=False)
+    for log in steplog.LOGS:
+        assert strip_timing(read_step_log(cut, log)) == strip_timing(read_step_log(tmp_path / "full", log))
+    seal.verify_run(cut)
+
+
+@pytest.mark.committed
+def test_committed_logs_convert_losslessly_to_the_byte():
+    """The first and last run of every committed study still in JSONL: the Parquet form gives back the rows, and the
+    rows give back the JSONL's bytes (so a converted log can be written out again exactly as it was)."""
+    for study in sorted(p for p in (REPO / "runs").iterdir() if p.is_dir()):
+        runs = seal.run_dirs_of(study)
+        for run in runs[:1] + runs[-1:]:
+            for log in steplog.COMPACTED:
+                path = steplog.jsonl_path(run, log)
+                if not path.is_file():
+                    continue
+                rows = read_jsonl(path)
+                assert same_rows(decode(encode(rows)), rows), path
+                assert steplog.jsonl_text(rows).encode() == path.read_bytes(), path
