@@ -35,7 +35,7 @@ try:
 except ImportError:
     root = next(p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir())
     sys.path.insert(0, str(root))
-from embnorm_lib.notebook import brief_errors
+from embnorm_lib.core.notebook import brief_errors
 
 brief_errors()  # a bad parameter reads as one line (what is wrong, what is allowed), not a traceback
 
@@ -47,8 +47,8 @@ brief_errors()  # a bad parameter reads as one line (what is wrong, what is allo
 # different text would not be comparable with any other run of the study.
 
 # %%
-from embnorm_lib.data import load_corpus
-from embnorm_lib.notebook import corpus_facts
+from embnorm_lib.core.data import load_corpus
+from embnorm_lib.core.notebook import corpus_facts
 
 corpus = load_corpus(data_path or None)
 corpus_facts(corpus)
@@ -60,14 +60,14 @@ corpus_facts(corpus)
 # common each class is in each split.
 
 # %%
-from embnorm_lib.notebook import char_class_table
+from embnorm_lib.core.notebook import char_class_table
 
 classes = char_class_table(corpus)
 classes.pivot(index="class", columns="split", values="share").round(4)
 
 # %%
-from embnorm_lib import plots
-from embnorm_lib.io import repo_root
+from embnorm_lib.core.io import repo_root
+from embnorm_lib.publishing import plots
 
 fig = plots.plot_char_classes(classes)
 plots.save(fig, pathlib.Path(figures_dir or repo_root() / "figures" / "data") / "char_classes",

@@ -31,9 +31,9 @@
 # of its own (directory, logs, checkpoint, summary), only the arithmetic is batched.
 
 # %% tags=["parameters"]
-variant = "ln"          # none | ln | rms (aliases: layernorm, rmsnorm); see embnorm_lib/variants.py
+variant = "ln"          # none | ln | rms (aliases: layernorm, rmsnorm); see embnorm_lib/core/variants.py
 seed = 0
-preset = "seeds-final"  # seeds-prelim | seeds-final | nanogpt-cpu | tiny; see embnorm_lib/config.py
+preset = "seeds-final"  # seeds-prelim | seeds-final | nanogpt-cpu | tiny; see embnorm_lib/core/presets.py
 max_iters = 0           # 0 keeps the preset's value
 study = "adhoc"         # runs land in <out_dir>/<study>/<variant>/seed<seed>
 out_dir = ""            # "": <repo>/runs
@@ -57,7 +57,7 @@ try:
 except ImportError:
     root = next(p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir())
     sys.path.insert(0, str(root))
-from embnorm_lib.notebook import brief_errors, pin_library
+from embnorm_lib.core.notebook import brief_errors, pin_library
 
 brief_errors()  # a bad parameter reads as one line (what is wrong, what is allowed), not a traceback
 pin_library()  # the whole library loaded now: edits to the checkout while this run trains reach none of its cells
@@ -69,8 +69,8 @@ pin_library()  # the whole library loaded now: edits to the checkout while this 
 # `config.json`, and a checkpoint is only resumed by the same config.
 
 # %%
-from embnorm_lib.io import shown_path
-from embnorm_lib.notebook import config_from_parameters, job_configs, run_dir_from_parameters
+from embnorm_lib.core.io import shown_path
+from embnorm_lib.core.notebook import config_from_parameters, job_configs, run_dir_from_parameters
 
 cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides, smoke=smoke)
 cfgs = job_configs(cfg, pack_seeds)  # [cfg], or one config per seed of a packed job
@@ -89,7 +89,7 @@ for c, d in zip(cfgs, run_dirs):
 # non-finite loss as a divergence rather than failing.
 
 # %%
-from embnorm_lib.notebook import eval_printer, train_job
+from embnorm_lib.core.notebook import eval_printer, train_job
 
 summaries = train_job(cfgs, run_dirs, data_path or None, progress=progress, on_eval=eval_printer(cfg))
 summary = summaries[0]
@@ -101,7 +101,7 @@ summary = summaries[0]
 # lm-evaluation-harness, and the scores land in `lm_eval.json` (the study's index picks them up).
 
 # %%
-from embnorm_lib.lm_eval_adapter import score_if_asked
+from embnorm_lib.core.lm_eval_adapter import score_if_asked
 
 lm_scores = [score_if_asked(c, d, data_path or None) for c, d in zip(cfgs, run_dirs)]
 [s["macro"] if s else "not asked for (lm_eval=False) or the run diverged" for s in lm_scores]
@@ -120,8 +120,8 @@ keys = ["variant", "seed", "steps", "tokens", "diverged", "val_loss", "val_ppl",
 pd.DataFrame({f"seed {s.get('seed')}": {k: s.get(k) for k in keys} for s in summaries})
 
 # %%
-from embnorm_lib import plots
-from embnorm_lib.notebook import FIGURE_NOT_DRAWN, eval_table, run_table
+from embnorm_lib.core.notebook import FIGURE_NOT_DRAWN, eval_table, run_table
+from embnorm_lib.publishing import plots
 
 if figures:
     fig = plots.plot_run(run_table(run_dir), eval_table(run_dir), title=f"{cfg.variant} seed {cfg.seed}")

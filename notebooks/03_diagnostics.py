@@ -39,7 +39,7 @@ try:
 except ImportError:
     root = next(p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir())
     sys.path.insert(0, str(root))
-from embnorm_lib.notebook import brief_errors
+from embnorm_lib.core.notebook import brief_errors
 
 brief_errors()  # a bad parameter reads as one line (what is wrong, what is allowed), not a traceback
 
@@ -49,8 +49,8 @@ brief_errors()  # a bad parameter reads as one line (what is wrong, what is allo
 # One row per arm: how many seeds finished, how many diverged, and the final validation loss.
 
 # %%
-from embnorm_lib.report import arm_table
-from embnorm_lib.results import load_runs
+from embnorm_lib.publishing.report import arm_table
+from embnorm_lib.runner.results import load_runs
 
 runs = load_runs(study, out_dir or None)  # runs.csv, written by the sweep (and publish) from the run directories
 if arms:
@@ -66,10 +66,10 @@ arm_table(runs)[["runs", "diverged", "val_loss_mean", "val_loss_std", "ece_equal
 # %%
 import matplotlib.pyplot as plt
 
-from embnorm_lib.figures import FIGURES, StudyData, render_study
+from embnorm_lib.publishing.figures import FIGURES, StudyData, render_study
 
 written = render_study(study, out_dir or None, figures_dir or None, arms=arms)
-from embnorm_lib.io import shown_path
+from embnorm_lib.core.io import shown_path
 
 print(f"{len(written)} figures written to {shown_path(pathlib.Path(next(iter(written.values()))[0]).parent)}")
 
@@ -97,6 +97,6 @@ plt.show()
 if interactive:
     from IPython.display import display
 
-    from embnorm_lib.explore import explorer
+    from embnorm_lib.publishing.explore import explorer
 
     display(explorer(study, out_dir or None))

@@ -40,7 +40,7 @@ try:
 except ImportError:
     root = next(p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir())
     sys.path.insert(0, str(root))
-from embnorm_lib.notebook import brief_errors
+from embnorm_lib.core.notebook import brief_errors
 
 brief_errors()  # a bad parameter reads as one line (what is wrong, what is allowed), not a traceback
 
@@ -50,7 +50,7 @@ brief_errors()  # a bad parameter reads as one line (what is wrong, what is allo
 # One analysis per training regime; the Holm family is all (variant × metric) comparisons within it.
 
 # %%
-from embnorm_lib import analysis
+from embnorm_lib.analyses import paired as analysis
 
 analyses = analysis.analyse(study, metrics.split(",") if metrics else None, out_dir or None)
 [(a.scope, len(a.runs)) for a in analyses]
@@ -64,7 +64,7 @@ analyses = analysis.analyse(study, metrics.split(",") if metrics else None, out_
 # %%
 from IPython.display import Markdown, display
 
-from embnorm_lib.render import to_markdown
+from embnorm_lib.publishing.render import to_markdown
 
 for a in analyses:
     display(Markdown(f"### {a.label}"))
@@ -79,7 +79,8 @@ for a in analyses:
 # %%
 import matplotlib.pyplot as plt
 
-from embnorm_lib import plots, stats
+from embnorm_lib import stats
+from embnorm_lib.publishing import plots
 
 for a in analyses:
     plots.plot_forest(a.family, a.label, stats.PRIMARY, stats.MEI)
@@ -108,7 +109,7 @@ for a in analyses:
 # and in REPORT.md, the recommendation is computed from those studies' runs.csv.
 
 # %%
-from embnorm_lib import stability
+from embnorm_lib.analyses import stability
 
 display(Markdown(stability.recommendation_for(out_dir or None) or "No stability study has been run yet."))
 
@@ -120,7 +121,7 @@ display(Markdown(stability.recommendation_for(out_dir or None) or "No stability 
 # %%
 for a in analyses:
     display(Markdown("\n".join([f"### {a.label}", *analysis.plain_words(a)])))
-from embnorm_lib.io import shown_path
+from embnorm_lib.core.io import shown_path
 
 report = analysis.write_outputs(analyses, out_dir or None, figures_dir or None)
 print(f"wrote {shown_path(report)}")

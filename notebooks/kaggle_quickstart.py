@@ -54,7 +54,7 @@ if here is None:
 os.chdir(here)
 sys.path.insert(0, str(here))
 
-from embnorm_lib import quickstart
+from embnorm_lib.core import quickstart
 
 before = quickstart.installed_versions()
 missing = quickstart.missing_packages()
@@ -71,7 +71,7 @@ print(f"restart the kernel, then run this cell again ({', '.join(changed)} chang
 # %%
 import torch
 
-from embnorm_lib.device import resolve_precision, select_device
+from embnorm_lib.core.device import resolve_precision, select_device
 
 device = select_device("auto")
 print(device, torch.cuda.get_device_name() if device.type == "cuda" else "(no GPU: runs will use the CPU)",

@@ -6,12 +6,13 @@ import pandas as pd
 import pytest
 from conftest import REPO, tiny
 
-from embnorm_lib import analysis, figures
-from embnorm_lib.report import arm_table
-from embnorm_lib.results import build_index, load_runs
-from embnorm_lib.rundir import RunDir, run_dir_for
-from embnorm_lib.seal import reseal
-from embnorm_lib.train import train
+from embnorm_lib.analyses import paired as analysis
+from embnorm_lib.core.rundir import RunDir, run_dir_for
+from embnorm_lib.core.seal import reseal
+from embnorm_lib.core.train import train
+from embnorm_lib.publishing import figures
+from embnorm_lib.publishing.report import arm_table
+from embnorm_lib.runner.results import build_index, load_runs
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +54,7 @@ def test_analysis_writes_tables_decision_and_report(tiny_study, tmp_path):
     by_seed = runs.pivot_table(index="seed", columns="variant", values="val_loss")
     assert ln_loss.mean_diff == pytest.approx((by_seed["ln"] - by_seed["none"]).mean())
     assert (tmp_path / "fig" / "forest_tiny.png").stat().st_size > 1000
-    from embnorm_lib.report import findings_text
+    from embnorm_lib.analyses.findings import findings_text
 
     words = findings_text(tiny_study, studies=("tinystudy",))
     assert words.startswith("### Accuracy")  # grouped by question, each group opening with what it means
@@ -72,7 +73,7 @@ def test_every_registered_figure_renders(tiny_study, tmp_path):
 
 def _publish_tiny(tiny_study, tmp_path, monkeypatch):
     from embnorm_lib import studies
-    from embnorm_lib.publish import publish
+    from embnorm_lib.publishing.publish import publish
 
     out, fig = tmp_path / "runs", tmp_path / "figures"
     shutil.copytree(tiny_study / "tinystudy", out / "tinystudy")
@@ -88,7 +89,7 @@ def test_publish_runs_both_notebooks(tiny_study, tmp_path, writers, monkeypatch)
     """publish = 03 + 04 under papermill, each output with one owner."""
     from test_architecture import check_owners
 
-    from embnorm_lib.publish import publish_stability
+    from embnorm_lib.publishing.publish import publish
 
     out, fig = _publish_tiny(tiny_study, tmp_path, monkeypatch)
     for name in ("03_diagnostics", "04_statistics"):
@@ -97,7 +98,7 @@ def test_publish_runs_both_notebooks(tiny_study, tmp_path, writers, monkeypatch)
         assert "start_time" not in nb.metadata["papermill"] and "duration" not in nb.metadata["papermill"]
     assert any((fig / "tinystudy").glob("*.png"))
     assert not (out / "STABILITY.md").exists()  # one owner: `publish stability`, not a study's publish
-    publish_stability(out, fig / "stability")
+    publish("stability", out, fig / "stability")
     check_owners(writers)
     assert {"runs.csv", "README.md", "STABILITY.md"} <= set(writers)  # REPORT.md: written in the 04 kernel
     stability_md = (out / "STABILITY.md").read_text()
@@ -118,10 +119,10 @@ def test_republishing_unchanged_runs_rewrites_no_byte(tiny_study, tmp_path, monk
     """On unchanged runs a second publish rewrites no byte (issue 12). Slow: it executes both notebooks twice."""
     import hashlib
 
-    from embnorm_lib.publish import publish, publish_stability
+    from embnorm_lib.publishing.publish import publish
 
     out, fig = _publish_tiny(tiny_study, tmp_path, monkeypatch)
-    publish_stability(out, fig / "stability")
+    publish("stability", out, fig / "stability")
 
     def digest():
         return {str(p.relative_to(tmp_path)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -129,7 +130,7 @@ def test_republishing_unchanged_runs_rewrites_no_byte(tiny_study, tmp_path, monk
 
     before = digest()
     publish("tinystudy", out, fig / "tinystudy")
-    publish_stability(out, fig / "stability")
+    publish("stability", out, fig / "stability")
     assert digest() == before
 
 
@@ -150,7 +151,7 @@ def test_completeness_gate_refuses_a_study_with_a_missing_metric(tiny_study, tmp
     with pytest.raises(analysis.IncompleteStudyError, match=r"1 \(run, metric\) pair\(s\) missing \(none/seed2: "
                                                              r"lm_macro_acc\)"):
         analysis.analyse("gated", out_dir=out)
-    from embnorm_lib import publish
+    from embnorm_lib.publishing import publish
 
     assert publish.main(["gated", "--out-dir", str(out)]) == 2
     err = capsys.readouterr().err

@@ -89,8 +89,8 @@ def test_the_first_screen_numbers_re_derive_from_the_committed_runs():
 
 @pytest.mark.committed
 def test_the_answer_data_behind_the_figure_is_what_the_runs_give():
-    from embnorm_lib import answer
-    from embnorm_lib.io import default_runs_dir
+    from embnorm_lib.analyses import answer
+    from embnorm_lib.core.io import default_runs_dir
 
     out = default_runs_dir()
     budget = pd.concat([runs_of("stability-budget"), runs_of("stability-budget-v2")])
@@ -105,7 +105,7 @@ def test_the_answer_data_behind_the_figure_is_what_the_runs_give():
 
 
 def test_a_plateau_starts_where_the_next_size_is_no_better():
-    from embnorm_lib.answer import plateau_start
+    from embnorm_lib.analyses.answer import plateau_start
 
     rng = np.random.default_rng(0)
     falling = pd.DataFrame([{"rung": r, "val_loss": 2.0 - 0.1 * r + rng.normal(0, 0.005)} for r in range(4)
@@ -117,14 +117,14 @@ def test_a_plateau_starts_where_the_next_size_is_no_better():
 
 
 def test_every_committed_figure_is_indexed_and_an_unknown_one_is_refused():
-    from embnorm_lib.readme import describe_figure
+    from embnorm_lib.analyses.site import describe_figure
 
     listed = subprocess.run(["git", "ls-files", "figures"], cwd=REPO, capture_output=True, text=True).stdout.split()
     index = (REPO / "figures" / "README.md").read_text()
     pngs = [p.removeprefix("figures/") for p in listed if p.endswith(".png")]
     assert pngs and all(f"]({p})" in index for p in pngs), [p for p in pngs if f"]({p})" not in index]
     assert "| ? |" not in index
-    with pytest.raises(ValueError, match="no entry in readme.FIGURE_WHAT"):
+    with pytest.raises(ValueError, match="no entry in site.FIGURE_WHAT"):
         describe_figure("main/mystery.png")
 
 
@@ -147,7 +147,7 @@ def test_the_findings_page_is_grouped_by_question_and_reconciles_the_zero_shot_s
 def test_study_figures_label_axes_and_legends_in_words_and_keep_ln_and_rms_apart():
     import matplotlib.pyplot as plt
 
-    from embnorm_lib import plots
+    from embnorm_lib.publishing import plots
 
     rows = [{"arm": f"{v}_preset=nanogpt-cpu", "seed": s, "step": t, "val_loss": 2.0 - 0.01 * t,
              "grad_norm.block1.attn": 1.0} for v in ("none", "ln", "rms") for s in range(2) for t in range(10)]
@@ -185,7 +185,7 @@ def test_the_tldr_is_short_and_links_to_the_answer_in_detail():
 
 
 def train_chars() -> int:
-    from embnorm_lib.data import load_corpus
+    from embnorm_lib.core.data import load_corpus
 
     return len(load_corpus().train)
 
@@ -246,7 +246,7 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
 
 
 def test_the_adequate_data_ladder_is_quoted_as_in_progress_until_its_confirmatory_runs_finish():
-    from embnorm_lib.answer import data_ladder_words
+    from embnorm_lib.analyses.answer import data_ladder_words
 
     link = {"number": 16, "link": "docs/PROTOCOL.md#x"}
     tuning = {"ladder-data-lr": {"finished": 12, "registered": 30}}
@@ -266,7 +266,7 @@ def test_the_adequate_data_ladder_is_quoted_as_in_progress_until_its_confirmator
 
 @pytest.mark.committed
 def test_the_init_grid_is_scoped_shows_both_heads_and_links_to_the_seed_study():
-    from embnorm_lib.seed_study import SEED_STUDY_TABLE1
+    from embnorm_lib.studies.seed_study import SEED_STUDY_TABLE1
 
     scale = runs_of("stability-scale-v2")
     table = first_screen().split("| regime |", 1)[1]
@@ -358,7 +358,7 @@ def test_the_first_screen_explains_its_terms():
 
 
 def test_an_amendment_or_section_the_protocol_lacks_is_refused():
-    from embnorm_lib.answer import amendment, protocol_section
+    from embnorm_lib.analyses.answer import amendment, protocol_section
 
     with pytest.raises(ValueError, match="no amendment heading naming 'no such study'"):
         amendment("no such study")
@@ -372,8 +372,8 @@ def test_an_amendment_or_section_the_protocol_lacks_is_refused():
 def test_the_figure_panels_name_their_study_seeds_and_budget():
     import matplotlib.pyplot as plt
 
-    from embnorm_lib import answer
-    from embnorm_lib.io import default_runs_dir
+    from embnorm_lib.analyses import answer
+    from embnorm_lib.core.io import default_runs_dir
 
     out = default_runs_dir()
     d = {"registered": answer.registered_data(out), "budget": answer.budget_data(out), "init": answer.init_data(out),

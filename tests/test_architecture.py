@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -75,39 +76,39 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import(tmp_path)
     # the detector itself must be able to fail: a two-module cycle hidden inside a function
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
-    assert "embnorm_lib.io" in internal_imports(PACKAGE / "rundir.py")
+    assert "embnorm_lib.core.io" in internal_imports(PACKAGE / "core" / "rundir.py")
 
 
-# Which module writes each kind of output file (every write goes through io's temp-file writer).
+# Which module writes each kind of output file (every write goes through core/writes.py's temp-file writer).
 OWNERS = {
-    "runs.csv": "embnorm_lib.results",
-    "summary.json": "embnorm_lib.train",
-    "calibration.json": "embnorm_lib.train",
-    "positions.json": "embnorm_lib.train",
-    "config.json": "embnorm_lib.checkpoint",
-    "metrics.jsonl": "embnorm_lib.checkpoint",
-    "evals.jsonl": "embnorm_lib.checkpoint",
-    "diagnostics.jsonl": "embnorm_lib.checkpoint",
-    "metrics.parquet": "embnorm_lib.steplog",  # a finished run's logs (checkpoint.Logs.write(final=True))
-    "diagnostics.parquet": "embnorm_lib.steplog",
-    "ckpt.pt": "embnorm_lib.checkpoint",
-    "model.pt": "embnorm_lib.train",
-    "lm_eval.json": "embnorm_lib.lm_eval_adapter",
-    "lm_eval_v2.json": "embnorm_lib.lm_eval_adapter",
-    "reused_from.json": "embnorm_lib.reuse",
-    "manifest.json": "embnorm_lib.seal",
-    "sweeps.jsonl": "embnorm_lib.sweep",
-    "README.md": "embnorm_lib.report",
-    "REPORT.md": "embnorm_lib.analysis",
-    "STABILITY.md": "embnorm_lib.stability",
-    "BOUNDARY.md": "embnorm_lib.boundary",
-    "SCALE.md": "embnorm_lib.scale_vs_norm",
-    "BUDGET.md": "embnorm_lib.budget_trend",
-    "H1B.md": "embnorm_lib.h1b",
-    "LENGTH.md": "embnorm_lib.length",
-    "ZEROSHOT.md": "embnorm_lib.zeroshot",
-    "LADDER.md": "embnorm_lib.ladder",
-    "throughput.json": "embnorm_lib.throughput",
+    "runs.csv": "embnorm_lib.runner.results",
+    "summary.json": "embnorm_lib.core.train",
+    "calibration.json": "embnorm_lib.core.train",
+    "positions.json": "embnorm_lib.core.train",
+    "config.json": "embnorm_lib.core.checkpoint",
+    "metrics.jsonl": "embnorm_lib.core.checkpoint",
+    "evals.jsonl": "embnorm_lib.core.checkpoint",
+    "diagnostics.jsonl": "embnorm_lib.core.checkpoint",
+    "metrics.parquet": "embnorm_lib.core.steplog",  # a finished run's logs (checkpoint.Logs.write(final=True))
+    "diagnostics.parquet": "embnorm_lib.core.steplog",
+    "ckpt.pt": "embnorm_lib.core.checkpoint",
+    "model.pt": "embnorm_lib.core.train",
+    "lm_eval.json": "embnorm_lib.core.lm_eval_adapter",
+    "lm_eval_v2.json": "embnorm_lib.core.lm_eval_adapter",
+    "reused_from.json": "embnorm_lib.runner.reuse",
+    "manifest.json": "embnorm_lib.core.seal",
+    "sweeps.jsonl": "embnorm_lib.runner.sweep",
+    "README.md": "embnorm_lib.publishing.report",
+    "REPORT.md": "embnorm_lib.analyses.paired",
+    "STABILITY.md": "embnorm_lib.analyses.stability",
+    "BOUNDARY.md": "embnorm_lib.analyses.boundary",
+    "SCALE.md": "embnorm_lib.analyses.scale",
+    "BUDGET.md": "embnorm_lib.analyses.budget",
+    "H1B.md": "embnorm_lib.analyses.h1b",
+    "LENGTH.md": "embnorm_lib.analyses.length",
+    "ZEROSHOT.md": "embnorm_lib.analyses.zeroshot",
+    "LADDER.md": "embnorm_lib.analyses.ladder",
+    "throughput.json": "embnorm_lib.tools.throughput",
 }
 
 
@@ -117,11 +118,11 @@ def check_owners(seen: dict[str, set[str]]) -> None:
 
 
 def test_training_scoring_and_indexing_write_only_their_own_files(writers, tmp_path, data_path, monkeypatch):
-    from embnorm_lib import lm_eval_adapter
-    from embnorm_lib.config import preset_config
-    from embnorm_lib.results import build_index
-    from embnorm_lib.rundir import run_dir_for
-    from embnorm_lib.train import train
+    from embnorm_lib.core import lm_eval_adapter
+    from embnorm_lib.core.config import preset_config
+    from embnorm_lib.core.rundir import run_dir_for
+    from embnorm_lib.core.train import train
+    from embnorm_lib.runner.results import build_index
 
     cfg = preset_config("tiny", variant="ln", seed=0, max_iters=4, eval_interval=2, checkpoint_interval=2,
                         lm_eval=True)
@@ -140,8 +141,8 @@ def test_training_scoring_and_indexing_write_only_their_own_files(writers, tmp_p
 
 
 def test_a_packed_job_writes_each_members_files_through_the_same_owners(writers, tmp_path, data_path):
-    from embnorm_lib.config import preset_config
-    from embnorm_lib.packed import pack_configs, train_packed
+    from embnorm_lib.core.config import preset_config
+    from embnorm_lib.core.packed import pack_configs, train_packed
 
     cfgs = pack_configs(preset_config("tiny", variant="ln", max_iters=4, eval_interval=2, checkpoint_interval=2,
                                       eval_windows=8), [0, 1])
@@ -154,4 +155,116 @@ def test_a_packed_job_writes_each_members_files_through_the_same_owners(writers,
 
 def test_the_owner_check_fails_on_a_second_writer():
     with pytest.raises(AssertionError, match="runs.csv"):
-        check_owners({"runs.csv": {"embnorm_lib.results", "embnorm_lib.sweep"}})
+        check_owners({"runs.csv": {"embnorm_lib.runner.results", "embnorm_lib.runner.sweep"}})
+
+
+# -- the two layers (issue 74) ----------------------------------------------------------------------------------------
+# The engine names no study: it trains runs (core), sweeps and indexes grids (runner), tests (stats), renders and
+# publishes (publishing) and times (tools). The study layer (studies: registry entries, analyses: one plugin per kind)
+# registers into it and is never imported by it.
+ENGINE = ("core", "runner", "stats", "publishing", "tools")
+STUDY_LAYER = ("studies", "analyses")
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def engine_files() -> list[Path]:
+    return sorted(p for name in ENGINE for p in (PACKAGE / name).rglob("*.py"))
+
+
+def closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_no_registry_sits_below_the_engine_it_registers_for():
+    """No engine module reaches the study layer, at any depth (the registry reads studies/ and analyses/ by name,
+    the first time it is read); core reaches nothing above it."""
+    graph = import_graph()
+    for module in graph:
+        if layer(module) in ENGINE:
+            above = sorted(m for m in closure(graph, module) if layer(m) in STUDY_LAYER)
+            assert not above, f"{module} imports the study layer: {above}"
+        if layer(module) == "core":
+            above = sorted(m for m in closure(graph, module) if layer(m) in ENGINE and layer(m) != "core")
+            assert not above, f"{module} imports above core: {above}"
+
+
+def literals(path: Path) -> list[tuple[int, str]]:
+    """Every string constant of a module (docstrings and f-strings' text included), with its line."""
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def names_a_study(text: str, name: str) -> bool:
+    """A hyphenated study name anywhere in the text as a whole word; a one-word name (also an English word: "main",
+    "ladder") as the whole literal or as a path under runs/."""
+    if "-" in name:
+        return re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w-])", text) is not None
+    return text.strip() == name or re.search(rf"runs/{re.escape(name)}(?![\w-])", text) is not None
+
+
+def study_names_in(files: list[Path], names) -> list[str]:
+    from embnorm_lib.core.presets import PRESETS
+    from embnorm_lib.runner.registry import STATUSES
+
+    found = []
+    for path in files:
+        for line, text in literals(path):
+            for name in names:
+                # a study named after its preset may appear where presets are defined; a status is vocabulary
+                if (name in PRESETS and path.name == "presets.py") or name in STATUSES:
+                    continue
+                if names_a_study(text, name):
+                    where = path.relative_to(PACKAGE) if path.is_relative_to(PACKAGE) else path.name
+                    found.append(f"{where}:{line}: {name}")
+    return found
+
+
+def test_the_engine_names_no_study():
+    from embnorm_lib.runner.registry import STUDIES
+
+    assert len(STUDIES) > 20
+    assert study_names_in(engine_files(), STUDIES) == []
+
+
+def test_the_study_name_check_sees_a_study_in_the_engine(tmp_path):
+    engine = tmp_path / "core.py"
+    engine.write_text('"""Example: python -m embnorm_lib.sweep seeds-final."""\nSTUDY = "main"\nX = "the main job"\n')
+    found = study_names_in([engine], ["seeds-final", "main"])
+    assert [f.split(": ")[1] for f in found] == ["seeds-final", "main"]  # "the main job" is English
+
+
+def test_engine_modules_and_functions_stay_small():
+    """nanoGPT-readable: an engine module fits in one read (<= 400 lines), a function on one screen (<= 60)."""
+    long_modules, long_functions = [], []
+    for path in engine_files():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long_modules.append(f"{path.relative_to(PACKAGE)} {len(text.splitlines())}")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{path.relative_to(PACKAGE)}:{node.name} {length}")
+    assert long_modules == [] and long_functions == []
+
+
+def test_the_readme_layout_names_every_folder_and_module_of_the_library():
+    """README's Layout section is the map of the tree: every layer folder and every module in it is named there."""
+    readme = (PACKAGE.parent / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+    missing = [f"{f}/" for f in folders if f"`{f}/`" not in layout]
+    missing += [f"{p.parent.name}/{p.name}" for f in ENGINE + STUDY_LAYER for p in sorted((PACKAGE / f).glob("*.py"))
+                if p.name != "__init__.py" and f"`{p.name}`" not in layout]
+    assert missing == [], f"README's Layout does not name: {missing}"

@@ -1,4 +1,4 @@
-from embnorm_lib import bench
+from embnorm_lib.tools import bench
 
 
 def test_the_precision_benchmark_times_both_loops_and_reports_their_ratio(data_path, capsys):

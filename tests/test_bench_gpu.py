@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from embnorm_lib import bench_gpu
+from embnorm_lib.tools import bench_gpu
 
 
 def test_loop_figures_read_the_steady_step_time_from_the_run(data_path):
@@ -58,7 +58,7 @@ def test_without_cuda_it_refuses_in_one_line(capsys, monkeypatch):
 
 
 def _committed_seeds_final():
-    from embnorm_lib.io import read_json, runs_root
+    from embnorm_lib.core.io import read_json, runs_root
     from embnorm_lib.studies import study_cells
 
     return {c.label(): read_json(c.run_dir(runs_root()) / "summary.json")["val_loss"]

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embnorm_lib import boundary
+from embnorm_lib.analyses import boundary
 
 LRS = [1e-3, 1e-2, 1e-1, 1.0]
 
@@ -93,7 +93,7 @@ def test_a_seed_whose_grid_is_not_complete_yet_is_left_out_of_the_max_stable_lr(
 
 
 def test_an_arm_whose_best_lr_is_at_the_edge_of_the_grid_is_named_with_it():
-    from embnorm_lib.stability import lr_sensitivity
+    from embnorm_lib.analyses.stability import lr_sensitivity
 
     inside = synthetic_runs()  # none is best at 1e-2, ln at 1e-1: both inside [1e-3, 1]
     assert boundary.best_lr_at_grid_edge(inside, lr_sensitivity(inside)) == {}
@@ -147,7 +147,7 @@ def test_an_escape_is_an_lr_where_none_failed_and_the_arm_never_did():
 
 
 def test_a_studys_compute_is_the_runs_wall_time_summed_and_the_logged_sweep_time():
-    from embnorm_lib.report import compute_words
+    from embnorm_lib.publishing.report import compute_words
 
     runs = pd.DataFrame({"wall_s": [1800.0, 1800.0, 3600.0]})
     prov = {"sweep_wall_s": 2400.0, "layouts": [(2, 1)]}

@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embnorm_lib import budget_trend
+from embnorm_lib.analyses import budget as budget_trend
+from embnorm_lib.analyses import plots as analysis_plots
 
 
 def test_the_cost_per_budget_is_paired_by_seed_and_worded_only_where_holm_resolves_it():
@@ -34,8 +35,8 @@ def test_the_largest_budget_is_worded_for_final_and_best_loss_and_the_figure_dra
     assert words.startswith("8000 iterations (6.12 epochs): `ln` final")
     assert "`rms` best" in words and "(costs)" not in words
     assert budget_trend.largest_budget_words(table.iloc[:0]) == "no budget has a paired comparison yet"
-    from embnorm_lib import plots
-    fig = plots.plot_budget_trend(table)
+    from embnorm_lib.publishing import plots
+    fig = analysis_plots.plot_budget_trend(table)
     assert [ax.get_title() for ax in fig.axes] == ["final validation loss", "best validation loss"]
     paths = plots.save(fig, tmp_path / "budget_trend")
     assert all(p.stat().st_size > 0 for p in paths)

@@ -8,8 +8,8 @@ import shutil
 import pytest
 from conftest import REPO, strip_timing, tiny
 
-from embnorm_lib.steplog import read_step_log
-from embnorm_lib.train import train
+from embnorm_lib.core.steplog import read_step_log
+from embnorm_lib.core.train import train
 
 spec = importlib.util.spec_from_file_location("carry_runs", REPO / "scripts" / "carry_runs.py")
 carry_runs = importlib.util.module_from_spec(spec)
@@ -100,7 +100,7 @@ def test_a_carry_folder_inside_the_checkout_or_without_a_manifest_is_refused(tmp
 @pytest.mark.parametrize("run", ["runs/../../outside/ln/seed0", "/tmp/elsewhere/ln/seed0", "other/ln/seed0", "runs"])
 def test_restore_refuses_a_carried_path_that_leaves_runs(tmp_path, run):
     """carry.json is a file anyone can edit: a run path with '..', an absolute one or one outside runs/ writes nothing."""
-    from embnorm_lib.data import sha256_of
+    from embnorm_lib.core.data import sha256_of
 
     repo, folder = tmp_path / "repo", tmp_path / "carry"
     (repo / "runs").mkdir(parents=True)
@@ -118,7 +118,7 @@ def test_restore_refuses_a_carried_path_that_leaves_runs(tmp_path, run):
 
 
 def test_restore_refuses_a_checkpoint_that_is_not_a_torch_file_even_when_its_hash_matches(tmp_path):
-    from embnorm_lib.data import sha256_of
+    from embnorm_lib.core.data import sha256_of
 
     repo, folder = tmp_path / "repo", tmp_path / "carry"
     (repo / "runs").mkdir(parents=True)
@@ -135,7 +135,7 @@ def test_restore_refuses_a_checkpoint_that_is_not_a_torch_file_even_when_its_has
 
 
 def test_lm_eval_adapter_refuses_a_study_path(capsys):
-    from embnorm_lib import lm_eval_adapter
+    from embnorm_lib.core import lm_eval_adapter
 
     assert lm_eval_adapter.main(["../evil"]) == 2
     assert "invalid study='../evil'" in capsys.readouterr().err

@@ -3,11 +3,11 @@ twice with two values is refused (issue 70, item 6)."""
 import pytest
 from conftest import tiny
 
-from embnorm_lib import run, sweep
-from embnorm_lib.errors import ConfigError, RunDirError, entry
-from embnorm_lib.io import RunLock
-from embnorm_lib.notebook import config_from_parameters
-from embnorm_lib.rundir import RunDir
+from embnorm_lib.core.errors import ConfigError, RunDirError, entry
+from embnorm_lib.core.io import RunLock
+from embnorm_lib.core.notebook import config_from_parameters
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.runner import run, sweep
 
 
 def test_a_runtime_refusal_is_one_line_and_debug_shows_the_traceback(tmp_path, data_path, capsys):

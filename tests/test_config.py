@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from embnorm_lib.config import PRESETS, RunConfig, preset_config
+from embnorm_lib.core.config import PRESETS, RunConfig, preset_config
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -67,8 +67,8 @@ def test_bad_config_gets_one_line_error_naming_value_and_allowed(changes, names)
     (dict(overrides={"variant": "ln"}), ["variant", "parameters of their own"]),
 ])
 def test_notebook_parameters_are_validated_not_coerced(params, names):
-    from embnorm_lib.errors import ConfigError
-    from embnorm_lib.notebook import config_from_parameters
+    from embnorm_lib.core.errors import ConfigError
+    from embnorm_lib.core.notebook import config_from_parameters
 
     with pytest.raises(ConfigError) as err:
         config_from_parameters(**{"preset": "tiny", "variant": "ln", "seed": 0, **params})
@@ -79,8 +79,8 @@ def test_notebook_parameters_are_validated_not_coerced(params, names):
 @pytest.mark.parametrize("study,tag", [("../../x", ""), ("ok", "/../../y"), (".hidden", ""), ("a/b", ""),
                                        ("", ""), ("ok", "_..")])
 def test_names_that_would_leave_the_runs_directory_are_refused(tmp_path, study, tag):
-    from embnorm_lib.errors import ConfigError
-    from embnorm_lib.rundir import run_dir_for
+    from embnorm_lib.core.errors import ConfigError
+    from embnorm_lib.core.rundir import run_dir_for
 
     with pytest.raises(ConfigError, match="allowed: a name without"):
         run_dir_for(study, "ln", 0, tmp_path, tag=tag)

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from embnorm_lib import corpus, data
-from embnorm_lib.config import preset_config
-from embnorm_lib.errors import DataError
-from embnorm_lib.train import train
+from embnorm_lib.core import corpus, data
+from embnorm_lib.core.config import preset_config
+from embnorm_lib.core.errors import DataError
+from embnorm_lib.core.train import train
 
 
 class FakeSplit:

@@ -10,14 +10,14 @@ import pandas as pd
 from conftest import REPO
 from test_ladder import check_runs, synthetic
 
-from embnorm_lib.io import PUBLISHED_DIGITS, published, published_csv
+from embnorm_lib.core.io import PUBLISHED_DIGITS, published, published_csv
 
 
 def publish_ladder(out) -> None:
     """A ladder study's publication under `out`: its report and figures, and the paper's ladder data and figure
     (paper/data.json's size-trend fit and log-scale peak ratios are where an AVX-512 CPU once changed 32 floats in
     the 16th digit)."""
-    from embnorm_lib import ladder, paper
+    from embnorm_lib.analyses import ladder, paper
 
     ladder.write_report("ladder", out, out / "figures")
     paper.write_inputs(out, out / "paper", data={"ladder": paper.ladder_data(out)}, figures=("ladder",))
@@ -90,7 +90,8 @@ def test_a_publication_writes_the_same_bytes_on_a_lesser_cpu(tmp_path):
 def test_last_bit_differences_in_the_runs_do_not_reach_the_published_numbers(tmp_path, monkeypatch):
     """The same check without emulation, for any CPU: the runs' floats moved by a few units in the last place (what
     another machine's kernels give) leave the committed JSON and reports byte-identical."""
-    from embnorm_lib import ladder, paper, plots
+    from embnorm_lib.analyses import ladder, paper
+    from embnorm_lib.publishing import plots
 
     monkeypatch.setattr(plots, "save", lambda *args, **kwargs: None)  # figures: the emulation test above
     texts = []

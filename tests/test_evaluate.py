@@ -2,14 +2,14 @@ import pytest
 import torch
 from conftest import tiny
 
-from embnorm_lib.config import preset_config
-from embnorm_lib.data import validation_windows
-from embnorm_lib.device import Precision
-from embnorm_lib.evaluate import FORWARD_WINDOWS, SUM_WINDOWS, evaluate
-from embnorm_lib.io import read_jsonl
-from embnorm_lib.model import GPT
-from embnorm_lib.rundir import RunDir
-from embnorm_lib.train import train
+from embnorm_lib.core.config import preset_config
+from embnorm_lib.core.data import validation_windows
+from embnorm_lib.core.device import Precision
+from embnorm_lib.core.evaluate import FORWARD_WINDOWS, SUM_WINDOWS, evaluate
+from embnorm_lib.core.io import read_jsonl
+from embnorm_lib.core.model import GPT
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.train import train
 
 FP32 = Precision("fp32", torch.device("cpu"))
 
@@ -68,11 +68,11 @@ def test_evaluations_before_the_last_use_an_even_subset_and_the_final_one_every_
 
 
 def test_the_final_pass_records_loss_by_position_and_it_averages_to_the_val_loss(tmp_path, data_path):
-    from embnorm_lib.config import preset_config
-    from embnorm_lib.io import read_json
-    from embnorm_lib.results import load_positions
-    from embnorm_lib.rundir import run_dir_for
-    from embnorm_lib.train import train
+    from embnorm_lib.core.config import preset_config
+    from embnorm_lib.core.io import read_json
+    from embnorm_lib.core.rundir import run_dir_for
+    from embnorm_lib.core.train import train
+    from embnorm_lib.runner.results import load_positions
 
     cfg = preset_config("tiny", variant="ln", max_iters=4, eval_interval=0, eval_windows=16, torch_threads=1)
     run = run_dir_for("pos", "ln", 0, tmp_path)
@@ -89,7 +89,7 @@ def test_position_deltas_pair_each_arm_with_none_at_the_same_seed_and_position()
     import numpy as np
     import pandas as pd
 
-    from embnorm_lib.length import position_deltas
+    from embnorm_lib.analyses.length import position_deltas
 
     rows = [{"arm": arm, "seed": s, "position": p, "val_loss": 3.0 - 0.1 * np.log(p) + s * 0.01
              + (0.05 * (p == 1) if arm == "ln" else 0.0)} for arm in ("none", "ln") for s in range(4) for p in (1, 2, 3)]

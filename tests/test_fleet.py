@@ -7,19 +7,22 @@ import torch
 from conftest import REPO, strip_timing, tiny
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from embnorm_lib import analysis, bench_fleet, studies, sweep
-from embnorm_lib.data import BatchSampler
-from embnorm_lib.device import Precision
-from embnorm_lib.errors import ConfigError
-from embnorm_lib.fleet import Fleet, adamw_, fleet_configs, fleet_forward, schedule_tables, train_fleet
-from embnorm_lib.io import read_json
-from embnorm_lib.model import GPT
-from embnorm_lib.report import arm_table
-from embnorm_lib.results import load_runs
-from embnorm_lib.rundir import RunDir
-from embnorm_lib.steplog import read_step_log
-from embnorm_lib.train import lr_at, train
-from embnorm_lib.variants import VARIANTS
+from embnorm_lib import studies
+from embnorm_lib.analyses import paired as analysis
+from embnorm_lib.core.data import BatchSampler
+from embnorm_lib.core.device import Precision
+from embnorm_lib.core.errors import ConfigError
+from embnorm_lib.core.fleet import Fleet, adamw_, fleet_configs, fleet_forward, schedule_tables, train_fleet
+from embnorm_lib.core.io import read_json
+from embnorm_lib.core.model import GPT
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.steplog import read_step_log
+from embnorm_lib.core.train import lr_at, train
+from embnorm_lib.core.variants import VARIANTS
+from embnorm_lib.publishing.report import arm_table
+from embnorm_lib.runner import sweep
+from embnorm_lib.runner.results import load_runs
+from embnorm_lib.tools import bench_fleet
 
 CPU = torch.device("cpu")
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 from conftest import tiny
 
-from embnorm_lib.fleet_lmeval import MemberLM, SharedScores, score_runs, stack_members
-from embnorm_lib.lm_eval_adapter import CharLM, evaluate_lm
-from embnorm_lib.model import GPT
+from embnorm_lib.core.fleet_lmeval import MemberLM, SharedScores, score_runs, stack_members
+from embnorm_lib.core.lm_eval_adapter import CharLM, evaluate_lm
+from embnorm_lib.core.model import GPT
 
 
 def sharpened(cfg) -> GPT:
@@ -57,16 +57,16 @@ def test_shared_log_likelihoods_follow_each_models_own_to_rounding(members, corp
 
 
 def test_shared_scoring_refuses_an_unfinished_run_in_one_line(tmp_path):
-    from embnorm_lib.errors import ConfigError
+    from embnorm_lib.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="needs summary.json, model.pt"):
         score_runs([tmp_path])
 
 
 def test_a_fleet_sweep_scores_its_runs_together_and_writes_what_a_single_run_writes(tmp_path, data_path, monkeypatch):
-    from embnorm_lib import fleet_lmeval
-    from embnorm_lib.io import read_json
-    from embnorm_lib.sweep import main as sweep_main
+    from embnorm_lib.core import fleet_lmeval
+    from embnorm_lib.core.io import read_json
+    from embnorm_lib.runner.sweep import main as sweep_main
 
     calls = []
     real = fleet_lmeval.score_runs

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embnorm_lib import h1b
+from embnorm_lib.analyses import h1b
 from embnorm_lib.studies import H1B_BEST_LR, STUDIES
 
 
@@ -93,28 +93,29 @@ def test_the_report_renders_from_a_runs_index(tmp_path):
     assert (tmp_path / "figures" / "h1b_stability_vs_cost.png").is_file()
 
 
-def test_publish_knows_the_report_of_every_v2_study():
-    from embnorm_lib.publish import v2_report_writer
-    from embnorm_lib.studies import studies_of
+def test_publish_knows_the_plugin_of_every_registered_study():
+    from embnorm_lib.runner.registry import ANALYSES, analysis_of, resolve
+    from embnorm_lib.studies import STUDIES
 
-    for study in studies_of("stability-v2") + studies_of("h1b"):
-        assert callable(v2_report_writer(study)), study
-    with pytest.raises(ValueError, match="no v2 report"):
-        v2_report_writer("seeds-final")
+    for study in STUDIES:
+        plugin = analysis_of(study)
+        assert plugin.kind == STUDIES[study].analysis and callable(resolve(plugin.publish)), study
+    assert analysis_of("an-adhoc-grid").kind == "paired"  # a study outside the registry is a paired one
+    assert ANALYSES["h1b"].partial and not ANALYSES["paired"].partial
 
 
 def test_publishing_the_h1b_study_writes_its_report_and_the_runs_readme(tmp_path):
-    from embnorm_lib.publish import publish_v2
+    from embnorm_lib.publishing.publish import publish
 
     (tmp_path / h1b.STUDY).mkdir()
     synthetic().to_csv(tmp_path / h1b.STUDY / "runs.csv", index=False)
-    written = publish_v2(h1b.STUDY, tmp_path, tmp_path / "figures")
+    written = publish(h1b.STUDY, tmp_path, tmp_path / "figures")
     assert set(written) == {"H1B.md", "runs/README.md"}  # not the committed directory: no paper, no findings
     assert "H1b, confirmatory" in (tmp_path / "README.md").read_text()
 
 
 def test_the_length_summary_averages_the_early_and_late_positions():
-    from embnorm_lib import length
+    from embnorm_lib.analyses import length
 
     deltas = pd.DataFrame({"variant": ["ln"] * 64, "position": range(1, 65),
                            "delta_vs_none": [0.0] * 8 + [0.05] * 24 + [0.1] * 32})
@@ -123,7 +124,7 @@ def test_the_length_summary_averages_the_early_and_late_positions():
 
 
 def test_the_readme_findings_quote_rule_3_only_when_every_seed_has_finished(tmp_path):
-    from embnorm_lib.report import h1b_findings
+    from embnorm_lib.analyses.findings import h1b_findings
 
     (tmp_path / h1b.STUDY).mkdir()
     runs = synthetic()

@@ -6,7 +6,8 @@ import sys
 import pytest
 from conftest import REPO
 
-from embnorm_lib import job, studies
+from embnorm_lib import studies
+from embnorm_lib.tools import job
 
 
 def _run(path, val_loss=2.5, loss_step2=3.0, acc=0.3, cpu="cpu A", ece=0.011402516189832172):
@@ -85,7 +86,7 @@ def test_main_job_runs_a_study_then_proves_it_and_changes_nothing(tmp_path, data
 
 
 def test_a_note_on_changed_files_names_them_and_explains_none_away():
-    from embnorm_lib.job import changed_files_note
+    from embnorm_lib.tools.job import changed_files_note
 
     note = changed_files_note(["figures/seeds-final/grad_norm_groups.pdf", "runs/seeds-final/REPORT.md"])
     assert note == ("note: publishing changed 2 committed file(s): figures/seeds-final/grad_norm_groups.pdf, "

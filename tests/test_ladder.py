@@ -4,8 +4,15 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from embnorm_lib import ladder
-from embnorm_lib.config import LADDER_RUNGS, PRESETS, TRAIN_CHARS_TINY_SHAKESPEARE, ladder_iters, non_embedding_params
+from embnorm_lib.analyses import ladder
+from embnorm_lib.analyses import plots as analysis_plots
+from embnorm_lib.core.config import (
+    LADDER_RUNGS,
+    PRESETS,
+    TRAIN_CHARS_TINY_SHAKESPEARE,
+    ladder_iters,
+    non_embedding_params,
+)
 from embnorm_lib.studies import (
     LADDER_LR_AT_128,
     LADDER_LR_CHECKED,
@@ -80,7 +87,8 @@ def test_a_ladder_run_at_a_rung_whose_lr_check_is_not_registered_waits_and_the_s
     """Amendment 5: a rung runs at its checked factor. Before that factor is entered its cells carry the rule's LR
     (factor 1); the sweep lists them as waiting and trains none (a rung-4 run is hours on a CPU, at an LR the
     registered cell then no longer has)."""
-    from embnorm_lib import studies, sweep
+    from embnorm_lib import studies
+    from embnorm_lib.runner import sweep
 
     for name in ("ladder", "ladder-bpe", "ladder-bpe-rep", "ladder-bpe-rep2", "ladder-bpe-scale"):
         for cell in study_cells(name):
@@ -142,7 +150,7 @@ def test_the_lr_check_finds_each_arms_planted_best_factor_and_flags_the_grid_edg
 
 
 def test_the_subword_lr_check_covers_both_tokenizers_and_reuses_the_subword_ladders_runs(corpus):
-    from embnorm_lib.reuse import _identity_key
+    from embnorm_lib.runner.reuse import _identity_key
 
     cells = study_cells("ladder-bpe-lr")
     assert len(cells) == 2 * 2 * 5 * 2  # tokenizers x arms x factors x seeds
@@ -181,7 +189,7 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     assert "the subword ladder's factor" in text and "registered for the ladder" not in text
     drawn = sorted(f.name for f in (tmp_path / "figures").iterdir())  # a check draws its LR curves, no ladder figure
     assert drawn == ["ladder-bpe-lr_lr_curves.pdf", "ladder-bpe-lr_lr_curves.png"]
-    from embnorm_lib.report import subword_lr_findings
+    from embnorm_lib.analyses.findings import subword_lr_findings
 
     lines = subword_lr_findings(tmp_path)
     assert [line.split(" (")[0] for line in lines] == ["- rung 1, bpe-4096 tokens", "- rung 1, bpe-512 tokens"]
@@ -203,7 +211,7 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
 
 
 def test_the_rung_2_subword_lr_check_runs_the_character_grid_and_reuses_the_subword_ladders_seeds(corpus):
-    from embnorm_lib.reuse import _identity_key
+    from embnorm_lib.runner.reuse import _identity_key
 
     cells = study_cells("ladder-bpe-lr2")  # amendment 13: rung 2, bpe-4096, the character check's factors there
     assert {c.preset for c in cells} == {"ladder-2"} and {c.config().tokenizer for c in cells} == {"bpe-4096"}
@@ -218,7 +226,7 @@ def test_the_rung_2_subword_lr_check_runs_the_character_grid_and_reuses_the_subw
 
 
 def test_the_rung_2_subword_lr_check_reports_under_its_own_amendment(tmp_path):
-    from embnorm_lib.report import findings_text, subword_lr_findings
+    from embnorm_lib.analyses.findings import findings_text, subword_lr_findings
 
     runs = check_runs({"none": 0.5, "ln": 1.0}, rung=2).assign(**{"cfg.tokenizer": "bpe-4096"})
     runs["val_loss_per_char"] = runs["val_loss"] / 3.3
@@ -249,7 +257,7 @@ def test_the_registered_ladder_factors_are_what_the_committed_check_gives():
     """Amendment 5: studies.LADDER_LR_CHECKED must equal ladder-lr's best factors for every rung it names."""
     from pathlib import Path
 
-    from embnorm_lib.results import has_index, load_runs
+    from embnorm_lib.runner.results import has_index, load_runs
 
     runs_dir = Path(__file__).resolve().parents[1] / "runs"
     if not LADDER_LR_CHECKED:
@@ -266,7 +274,7 @@ def test_the_registered_ladder_factors_are_what_the_committed_check_gives():
 def test_an_arm_whose_checked_best_sits_at_the_grids_edge_has_its_next_factor_registered():
     """Amendment 6: a best at the smallest or largest factor run so far sends the check one factor of two beyond it
     (studies.LADDER_LR_EXTENDED) before the ladder's rung may use it."""
-    from embnorm_lib.results import load_runs
+    from embnorm_lib.runner.results import load_runs
 
     best = ladder.best_factors(ladder.lr_check(load_runs("ladder-lr", REPO / "runs")))
     for r in best[~best["bracketed"]].itertuples():
@@ -346,7 +354,7 @@ def test_the_scale_answer_says_shrinks_grows_or_flips_only_where_the_tests_resol
 
 
 def test_a_size_enters_the_trend_and_the_findings_only_with_all_its_registered_seeds(tmp_path):
-    from embnorm_lib.report import findings_text
+    from embnorm_lib.analyses.findings import findings_text
 
     runs = synthetic()
     early = runs[(runs["cfg.preset"] != "ladder-4") | (runs["seed"] < 2)]  # rung 4: the check's two reused seeds
@@ -527,7 +535,7 @@ def test_the_budget_table_gives_each_arms_shape_budget_lr_and_the_compute_traine
 
 
 def test_the_readme_line_per_finished_size_words_each_arm_by_holm(tmp_path):
-    from embnorm_lib.report import ladder_findings
+    from embnorm_lib.analyses.findings import ladder_findings
 
     assert ladder_findings(tmp_path) == []
     (tmp_path / "ladder").mkdir()
@@ -541,7 +549,7 @@ def test_the_readme_line_per_finished_size_words_each_arm_by_holm(tmp_path):
 
 
 def test_the_subword_ladders_readme_line_quotes_the_loss_per_character(tmp_path):
-    from embnorm_lib.report import ladder_findings
+    from embnorm_lib.analyses.findings import ladder_findings
 
     bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
     bpe["val_loss_per_char"] = bpe["val_loss"]
@@ -554,7 +562,7 @@ def test_the_subword_ladders_readme_line_quotes_the_loss_per_character(tmp_path)
     ln = per_char[(per_char["variant"] == "ln") & (per_char["preset"] == "ladder-1")].iloc[0]
     assert f"`ln` {ln.mean_diff:+.3f} [{ln.ci_low:+.3f}, {ln.ci_high:+.3f}]" in lines[1]
     assert ladder_findings(tmp_path, "ladder") == []  # the char ladder's lines come from its own study
-    from embnorm_lib.report import findings_text
+    from embnorm_lib.analyses.findings import findings_text
 
     text = findings_text(tmp_path, studies=())
     assert "The subword ladder (BPE tokens, at the LR checked on characters)" in text and "amendments 4 and 7" in text
@@ -563,10 +571,9 @@ def test_the_subword_ladders_readme_line_quotes_the_loss_per_character(tmp_path)
 def test_the_figure_fills_the_significant_sizes_above_the_open_markers():
     import matplotlib.pyplot as plt
 
-    from embnorm_lib import plots
 
     table = ladder.primary(ladder.rung_table(synthetic()))
-    fig = plots.plot_ladder(table)
+    fig = analysis_plots.plot_ladder(table)
     lines = fig.axes[0].lines
     marked = [ln for ln in lines if ln.get_marker() not in ("None", "", None, "_", "|")]  # not the caps
     open_markers = [ln for ln in marked if ln.get_markerfacecolor() == "white"]
@@ -579,7 +586,6 @@ def test_the_figure_fills_the_significant_sizes_above_the_open_markers():
 def test_the_figure_tells_the_tokenizers_apart_at_one_size():
     import matplotlib.pyplot as plt
 
-    from embnorm_lib import plots
 
     runs = []
     for tokenizer in ("bpe-512", "bpe-4096"):
@@ -587,7 +593,7 @@ def test_the_figure_tells_the_tokenizers_apart_at_one_size():
         bpe["val_loss_per_char"] = bpe["val_loss"]
         runs.append(bpe)
     table = ladder.primary(ladder.rung_table(pd.concat(runs, ignore_index=True)))
-    fig = plots.plot_ladder(table)
+    fig = analysis_plots.plot_ladder(table)
     series = {c.get_label(): c.lines[0] for c in fig.axes[0].containers}  # each errorbar: label -> data line
     assert len(series) == 4
     styles = {label.split("(")[1]: line.get_linestyle() for label, line in series.items()}
@@ -600,7 +606,7 @@ def test_the_figure_tells_the_tokenizers_apart_at_one_size():
 
 
 def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
-    from embnorm_lib.paper import ladder_data
+    from embnorm_lib.analyses.paper import ladder_data
 
     (tmp_path / "ladder-lr").mkdir()
     check_runs(rung=1).to_csv(tmp_path / "ladder-lr" / "runs.csv", index=False)
@@ -650,8 +656,8 @@ def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
 
 @pytest.mark.committed
 def test_the_papers_ladder_data_says_where_the_pass_cap_binds_and_what_it_does_to_tokens_per_parameter(corpus):
-    from embnorm_lib.config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM
-    from embnorm_lib.paper import ladder_data
+    from embnorm_lib.analyses.paper import ladder_data
+    from embnorm_lib.core.config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM
 
     budget = ladder_data(REPO / "runs")["budget"]
     sizes = [non_embedding_params(layers, width) for layers, width, _ in LADDER_RUNGS]
@@ -716,7 +722,7 @@ def replication_runs(preset: str) -> pd.DataFrame:
 def test_the_rung_2_replication_quotes_its_registered_peak_family_once_finished(tmp_path):
     """Amendment 11 registers the gradient-norm peaks as a confirmatory family of that study alone: its report and
     the README say so, worded by the Holm decision; every other ladder report keeps them exploratory."""
-    from embnorm_lib.report import findings_text
+    from embnorm_lib.analyses.findings import findings_text
 
     runs = replication_runs("ladder-2")
     rng = np.random.default_rng(3)
@@ -745,7 +751,7 @@ def test_the_rung_2_replication_quotes_its_registered_peak_family_once_finished(
 
 
 def test_the_replication_is_quoted_once_its_ten_seeds_have_finished_and_its_report_fits_no_trend(tmp_path):
-    from embnorm_lib.report import findings_text
+    from embnorm_lib.analyses.findings import findings_text
 
     runs = replication_runs("ladder-1")
     (tmp_path / "ladder-bpe-rep").mkdir()
@@ -764,17 +770,16 @@ def test_the_replication_is_quoted_once_its_ten_seeds_have_finished_and_its_repo
 def test_the_lr_check_figure_fills_each_arms_best_factor_and_the_report_points_at_it(tmp_path):
     import matplotlib.pyplot as plt
 
-    from embnorm_lib import plots
 
     check = ladder.lr_check(check_runs({"none": 0.5, "ln": 2.0}))
-    fig = plots.plot_lr_check(check, ladder.best_factors(check))
+    fig = analysis_plots.plot_lr_check(check, ladder.best_factors(check))
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["none", "ln"]  # registry order
     filled = [ln for ln in ax.lines if ln.get_linestyle() == "None"]
     assert sorted(float(ln.get_xdata()[0]) for ln in filled) == [0.5, 2.0]
     plt.close(fig)
     partial = check[check["factor"] != 4.0]  # a grid not yet complete has no best to fill
-    fig = plots.plot_lr_check(partial, ladder.best_factors(partial))
+    fig = analysis_plots.plot_lr_check(partial, ladder.best_factors(partial))
     assert all(len(ln.get_xdata()) == 0 for ln in fig.axes[0].lines if ln.get_linestyle() == "None")
     plt.close(fig)
     (tmp_path / "ladder-lr").mkdir()
@@ -793,7 +798,7 @@ def test_the_subword_scale_study_takes_each_arms_lr_family_and_reports_the_share
     findings give each arm's difference and the share of ln's that normalizing or rescaling alone carries."""
     from dataclasses import asdict
 
-    from embnorm_lib.report import findings_text
+    from embnorm_lib.analyses.findings import findings_text
 
     rep = {(c.variant, c.seed): asdict(c.config()) for c in study_cells("ladder-bpe-rep")}
     for c in study_cells("ladder-bpe-scale"):

@@ -12,12 +12,12 @@ import tarfile
 import pandas as pd
 import pytest
 
-from embnorm_lib import ladder_data, opencorpus
-from embnorm_lib.config import PRESETS, RunConfig
-from embnorm_lib.data import load_corpus
-from embnorm_lib.errors import DataError
-from embnorm_lib.io import repo_root
-from embnorm_lib.studies import study_cells
+from embnorm_lib.core import opencorpus
+from embnorm_lib.core.config import PRESETS, RunConfig
+from embnorm_lib.core.data import load_corpus
+from embnorm_lib.core.errors import DataError
+from embnorm_lib.core.io import repo_root
+from embnorm_lib.studies import ladder_data, study_cells
 
 # -- a synthetic .deb: an ar archive with a data.tar.xz -------------------------------------------------------------
 
@@ -231,8 +231,8 @@ def test_registered_lrs_are_what_the_tuning_runs_give():
 
 
 def test_runs_csv_records_passes_over_the_training_split():
-    from embnorm_lib.config import TRAIN_CHARS_TINY_SHAKESPEARE
-    from embnorm_lib.results import epochs
+    from embnorm_lib.core.config import TRAIN_CHARS_TINY_SHAKESPEARE
+    from embnorm_lib.runner.results import epochs
 
     assert epochs(RunConfig(), {"tokens": 2 * TRAIN_CHARS_TINY_SHAKESPEARE}) == 2.0
     assert epochs(RunConfig(corpus_sha256="a" * 64, train_chars=4000), {"tokens": 1000}) == 0.25

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from embnorm_lib.config import preset_config
-from embnorm_lib.model import GPT
-from embnorm_lib.variants import VARIANTS
+from embnorm_lib.core.config import preset_config
+from embnorm_lib.core.model import GPT
+from embnorm_lib.core.variants import VARIANTS
 
 
 def expected_params(cfg, variant):

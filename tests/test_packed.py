@@ -3,16 +3,16 @@ import pytest
 import torch
 from conftest import strip_timing, tiny
 
-from embnorm_lib.checkpoint import ResumeError
-from embnorm_lib.config import RunConfig
-from embnorm_lib.errors import ConfigError
-from embnorm_lib.model import GPT
-from embnorm_lib.packed import check_packable, pack_configs, packed_forward, train_packed
-from embnorm_lib.reuse import _identity_key, finished_runs_by_identity
-from embnorm_lib.rundir import RunDir
-from embnorm_lib.steplog import read_step_log
-from embnorm_lib.train import train
-from embnorm_lib.variants import VARIANTS
+from embnorm_lib.core.checkpoint import ResumeError
+from embnorm_lib.core.config import RunConfig
+from embnorm_lib.core.errors import ConfigError
+from embnorm_lib.core.model import GPT
+from embnorm_lib.core.packed import check_packable, pack_configs, packed_forward, train_packed
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.steplog import read_step_log
+from embnorm_lib.core.train import train
+from embnorm_lib.core.variants import VARIANTS
+from embnorm_lib.runner.reuse import _identity_key, finished_runs_by_identity
 
 
 @pytest.mark.parametrize("variant,tie", [(v, True) for v in VARIANTS] + [("ln", False)])

@@ -6,8 +6,8 @@ import subprocess
 import pytest
 from conftest import REPO
 
-from embnorm_lib import paper
-from embnorm_lib.io import published
+from embnorm_lib.analyses import paper
+from embnorm_lib.core.io import published
 
 
 def test_the_paper_source_types_no_number():

@@ -7,7 +7,7 @@ import papermill as pm
 import pytest
 from conftest import REPO
 
-from embnorm_lib import quickstart
+from embnorm_lib.core import quickstart
 
 
 def test_only_missing_packages_are_installed_and_installed_ones_keep_their_version():
@@ -40,9 +40,10 @@ def test_bad_seeds_parameter_is_refused(seeds):
 def test_setup_cell_runs_twice_as_after_a_kernel_restart(tmp_path):
     """First run clones; the second (a restarted kernel starts in the same folder) reuses the clone."""
     origin = tmp_path / "origin"
-    (origin / "embnorm_lib").mkdir(parents=True)
+    (origin / "embnorm_lib" / "core").mkdir(parents=True)
     (origin / "embnorm_lib" / "__init__.py").write_text("")
-    (origin / "embnorm_lib" / "quickstart.py").write_text((REPO / "embnorm_lib" / "quickstart.py").read_text())
+    (origin / "embnorm_lib" / "core" / "__init__.py").write_text("")
+    (origin / "embnorm_lib" / "core" / "quickstart.py").write_text((REPO / "embnorm_lib" / "core" / "quickstart.py").read_text())
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
     subprocess.run([*git, "init", "-q", str(origin)], check=True)
     subprocess.run([*git, "-C", str(origin), "add", "."], check=True)

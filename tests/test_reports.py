@@ -9,10 +9,12 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from embnorm_lib import explore, plots, study_header
-from embnorm_lib.report import V2_REPORTS
+from embnorm_lib.analyses import plots as analysis_plots
+from embnorm_lib.publishing import explore, plots, study_header
+from embnorm_lib.runner.registry import site
 from embnorm_lib.studies import STATUSES, STUDIES, study_cells
 
+V2_REPORTS = next(s.links for s in site().sections if s.links)  # the report files runs/README.md links
 REPORTS = sorted([*(p for name in (*V2_REPORTS, "REPORT.md") for p in (REPO / "runs").glob(f"*/{name}")),
                   REPO / "runs" / "STABILITY.md"])
 
@@ -161,7 +163,7 @@ def test_stability_and_ladder_figures_keep_ln_and_rms_apart_and_show_no_internal
                             "ci_high": 0.02, "significant": False} for p in (1e5, 1e6) for v in ("ln", "rms")])
     check = pd.DataFrame([{"tokenizer": "char", "rung": 0, "variant": v, "factor": f, "val_loss_mean": 2.0}
                           for f in (0.5, 1.0, 2.0) for v in ("none", "ln")])
-    for fig in (plots.plot_budget_deltas(budget), plots.plot_ladder(ladder), plots.plot_lr_check(check, pd.DataFrame())):
+    for fig in (analysis_plots.plot_budget_deltas(budget), analysis_plots.plot_ladder(ladder), analysis_plots.plot_lr_check(check, pd.DataFrame())):
         assert plots.internal_names(fig) == []
         styles = {k.split(" ")[0]: v for k, v in _styles(fig.axes[0]).items()}
         pair = ("ln", "rms") if "rms" in styles else ("none", "ln")

@@ -2,12 +2,13 @@ import json
 
 import pytest
 
-from embnorm_lib import rescore, sweep
-from embnorm_lib.rundir import RunDir
-from embnorm_lib.seal import reseal
-from embnorm_lib.steplog import parquet_path, read_step_log, write_parquet_log
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.seal import reseal
+from embnorm_lib.core.steplog import parquet_path, read_step_log, write_parquet_log
+from embnorm_lib.core.train import train
+from embnorm_lib.runner import sweep
 from embnorm_lib.studies import Cell
-from embnorm_lib.train import train
+from embnorm_lib.tools import rescore
 
 CELLS = [Cell("tinystudy", "tiny", v, 0, (("max_iters", 20), ("eval_interval", 10))) for v in ("none", "ln")]
 

@@ -8,13 +8,13 @@ import pytest
 import torch
 from conftest import REPO, tiny
 
-from embnorm_lib import io as io_module
-from embnorm_lib.checkpoint import ResumeError
-from embnorm_lib.errors import ConfigError, DiskFullError, RunDirError
-from embnorm_lib.io import RunLock, read_jsonl, write_jsonl
-from embnorm_lib.rundir import RunDir
-from embnorm_lib.steplog import read_step_log
-from embnorm_lib.train import train
+from embnorm_lib.core import io as io_module
+from embnorm_lib.core.checkpoint import ResumeError
+from embnorm_lib.core.errors import ConfigError, DiskFullError, RunDirError
+from embnorm_lib.core.io import RunLock, read_jsonl, write_jsonl
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.steplog import read_step_log
+from embnorm_lib.core.train import train
 
 
 def names(run_dir):
@@ -131,7 +131,7 @@ def test_malformed_json_names_the_file(tmp_path):
     with pytest.raises(RunDirError, match=r"malformed JSON in .*metrics.jsonl line 2"):
         read_jsonl(tmp_path / "metrics.jsonl")
     (tmp_path / "config.json").write_text("{not json")
-    from embnorm_lib.config import RunConfig
+    from embnorm_lib.core.config import RunConfig
 
     with pytest.raises(RunDirError, match=r"malformed JSON in .*config.json"):
         RunConfig.load(tmp_path / "config.json")

@@ -2,7 +2,7 @@
 import numpy as np
 import pandas as pd
 
-from embnorm_lib import scale_vs_norm
+from embnorm_lib.analyses import scale as scale_vs_norm
 
 
 def synthetic_runs():

@@ -9,9 +9,11 @@ import shutil
 import pytest
 from conftest import REPO, tiny
 
-from embnorm_lib import publish, results, seal, sweep
-from embnorm_lib.errors import RunDirError
-from embnorm_lib.rundir import RunDir
+from embnorm_lib.core import seal
+from embnorm_lib.core.errors import RunDirError
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.publishing import publish
+from embnorm_lib.runner import results, sweep
 from embnorm_lib.studies import MissingRunsError, check_registered_runs
 
 
@@ -20,7 +22,8 @@ def fake_run(root, arm="none", seed=0, steps=3) -> RunDir:
     run = RunDir(root / arm / f"seed{seed}")
     run.root.mkdir(parents=True)
     run.config.write_text(json.dumps({"variant": arm, "seed": seed}))
-    run.summary.write_text(json.dumps({"variant": arm, "seed": seed, "steps": steps, "val_loss": 2.0 + seed}))
+    run.summary.write_text(json.dumps({"variant": arm, "seed": seed, "steps": steps, "val_loss": 2.0 + seed,
+                                       "diverged": False}))
     run.metrics.write_text("".join(json.dumps({"step": s, "train_loss": 3.0 - 0.1 * s}) + "\n"
                                    for s in range(1, steps + 1)))
     run.evals.write_text(json.dumps({"step": steps, "val_loss": 2.0}) + "\n")
@@ -29,7 +32,7 @@ def fake_run(root, arm="none", seed=0, steps=3) -> RunDir:
 
 
 def test_a_trained_run_is_sealed_last_with_sizes_hashes_rows_and_steps(tmp_path, data_path):
-    from embnorm_lib.train import train
+    from embnorm_lib.core.train import train
 
     run = RunDir(tmp_path / "t" / "ln" / "seed0")
     train(tiny(variant="ln", max_iters=4, eval_interval=2, lm_eval=False), run.root, data_path, progress=False)
@@ -113,7 +116,7 @@ def test_a_stage_that_adds_a_file_reseals_but_never_over_damage(tmp_path):
 
 
 def test_a_damaged_finished_cell_is_corrupt_for_the_sweep(tmp_path):
-    from embnorm_lib.checkpoint import write_config
+    from embnorm_lib.core.checkpoint import write_config
     from embnorm_lib.studies import grid
 
     cell = grid("tcell", "tiny", ["ln"], [0])[0]

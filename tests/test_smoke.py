@@ -1,9 +1,9 @@
 """The design card's quick check (02_train's `smoke` parameter): seconds, and marked as not a result."""
 import pytest
 
-from embnorm_lib.errors import ConfigError
-from embnorm_lib.notebook import SMOKE, config_from_parameters
-from embnorm_lib.train import train
+from embnorm_lib.core.errors import ConfigError
+from embnorm_lib.core.notebook import SMOKE, config_from_parameters
+from embnorm_lib.core.train import train
 
 
 def test_smoke_shortens_the_run_and_its_summary_says_it_is_not_comparable(tmp_path, data_path):

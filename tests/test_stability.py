@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embnorm_lib import stability
-from embnorm_lib.rundir import RunDir
-from embnorm_lib.seal import seal_run
+from embnorm_lib.analyses import stability
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.seal import seal_run
 
 
 def lr_runs():
@@ -148,7 +148,7 @@ def write_run(root, study, arm, seed, summary, config, steps=()):
 
 
 def test_full_report_from_all_four_studies_on_disk(tmp_path):
-    from embnorm_lib.results import build_index
+    from embnorm_lib.runner.results import build_index
 
     for variant in ("none", "ln"):
         for seed in range(3):
@@ -191,7 +191,7 @@ def test_full_report_from_all_four_studies_on_disk(tmp_path):
         assert (tmp_path / "fig" / f"{name}.png").stat().st_size > 1000
     quoted = stability.recommendation_for(tmp_path)
     assert quoted.startswith("mean LR sensitivity per seed") and "## Grid" not in quoted
-    from embnorm_lib.report import runs_readme
+    from embnorm_lib.publishing.report import runs_readme
 
     readme = runs_readme(tmp_path)
     assert "- `stability-stress`: Stress" in readme and "6 of 12 runs finished (0 copied from identical runs)" in readme

@@ -9,11 +9,12 @@ import sys
 import pytest
 from conftest import REPO
 
-from embnorm_lib import compact_logs, seal, steplog
-from embnorm_lib.errors import RunDirError, entry
-from embnorm_lib.io import read_jsonl, write_jsonl
-from embnorm_lib.rundir import RunDir
-from embnorm_lib.steplog import decode, encode, parquet_path, read_step_log, same_rows
+from embnorm_lib.core import seal, steplog
+from embnorm_lib.core.errors import RunDirError, entry
+from embnorm_lib.core.io import read_jsonl, write_jsonl
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.steplog import decode, encode, parquet_path, read_step_log, same_rows
+from embnorm_lib.tools import compact_logs
 
 ODD_ROWS = [
     {"step": 1, "a": 1.5, "b": True, "c": None, "s": "x", "f32": 0.25},
@@ -231,7 +232,7 @@ def test_the_command_checks_its_arguments_and_keeps_to_the_budget(tmp_path, caps
 def test_a_finish_killed_after_its_parquet_logs_resumes_to_the_same_run(tmp_path, data_path, monkeypatch):
     from conftest import strip_timing, tiny
 
-    from embnorm_lib import train as train_module
+    from embnorm_lib.core import train as train_module
 
     cfg = tiny(max_iters=12, checkpoint_interval=6, eval_interval=6)
     train_module.train(cfg, tmp_path / "full", data_path, progress=False)

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from conftest import REPO, strip_timing
 
-from embnorm_lib import reuse, studies, sweep
-from embnorm_lib.io import read_jsonl
-from embnorm_lib.notebook import FIGURE_NOT_DRAWN
-from embnorm_lib.steplog import read_step_log
+from embnorm_lib import studies
+from embnorm_lib.core.io import read_jsonl
+from embnorm_lib.core.notebook import FIGURE_NOT_DRAWN
+from embnorm_lib.core.steplog import read_step_log
+from embnorm_lib.runner import reuse, sweep
 
 # one seed, two variants: every notebook execution costs a kernel start (the seed axis is covered by studies.grid)
 GRID = ["--preset", "tiny", "--variants", "none,ln", "--seeds", "0", "--set", "max_iters=6",
@@ -144,7 +145,7 @@ def test_a_killed_packed_sweep_resumes_to_the_uninterrupted_result(tmp_path, dat
     of an uninterrupted packed job."""
     import torch
 
-    from embnorm_lib.packed import pack_configs, train_packed
+    from embnorm_lib.core.packed import pack_configs, train_packed
 
     fixed = {"max_iters": 60, "checkpoint_interval": 5, "eval_interval": 200}
     args = ["tkill", "--preset", "tiny", "--variants", "rms", "--seeds", "0-1", "--pack", "on", "--workers", "1",

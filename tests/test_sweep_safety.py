@@ -4,10 +4,11 @@ import json
 import pandas as pd
 import pytest
 
-from embnorm_lib import results, reuse, studies, sweep
-from embnorm_lib.errors import RunDirError
-from embnorm_lib.io import read_jsonl
-from embnorm_lib.train import train
+from embnorm_lib import studies
+from embnorm_lib.core.errors import RunDirError
+from embnorm_lib.core.io import read_jsonl
+from embnorm_lib.core.train import train
+from embnorm_lib.runner import results, reuse, sweep
 
 FIXED = {"max_iters": 4, "eval_interval": 2}
 

@@ -1,7 +1,7 @@
 """Inference throughput: paired rounds, ratios to none (a measurement, never a pass/fail on speed)."""
 import pytest
 
-from embnorm_lib import throughput
+from embnorm_lib.tools import throughput
 
 
 def test_every_arm_gets_a_paired_ratio_per_round_and_none_is_the_reference():

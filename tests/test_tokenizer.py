@@ -2,13 +2,13 @@
 import pytest
 import torch
 
-from embnorm_lib import data as data_module
-from embnorm_lib import tokenizer as tokenizer_module
-from embnorm_lib.config import preset_config
-from embnorm_lib.errors import ConfigError
-from embnorm_lib.io import read_json, read_jsonl
-from embnorm_lib.tokenizer import bpe_tokenizer
-from embnorm_lib.train import train
+from embnorm_lib.core import data as data_module
+from embnorm_lib.core import tokenizer as tokenizer_module
+from embnorm_lib.core.config import preset_config
+from embnorm_lib.core.errors import ConfigError
+from embnorm_lib.core.io import read_json, read_jsonl
+from embnorm_lib.core.tokenizer import bpe_tokenizer
+from embnorm_lib.core.train import train
 
 
 def test_bpe_is_trained_on_the_training_split_deterministically_and_round_trips(tmp_path, corpus):
@@ -87,8 +87,8 @@ def test_a_corpus_of_your_own_is_named_by_its_sha256_split_deterministically_and
 def test_subword_scoring_splits_at_the_context_boundary_and_obeys_the_chain_rule(tmp_path, corpus):
     from types import SimpleNamespace
 
-    from embnorm_lib.lm_eval_adapter import SubwordLM
-    from embnorm_lib.model import GPT
+    from embnorm_lib.core.lm_eval_adapter import SubwordLM
+    from embnorm_lib.core.model import GPT
 
     tok, _ = bpe_tokenizer("bpe-512", corpus.train_text, corpus.sha256, out_dir=tmp_path)
     lm = SubwordLM(GPT(preset_config("tiny", tokenizer="bpe-512", vocab_size=512, seed=3)), tok)

@@ -9,7 +9,8 @@ import pytest
 from conftest import REPO
 from test_stability import write_run
 
-from embnorm_lib import io, publish
+from embnorm_lib.core import io
+from embnorm_lib.publishing import publish
 
 
 def _python(code: str) -> None:
@@ -88,18 +89,18 @@ def test_a_publish_that_fails_late_changes_no_output(tmp_path, monkeypatch):
     monkeypatch.setattr(publish, "write_runs_readme", fails)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     with pytest.raises(OSError, match="no space left"):
-        publish.publish_stability(runs)
+        publish.publish("stability", runs)
     after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.name != "lock"}
     assert after == before
     assert not (runs / "figures").exists() and not (runs / "stability-stress" / "runs.csv").exists()
 
 
 def test_out_dir_implies_its_own_figures_folder(tmp_path):
-    from embnorm_lib.io import default_figures_dir, repo_root
+    from embnorm_lib.core.io import default_figures_dir, repo_root
 
     assert default_figures_dir(None, "seeds-final") == repo_root() / "figures" / "seeds-final"
     assert default_figures_dir(tmp_path, "seeds-final") == tmp_path / "figures" / "seeds-final"
     runs = tmp_path / "runs"
     _stability_studies(runs)
-    publish.publish_stability(runs)  # no --figures-dir: the figures go beside the scratch study, not into figures/
+    publish.publish("stability", runs)  # no --figures-dir: the figures go beside the scratch study, not into figures/
     assert any((runs / "figures" / "stability").glob("*.png"))

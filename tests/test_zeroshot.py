@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from embnorm_lib import zeroshot
+from embnorm_lib.analyses import zeroshot
 
 
 def synthetic(effect=0.05, seeds=10, items=400, seed=0):

@@ -1,0 +1,774 @@
+"""The answer on one screen (issue 71): the README's TL;DR, its answer figure and its regime table, computed from the
+committed studies.
+
+    python -m embnorm_lib.publish readme    # figures/answer.png, the README's first screen, FINDINGS.md (report.py)
+
+`answer_data` gathers every number the first screen quotes (JSON-safe, so a test can re-derive and compare it);
+`answer_figure`, `tldr_lines`, `regime_table` and `reading_note` render it. Wording that states a direction ("costs",
+"helps", "not resolved") is chosen from the Holm decision of the row it describes, never typed; every term the
+screen uses (Holm, H1b, data-bound, the footer's hashes) is explained on it, with links computed from the headings
+of docs/PROTOCOL.md and FINDINGS.md."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..core.io import fingerprint, read_json, repo_root, runs_root
+from ..core.rundir import study_dir_for
+from ..runner.results import has_index, load_runs
+
+FIGURE = Path("figures") / "answer"  # .png (embedded in the README) and .pdf
+REGISTERED_STUDY = "main"  # the registered paired study: both training regimes, seeds-final's seeds included
+REGIMES = ("seeds-final", "nanogpt-cpu")  # its regimes, the headline's first
+NORMS = ("ln", "rms")
+STUDIES_QUOTED = ("main", "stability-budget", "stability-budget-v2", "stability-scale-v2", "stability-lr-v2",
+                  "stability-h1b-v2", "ladder")
+DATA_LADDER = ("ladder-data-lr", "ladder-data")  # the adequate-data ladder (issue 76): tuning, then confirmatory
+ARM_NAMES = {"none": "no norm", "ln": "LayerNorm", "rms": "RMSNorm", "scaled": "scaled (tok·√d)"}
+PROTOCOL = Path("docs") / "PROTOCOL.md"
+FINDINGS = "FINDINGS.md"
+
+
+def github_anchor(heading: str) -> str:
+    """The fragment GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def amendment(about: str) -> dict:
+    """The first amendment of docs/PROTOCOL.md whose heading names `about`: its number, when it was committed
+    (the heading's own words) and a link to it."""
+    for line in (repo_root() / PROTOCOL).read_text().splitlines():
+        found = re.match(r"### (Amendment (\d+) \(([^)]*)\), (.*))", line)
+        if found and about in line:
+            return {"number": int(found[2]), "date": found[3], "when": found[4],
+                    "link": f"{PROTOCOL.as_posix()}#{github_anchor(found[1])}"}
+    raise ValueError(f"{PROTOCOL} has no amendment heading naming {about!r}; allowed: a text that one "
+                     "'### Amendment N (date), ...' heading contains")
+
+
+def findings_link(group: str) -> str:
+    """A link to one question's section of FINDINGS.md (findings.py writes its headings from FINDINGS_GROUPS)."""
+    from ..studies.findings_groups import FINDINGS_GROUPS
+
+    return f"{FINDINGS}#{github_anchor(FINDINGS_GROUPS[group][0])}"
+
+
+def _clean(value):
+    if isinstance(value, (np.floating, float)):
+        return None if not np.isfinite(value) else round(float(value), 6)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def _rows(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
+    return [{k: _clean(v) for k, v in r.items()} for r in frame[columns].to_dict("records")]
+
+
+# -- the data --------------------------------------------------------------------------------------------------------
+
+def registered_data(out: Path) -> dict:
+    """Per regime of the registered study: the model, seeds, iterations, each norm's difference in final validation
+    loss (family.csv) and the decision rule's verdict (decision.json)."""
+    from ..core.data import load_corpus
+
+    runs = load_runs(REGISTERED_STUDY, out)
+    train = len(load_corpus().train)
+    found = {}
+    for regime in REGIMES:
+        root = study_dir_for(REGISTERED_STUDY, out).analysis / regime
+        family = pd.read_csv(root / "family.csv")
+        sub = runs[runs["cfg.preset"] == regime]
+        rows = family[(family["metric"] == "val_loss") & family["variant"].isin(NORMS)]
+        v1 = family[(family["metric"] == "lm_macro_acc") & family["variant"].isin(NORMS)]
+        found[regime] = {"layers": int(sub["cfg.n_layer"].iloc[0]), "width": int(sub["cfg.n_embd"].iloc[0]),
+                         "iters": int(sub["cfg.max_iters"].iloc[0]), "seeds": int(sub["seed"].nunique()),
+                         "epochs": _clean(sub["tokens"].mean() / train),
+                         "emb_init_std": _clean(sub["cfg.emb_init_std"].iloc[0]),
+                         "verdict": read_json(root / "decision.json")["overall"],
+                         "none_loss": _clean(rows["baseline_mean"].iloc[0]),
+                         "loss": _rows(rows, ["variant", "mean_diff", "ci_low", "ci_high", "p_holm", "significant"]),
+                         "zeroshot_v1": _rows(v1, ["variant", "mean_diff", "ci_low", "ci_high", "p_holm",
+                                                   "significant"])}
+    return found
+
+
+def zeroshot_data(out: Path) -> dict:
+    """Suite v2 (the registered zero-shot endpoint, amendment 3) on the registered study's largest regime, per task,
+    with the share of the macro difference each task carries; and why suite v1 is superseded: the baseline's accuracy
+    per v1 task against chance and ceiling, and each suite's minimum detectable macro difference at those seeds."""
+    from . import zeroshot
+
+    regime = f"preset={REGIMES[0]}"
+    d = zeroshot.analyse(REGISTERED_STUDY, out, bootstrap=False)[regime]
+    family = d["family"]
+    tasks = family[family["task"] != "macro"]
+    macro = family[family["task"] == "macro"].set_index("variant")["mean_diff"]
+    n_tasks = tasks["task"].nunique()
+    # the macro is the tasks' plain mean: a task's share of it is its difference / n_tasks over the macro's
+    shares = {(t.variant, t.task): t.mean_diff / n_tasks / macro[t.variant] for t in tasks.itertuples()}
+    family = family.assign(share=[shares.get(k, np.nan) for k in zip(family["variant"], family["task"], strict=True)])
+    v1 = zeroshot.family_table(d["runs"], suite="v1")
+    manifest = read_json(zeroshot.SUITE_MANIFESTS["v2"])
+    # each task's description opens with its kind ("spelling: the true next 8 characters vs ...")
+    kinds = {task: text.split(":", 1) for task, text in manifest["tasks"].items()}
+    return {"regime": REGIMES[0], "seeds": len(d["seeds"]), "items_min": min(d["items"].values()),
+            "tasks": {task: {"kind": kind.strip(), "what": what.strip()} for task, (kind, what) in kinds.items()},
+            "choices": round(1 / zeroshot.CHANCE), "amendment": amendment("zero-shot suite v2"),
+            "family": _rows(family, ["variant", "task", "none", "mean_diff", "ci_low", "ci_high", "p_holm",
+                                     "significant", "share"]),
+            "mde_v2": _clean(d["mde"]["mde_at_seeds_used"].max()),
+            "mde_v1": _clean(zeroshot.measured_mde(v1)["mde_at_seeds_used"].max()),
+            "v1_items": int(read_json(zeroshot.SUITE_MANIFESTS["v1"])["n_test"]), "items": int(manifest["n_test"]),
+            "pilot_runs": len(manifest["pilot"]["runs"]),
+            "v1_difficulty": _rows(zeroshot.difficulty(d["runs"], suite="v1"), ["task", "none_acc", "above_chance", "below_ceiling",
+                                                   "well_inside"]),
+            "chance": zeroshot.CHANCE, "margin": zeroshot.MARGIN}
+
+
+def budget_data(out: Path) -> dict:
+    """The budget trend (exploratory): each norm's difference in final validation loss per training budget."""
+    from ..core.data import load_corpus
+    from .budget import budget_table, load_budget_runs
+
+    runs = load_budget_runs(out)
+    table = budget_table(runs, len(load_corpus().train))
+    table = table[table["variant"].isin(NORMS)]
+    return {"layers": int(runs["cfg.n_layer"].iloc[0]), "width": int(runs["cfg.n_embd"].iloc[0]),
+            "seeds": int(table["seeds"].min()),
+            "rows": _rows(table.rename(columns={"delta_final": "mean_diff", "ci_low_final": "ci_low",
+                                                "ci_high_final": "ci_high", "p_holm_final": "p_holm",
+                                                "significant_final": "significant"}),
+                          ["variant", "max_iters", "epochs", "mean_diff", "ci_low", "ci_high", "p_holm",
+                           "significant"])}
+
+
+def init_data(out: Path) -> dict:
+    """Scale vs normalization (exploratory): each norm's difference per embedding init scale and output head."""
+    from .scale import STUDY, regime_table
+
+    runs = load_runs(STUDY, out)
+    table = regime_table(runs)
+    table = table[table["variant"].isin(NORMS)].rename(columns={"delta_vs_none": "mean_diff"})
+    return {"layers": int(runs["cfg.n_layer"].iloc[0]), "width": int(runs["cfg.n_embd"].iloc[0]),
+            "iters": int(runs["cfg.max_iters"].iloc[0]), "seeds": int(table["seeds"].min()),
+            "rows": _rows(table, ["emb_init_std", "head", "variant", "mean_diff", "ci_low", "ci_high", "p_holm",
+                                  "significant"]),
+            "seed_study": seed_study_data()}
+
+
+def seed_study_data() -> dict:
+    """What is known of the seed study's setup: its model and budget (the `seeds-prelim` preset reproduces its Table
+    1 protocol) and the embedding norm it published for `none`. Its embedding init is not published; a norm near
+    √d is what N(0, 1) embeddings (PyTorch's nn.Embedding default) give, N(0, 0.02) ones give about 0.02·√d."""
+    from ..core.config import PRESETS
+    from ..studies.seed_study import SEED_STUDY_TABLE1
+
+    preset = PRESETS["seeds-prelim"]
+    return {"layers": preset["n_layer"], "width": preset["n_embd"], "iters": preset["max_iters"],
+            "embedding_norm": SEED_STUDY_TABLE1["none"]["embedding_norm"],
+            "ln_lowered_ppl": SEED_STUDY_TABLE1["ln"]["val_ppl"] < SEED_STUDY_TABLE1["none"]["val_ppl"],
+            "unit_init_norm": _clean(np.sqrt(preset["n_embd"]))}
+
+
+def failure_data(out: Path) -> dict:
+    """Where each arm fails (the exploratory LR search with clipping), with a 95% Clopper-Pearson interval on each
+    share; and the registered H1b test at the LR where none fails (does a norm remove the failures, at what cost)."""
+    from scipy.stats import binomtest
+
+    from . import h1b
+    from .boundary import phase_table
+
+    study = "stability-lr-v2"
+    runs = load_runs(study, out)
+    phase = phase_table(runs)
+    intervals = [binomtest(int(r.failed), int(r.runs)).proportion_ci(method="exact") for r in phase.itertuples()]
+    phase = phase.assign(share=phase["failed"] / phase["runs"], ci_low=[c.low for c in intervals],
+                         ci_high=[c.high for c in intervals])
+    d = h1b.analyse(out)
+    confirm = {}
+    for clip, (family, decision) in d["confirmatory"].items():
+        tuned = family[family["endpoint"] == "tuned_cost"].set_index("variant")
+        failures = family[family["endpoint"] == "failures"].set_index("variant")["variant_value"]
+        confirm["clip" if clip else "noclip"] = {
+            "none_failures": int(decision["baseline_failures"]),
+            "variants": {v: {"verdict": x["verdict"], "fixes": bool(x["fixes"]), "failures": int(failures[v]),
+                             # the price of stability: the arm at its own best LR minus none at its own
+                             "mean_diff": _clean(tuned.loc[v, "mean_diff"]), "ci_low": _clean(tuned.loc[v, "ci_low"]),
+                             "ci_high": _clean(tuned.loc[v, "ci_high"]),
+                             "significant": bool(tuned.loc[v, "significant"])}
+                         for v, x in decision["variants"].items()}}
+    failing = phase[phase["failed"] > 0]
+    return {"study": study, "layers": int(runs["cfg.n_layer"].iloc[0]), "width": int(runs["cfg.n_embd"].iloc[0]),
+            "seeds": int(runs["seed"].nunique()), "grad_clip": _clean(runs["cfg.grad_clip"].iloc[0]),
+            "lowest_failing_lr": _clean(failing["cfg.lr"].min()) if len(failing) else None,
+            "largest_lr": _clean(phase["cfg.lr"].max()),
+            "rows": _rows(phase.rename(columns={"cfg.lr": "lr"}), ["variant", "lr", "failed", "runs", "share",
+                                                                     "ci_low", "ci_high"]),
+            "h1b": {"seeds": len(d["seeds"]), "lr": h1b.CONFIRMATORY_LR, "regimes": confirm,
+                    "amendment": amendment(h1b.STUDY)}}
+
+
+def plateau_start(losses: pd.DataFrame) -> int | None:
+    """The first rung from which the baseline's validation loss stops falling with size: the next rung's loss is
+    not lower by a resolved margin (one-sided Welch t, p < 0.05). From there on a larger model does not fit the
+    1 MB corpus better, so a difference there measures over-fitting and LR, not capacity (issue 76: data-bound)."""
+    from scipy.stats import ttest_ind
+
+    rungs = sorted(losses["rung"].unique())
+    for here, bigger in zip(rungs, rungs[1:], strict=False):
+        a = losses.loc[losses["rung"] == here, "val_loss"]
+        b = losses.loc[losses["rung"] == bigger, "val_loss"]
+        if ttest_ind(b, a, equal_var=False, alternative="less").pvalue >= 0.05:
+            return int(here)
+    return None
+
+
+def size_data(out: Path) -> dict:
+    """The character size ladder: each norm's difference per finished size (Holm within the size), the budget per
+    size (tokens per non-embedding parameter, passes over the training split) and where the baseline plateaus."""
+    from ..core.config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM
+    from ..core.data import load_corpus
+    from ..studies import registered_seeds
+    from . import ladder
+
+    runs = load_runs("ladder", out)
+    table = ladder.finished(ladder.primary(ladder.rung_table(runs)), registered_seeds("ladder"))
+    table = table[(table["tokenizer"] == "char") & table["variant"].isin(NORMS)]
+    table = table.assign(rung=[int(p.split("-")[1]) for p in table["preset"]])
+    budget = ladder.budget_table(runs)
+    budget = budget[budget["variant"] == "none"].assign(rung=lambda f: [int(p.split("-")[1]) for p in f["preset"]])
+    train = len(load_corpus().train)
+    none = runs[runs["variant"] == "none"].assign(rung=lambda f: [int(p.split("-")[1]) for p in f["cfg.preset"]])
+    none = none[none["rung"].isin(set(table["rung"]))]
+    per_rung = none.groupby("rung")["val_loss"].agg(["mean", "std"])
+    return {"seeds": int(table["seeds"].min()), "plateau_from": plateau_start(none[["rung", "val_loss"]]),
+            "tokens_per_param": LADDER_TOKENS_PER_PARAM, "passes_cap": LADDER_EPOCH_CAP, "train_chars": train,
+            "data_ladder": data_ladder_progress(out), "amendment": amendment("the size ladder ("),
+            "rows": _rows(table, ["rung", "params", "variant", "mean_diff", "ci_low", "ci_high", "p_holm",
+                                  "significant"]),
+            "rungs": [{"rung": int(r.rung), "params": int(r.params), "tokens_per_param": _clean(r.tokens_per_param),
+                       "passes": _clean(r.train_tokens / train), "none_loss": _clean(per_rung.loc[r.rung, "mean"]),
+                       "none_loss_sd": _clean(per_rung.loc[r.rung, "std"])}
+                      for r in budget.itertuples() if r.rung in per_rung.index]}
+
+
+def data_ladder_progress(out: Path) -> dict:
+    """The adequate-data ladder (amendment 16): its corpus and, per study, how many of the runs registered so far
+    have finished. Its grids are registered rung by rung (the confirmatory runs once the LRs are tuned), so the
+    registered count grows; the first screen quotes no result of it."""
+    from ..studies import study_cells
+    from ..studies.ladder_data import confirmatory_runs_planned, corpus_record
+
+    return {"chars": corpus_record()["characters"], "amendment": amendment(f"`{DATA_LADDER[0]}`"),
+            "planned": confirmatory_runs_planned(),
+            "studies": {s: {"finished": len(load_runs(s, out)) if has_index(s, out) else 0,
+                            "registered": len(study_cells(s))} for s in DATA_LADDER}}
+
+
+def answer_data(out_dir=None) -> dict:
+    """Every number the README's first screen quotes, from the committed studies."""
+    from ..core.data import load_corpus
+
+    out = runs_root(out_dir)
+    corpus = load_corpus()
+    return {"corpus": {"chars": len(corpus.train) + len(corpus.val)},
+            "registered": registered_data(out), "zeroshot": zeroshot_data(out), "budget": budget_data(out),
+            "init": init_data(out), "failures": failure_data(out), "size": size_data(out)}
+
+
+def available(out_dir=None) -> bool:
+    """Whether every study the first screen quotes has an index (a checkout without the committed runs has none)."""
+    out = runs_root(out_dir)
+    return all(has_index(s, out) for s in STUDIES_QUOTED)
+
+
+# -- words -----------------------------------------------------------------------------------------------------------
+
+def interval(r: dict, digits: int = 3) -> str:
+    return f"{r['mean_diff']:+.{digits}f} [{r['ci_low']:+.{digits}f}, {r['ci_high']:+.{digits}f}]"
+
+
+def effect_word(r: dict, cost: str = "costs", gain: str = "helps") -> str:
+    """The direction of a loss difference where its Holm decision resolves it."""
+    if not r["significant"]:
+        return "not resolved"
+    return cost if r["mean_diff"] > 0 else gain
+
+
+def _millions(params: float) -> str:
+    return f"{params / 1e6:.1f}M" if params >= 1e6 else f"{params / 1e6:.2f}M"
+
+
+def _pick(rows: list[dict], **match) -> list[dict]:
+    return [r for r in rows if all(r[k] == v for k, v in match.items())]
+
+
+def _model(r: dict) -> str:
+    return f"{r['layers']} × {r['width']}"
+
+
+def protocol_section(title: str) -> str:
+    """A link to a top-level section of docs/PROTOCOL.md, refused if the protocol has no such heading."""
+    if f"## {title}" not in (repo_root() / PROTOCOL).read_text().splitlines():
+        raise ValueError(f"{PROTOCOL} has no '## {title}' section; allowed: one of its '## ' headings")
+    return f"{PROTOCOL.as_posix()}#{github_anchor(title)}"
+
+
+def headline_words(d: dict) -> dict:
+    """The registered regimes: the verdict, and the longest budget (epochs) at which every norm's cost is resolved,
+    which bounds where the headline holds."""
+    reg = d["registered"]
+    verdicts = {r["verdict"] for r in reg.values()}
+    costly = [r for r in reg.values() if all(x["significant"] and x["mean_diff"] > 0 for x in r["loss"])]
+    return {"verdict": verdicts.pop() if len(verdicts) == 1 else "depends on the regime",
+            "max_epochs": max(r["epochs"] for r in costly) if costly else None}
+
+
+def budget_words(b: dict) -> dict:
+    ln = sorted(_pick(b["rows"], variant="ln"), key=lambda r: r["max_iters"])
+    first, last = ln[0], ln[-1]
+    shrinks = abs(last["mean_diff"]) < abs(first["mean_diff"])
+    verb = ("shrinks toward zero" if not last["significant"] else "shrinks") if shrinks else "does not shrink"
+    return {"first": first, "last": last, "verb": verb}
+
+
+def init_words(i: dict) -> dict:
+    """LayerNorm at the smallest and the largest embedding init scale, per output head; whether the untied head's
+    sign flips between them (both resolved, opposite words); whether the grid is the seed study's setup."""
+    by_head = {}
+    for head in ("untied", "tied"):
+        ln = _pick(i["rows"], variant="ln", head=head)
+        by_head[head] = (min(ln, key=lambda r: r["emb_init_std"]), max(ln, key=lambda r: r["emb_init_std"]))
+    small, large = by_head["untied"]
+    words = {effect_word(small), effect_word(large)}
+    seed = i["seed_study"]
+    return {"small": small, "large": large, "tied": by_head["tied"],
+            "flips": len(words) == 2 and "not resolved" not in words,
+            "seed_setup": (seed["layers"], seed["width"], seed["iters"]) == (i["layers"], i["width"], i["iters"])}
+
+
+def size_words(s: dict) -> dict:
+    resolved = [r for r in s["rows"] if r["significant"]]
+    params = sorted({r["params"] for r in s["rows"]})
+    plateau = s["plateau_from"]
+    fit = [p for r, p in ((x["rung"], x["params"]) for x in s["rungs"]) if plateau is None or r < plateau]
+    ln = _pick(s["rows"], variant="ln")
+    passes = [r["passes"] for r in s["rungs"]]
+    return {"resolved": len(resolved), "sizes": len(params), "low": params[0], "high": params[-1],
+            "fit_high": max(fit) if fit else None, "plateau_params": None if plateau is None else
+            next(x["params"] for x in s["rungs"] if x["rung"] == plateau),
+            "ln_within": max(abs(r["mean_diff"]) for r in ln), "passes_low": min(passes), "passes_high": max(passes)}
+
+
+def data_ladder_words(p: dict) -> str:
+    """Where the adequate-data ladder stands, from its registered and finished runs; never a result."""
+    tuning, confirm = (p["studies"][s] for s in DATA_LADDER)
+    a = p["amendment"]
+    head = (f"An adequate-data ladder ({p['chars'] / 1e6:.1f}M characters of open English, "
+            f"[amendment {a['number']}]({a['link']}); studies `{DATA_LADDER[0]}`, `{DATA_LADDER[1]}`)")
+    if confirm["registered"] and confirm["finished"] >= max(confirm["registered"], p.get("planned", 0)):
+        return (f"{head} has finished ({confirm['finished']} of {confirm['registered']} confirmatory runs): see "
+                f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md).")
+    return (f"{head} is in progress: {tuning['finished']} of the {tuning['registered']} tuning runs registered so far "
+            "have finished" + (f", {confirm['finished']} of {confirm['registered']} confirmatory runs (of the "
+                               f"{p['planned']} its design holds)" if confirm["registered"] and p.get("planned") else
+                               f", {confirm['finished']} of {confirm['registered']} confirmatory runs"
+                               if confirm["registered"] else
+                               "; its confirmatory runs are registered once the LRs are tuned")
+            + "; no result of it is quoted yet.")
+
+
+def zeroshot_words(z: dict) -> dict:
+    macro = _pick(z["family"], variant="ln", task="macro")[0]
+    tasks = [r for r in _pick(z["family"], variant="ln") if r["task"] != "macro"]
+    top = max(tasks, key=lambda r: abs(r["share"]))
+    at_edge = [t["task"] for t in z["v1_difficulty"] if not t["well_inside"]]
+    return {"macro": macro, "top": top, "v1_at_edge": at_edge, "v1_tasks": len(z["v1_difficulty"])}
+
+
+def failure_words(f: dict) -> dict:
+    """H1b with clipping (the recipe's default), every arm: failures of the fresh seeds, whether it removed none's
+    failures, its tuned cost; and the search's failures per arm at its lowest failing LR."""
+    h = f["h1b"]["regimes"]["clip"]
+    at = f["lowest_failing_lr"]
+    search = {r["variant"]: r for r in f["rows"] if r["lr"] == at}
+    costs = all(x["significant"] and x["mean_diff"] > 0 for x in h["variants"].values())
+    return {"none": h["none_failures"], "fixed": [v for v, x in h["variants"].items() if x["fixes"]],
+            "ln": h["variants"]["ln"], "variants": h["variants"], "search_at": search, "all_cost": costs,
+            "lr_low": min(r["lr"] for r in f["rows"])}
+
+
+def confidence_words(d: dict) -> str:
+    """How sure the headline is: registered and resolved in every regime, or not; and what its two registered
+    configurations are (they differ in more than one thing, so they are two regimes, not two replications)."""
+    from ..stats import p_text
+
+    reg = list(d["registered"].values())
+    resolved = all(r["significant"] for x in reg for r in x["loss"])
+    seeds = max(x["seeds"] for x in reg)
+    p = max(r["p_holm"] for x in reg for r in x["loss"])
+    differ = []
+    if len({x["layers"] for x in reg}) > 1:
+        differ.append("depth (" + " vs ".join(str(x["layers"]) for x in reg) + " layers)")
+    if len({x["iters"] for x in reg}) > 1:
+        differ.append("budget (" + " vs ".join(str(x["iters"]) for x in reg) + " iterations)")
+    configs = (f"in both registered configurations, which differ in {' and '.join(differ)} at once: two regimes "
+               "that each show the cost, not two independent confirmations of one setting" if differ else
+               "in both registered configurations")
+    if resolved:
+        return (f"**high** for the cost at GPT-2 init and short budgets (registered protocol, up to {seeds} paired "
+                f"seeds, every Holm p ≤ {p_text(p)}), {configs}")
+    return "**low**: the registered comparison does not resolve a direction in every regime"
+
+
+def tldr_lines(d: dict) -> list[str]:
+    """The README's TL;DR: one short line per question (at most eight, each a sentence or two), with the regime where
+    it holds; `detail_lines` carries the designs, the tasks and every interval into FINDINGS.md."""
+    reg = d["registered"]
+    head = reg[REGIMES[0]]
+    ln_head, rms_head = (_pick(head["loss"], variant=v)[0] for v in NORMS)
+    hw, b, i, s, z, f = (headline_words(d), budget_words(d["budget"]), init_words(d["init"]), size_words(d["size"]),
+                         zeroshot_words(d["zeroshot"]), failure_words(d["failures"]))
+    bd, zd, fd = d["budget"], d["zeroshot"], d["failures"]
+    regime = (f"at GPT-2 init and short budgets (≤ {hw['max_epochs']:.2f} epochs)" if hw["max_epochs"] else
+              "at GPT-2 init")
+    h1b = fd["h1b"]
+    fixed = (f"{', '.join(f'`{v}`' for v in f['fixed'])} removed the failures" if f["fixed"] else
+             "no norm removed the failures")
+    seed_agrees = i["seed_setup"] and d["init"]["seed_study"]["ln_lowered_ppl"] and effect_word(i["large"]) == "helps"
+    bound = (f"; from {_millions(s['plateau_params'])} up the 1 MB corpus, not the model, limits the baseline"
+             if s["plateau_params"] else "")
+    return [
+        f"- **Answer: {regime}, {hw['verdict']}.** A LayerNorm after the embedding "
+        f"**{effect_word(ln_head, 'raises', 'lowers')}** validation loss by {interval(ln_head)} nats/char "
+        f"({head['layers']} layers × {head['width']} wide, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm "
+        f"{rms_head['mean_diff']:+.3f}.",
+        f"- **Longer training: the cost {b['verb']}**, {b['first']['mean_diff']:+.3f} at {b['first']['max_iters']} "
+        f"iterations → {interval(b['last'])} ({effect_word(b['last'])}) at {b['last']['max_iters']} (exploratory, "
+        f"{bd['seeds']} seeds).",
+        f"- **Zero-shot**: `ln` **{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, Δ "
+        f"{interval(z['macro'])} (registered suite v2, {zd['seeds']} seeds).",
+        f"- **Stability: {'no benefit detected' if not f['fixed'] else 'a benefit'}.** Where `none` fails (peak LR "
+        f"{h1b['lr']:g}: {f['none']} of {h1b['seeds']} seeds), {fixed}"
+        + (", and every arm costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
+        f"- **Init scale sets the sign** (exploratory): with N(0, {i['large']['emb_init_std']:g}) embeddings `ln` "
+        f"{effect_word(i['large'])} ({interval(i['large'])})"
+        + ("; the earlier 3-seed study's LayerNorm gain would fit this if it used PyTorch's default N(0, 1) init."
+           if seed_agrees else "."),
+        f"- **Size**: {'no' if not s['resolved'] else s['resolved']} difference resolved at {s['sizes']} sizes "
+        f"({_millions(s['low'])}–{_millions(s['high'])} non-embedding parameters; `ln` within "
+        f"±{s['ln_within']:.3f}){bound}; an adequate-data ladder is in progress.",
+        f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare, {_millions(s['low'])}–{_millions(s['high'])} "
+        f"parameters, {min(b['first']['max_iters'], head['iters'])}–{b['last']['max_iters']} iterations. "
+        f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the cost at GPT-2 init and short "
+        "budgets; the rest as labelled. Every design and interval: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
+    ]
+
+
+def detail_lines(d: dict) -> list[str]:
+    """The answer in detail (FINDINGS.md's opening): each TL;DR line with its design, tasks, registration and every
+    interval, the regime where it holds, its scope and its confidence."""
+    reg = d["registered"]
+    head, other = reg[REGIMES[0]], reg[REGIMES[1]]
+    ln_head = _pick(head["loss"], variant="ln")[0]
+    rms_head = _pick(head["loss"], variant="rms")[0]
+    ln_other = _pick(other["loss"], variant="ln")[0]
+    hw, b, i, s, z, f = (headline_words(d), budget_words(d["budget"]), init_words(d["init"]), size_words(d["size"]),
+                         zeroshot_words(d["zeroshot"]), failure_words(d["failures"]))
+    bd, zd, fd, idata, sd = d["budget"], d["zeroshot"], d["failures"], d["init"], d["size"]
+    regime = (f"at GPT-2 init (embeddings N(0, {head['emb_init_std']:g})) and short training budgets "
+              f"(≤ {hw['max_epochs']:.2f} epochs)" if hw["max_epochs"] else f"at GPT-2 init (embeddings "
+              f"N(0, {head['emb_init_std']:g}))")
+    v1 = _pick(head["zeroshot_v1"], variant="ln")[0]
+    tasks = zd["tasks"]
+    top = tasks[z["top"]["task"]]
+    h1b = fd["h1b"]
+    arms = ["none", *h1b["regimes"]["clip"]["variants"]]
+    failed = {"none": f["none"], **{v: x["failures"] for v, x in f["variants"].items()}}
+    first_ln = i["tied"][0]
+    seed = idata["seed_study"]
+    lines = [
+        f"- **Answer: {regime}, {hw['verdict']}.** A LayerNorm right after the embedding "
+        f"**{effect_word(ln_head, 'raises', 'lowers')}** final validation loss by {interval(ln_head)} nats/char "
+        f"({_model(head)} model, {head['iters']} iterations = {head['epochs']:.2f} epochs, {head['seeds']} seeds; "
+        f"RMSNorm {rms_head['mean_diff']:+.3f}) and by {interval(ln_other)} ({_model(other)}, {other['iters']} "
+        f"iterations = {other['epochs']:.2f} epochs, {other['seeds']} seeds). With longer training the cost "
+        f"{b['verb']}: {b['first']['mean_diff']:+.3f} at {b['first']['max_iters']} iterations → {interval(b['last'])} "
+        f"({effect_word(b['last'])}) at {b['last']['max_iters']} ({b['last']['epochs']:.2f} epochs; exploratory, "
+        f"{_model(bd)}, {bd['seeds']} seeds).",
+        f"- **Zero-shot** (the {_model(head)} models at {head['iters']} iterations, {zd['seeds']} seeds; suite v2: "
+        f"{len(tasks)} multiple-choice tasks with {zd['choices']} options, cut from the validation text — "
+        f"{', '.join(t['kind'] for t in tasks.values())}; {zd['items']} items each): `ln` "
+        f"**{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, {interval(z['macro'])}, "
+        f"{z['top']['share']:.0%} of it from the {top['kind']} task `{z['top']['task']}` ({top['what']}). v2 is the "
+        f"registered endpoint, registered ([amendment {zd['amendment']['number']}]({zd['amendment']['link']})) after "
+        f"suite v1's scores were seen and before any study was scored with it, on tasks chosen by {zd['pilot_runs']} "
+        f"pilot runs outside the study. Suite v1 (`ln` {interval(v1)}) is superseded: {len(z['v1_at_edge'])} of its "
+        f"{z['v1_tasks']} tasks sit at chance or ceiling, so it cannot detect less than {zd['mde_v1']:.3f} "
+        f"(v2: {zd['mde_v2']:.3f}).",
+        f"- **Stability: {'no benefit detected' if not f['fixed'] else 'a benefit'}.** In the exploratory LR search "
+        f"(`{fd['study']}`: {_model(fd)}, peak LR {f['lr_low']:g}–{fd['largest_lr']:g}, {fd['seeds']} seeds per arm "
+        f"and LR) no arm fails below peak LR {fd['lowest_failing_lr']:g}; there, the registered H1b test "
+        f"([amendment {h1b['amendment']['number']}]({h1b['amendment']['link']}): where `none` fails, does a norm "
+        f"remove the failures, and at what cost?) on {h1b['seeds']} fresh seeds: failed "
+        + ", ".join(f"`{v}` {failed[v]}" for v in arms) + f" of {h1b['seeds']}; "
+        + (f"{', '.join(f'`{v}`' for v in f['fixed'])} removed the failures" if f["fixed"] else
+           "no arm removed the failures")
+        + ("; each arm costs loss at its own best LR: " if f["all_cost"] else "; loss at each arm's own best LR: ")
+        + ", ".join(f"`{v}` {interval(x)}" for v, x in f["variants"].items())
+        + " nats/char (`scaled`: tok·√d, no norm).",
+        f"- **Init scale sets the sign, in one exploratory grid** ({_model(idata)}, {idata['iters']} iterations, "
+        f"{idata['seeds']} seeds, embedding std {i['small']['emb_init_std']:g} and {i['large']['emb_init_std']:g}, "
+        f"untied and tied output head): untied head, `ln` {effect_word(i['large'])} at N(0, {i['large']['emb_init_std']:g})"
+        f" ({interval(i['large'])}) and {effect_word(i['small'])} at N(0, {i['small']['emb_init_std']:g}) "
+        f"({interval(i['small'])}); tied head, {effect_word(first_ln)} at N(0, {first_ln['emb_init_std']:g}) "
+        f"({interval(first_ln)}), {effect_word(i['tied'][1])} at N(0, {i['tied'][1]['emb_init_std']:g}) "
+        f"({interval(i['tied'][1])}). "
+        + (f"This is the seed study's model and budget: if it used PyTorch's default N(0, 1) embedding init (its "
+           f"published embedding norm for `none`, {seed['embedding_norm']:g}, is near √{seed['width']} = "
+           f"{seed['unit_init_norm']:.1f}, a unit-variance embedding's), this grid "
+           + ("agrees with its LayerNorm gain." if seed["ln_lowered_ppl"] and effect_word(i["large"]) == "helps"
+              else "does not reproduce its result.") if i["seed_setup"] else ""),
+        f"- **Size**: {'no' if not s['resolved'] else s['resolved']} difference resolved at any of {s['sizes']} sizes "
+        f"({_millions(s['low'])}–{_millions(s['high'])} non-embedding parameters, {sd['seeds']} seeds each; "
+        f"`ln` within ±{s['ln_within']:.3f}). The ladder trains each size on {sd['tokens_per_param']} tokens per "
+        f"non-embedding parameter, capped at {sd['passes_cap']} passes over the {sd['train_chars'] / 1e6:.1f}M "
+        f"training characters, so every size sees {s['passes_low']:.1f}–{s['passes_high']:.0f} passes: the long-"
+        f"budget end, where the budget trend's cost has shrunk to {b['last']['mean_diff']:+.3f} "
+        f"({b['last']['epochs']:.2f} epochs), consistent with differences far below the headline's "
+        f"{ln_head['mean_diff']:+.3f} at {head['iters']} iterations."
+        + (f" From {_millions(s['plateau_params'])} up the baseline's loss stops falling with size (data-bound: the "
+           f"text, not the model, limits it), so size is really tested only up to {_millions(s['fit_high'])}."
+           if s["plateau_params"] else "")
+        + " " + data_ladder_words(sd["data_ladder"]),
+        f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare ({d['corpus']['chars'] / 1e6:.1f}M "
+        f"characters), {_millions(s['low'])}–{_millions(s['high'])} non-embedding parameters, "
+        f"{min(b['first']['max_iters'], head['iters'], idata['iters'])}–{b['last']['max_iters']} iterations. "
+        f"**Confidence**: {confidence_words(d)}. The budget trend, the init grid and the LR search are exploratory "
+        f"({min(bd['seeds'], idata['seeds'], fd['seeds'])} seeds); H1b, zero-shot v2 and each ladder size's "
+        f"comparison are registered ([amendment {sd['amendment']['number']}]({sd['amendment']['link']}); the trend "
+        "across sizes is exploratory).",
+    ]
+    return lines
+
+
+def regime_table(d: dict) -> str:
+    """Regime -> LayerNorm's (and RMSNorm's) difference with its interval -> what to do, as Markdown: every point of
+    the figure's budget ends, init grid (both heads), H1b, size and zero-shot that the TL;DR quotes."""
+    rows = []
+    for regime in REGIMES:
+        r = d["registered"][regime]
+        ln, rms = (_pick(r["loss"], variant=v)[0] for v in NORMS)
+        rows.append((f"GPT-2 init, {_model(r)}, {r['iters']} it = {r['epochs']:.2f} epochs (registered, {r['seeds']} "
+                     "seeds)", interval(ln), interval(rms), r["verdict"]))
+    b, bw = d["budget"], budget_words(d["budget"])
+    for end in (bw["first"], bw["last"]):
+        ln, rms = (_pick(b["rows"], variant=v, max_iters=end["max_iters"])[0] for v in NORMS)
+        rows.append((f"budget trend: {_model(b)}, {end['max_iters']} it = {end['epochs']:.2f} epochs (exploratory, "
+                     f"{b['seeds']} seeds)", interval(ln), interval(rms), effect_word(ln)))
+    i = d["init"]
+    for std in sorted({r["emb_init_std"] for r in i["rows"]}):
+        for head in ("untied", "tied"):
+            ln, rms = (_pick(i["rows"], variant=v, emb_init_std=std, head=head)[0] for v in NORMS)
+            rows.append((f"init grid: embeddings N(0, {std:g}), {head} head ({_model(i)}, {i['iters']} it; "
+                         f"exploratory, {i['seeds']} seeds)", interval(ln), interval(rms), effect_word(ln)))
+    f = d["failures"]["h1b"]
+    h = f["regimes"]["clip"]
+    ln, rms = (h["variants"][v] for v in NORMS)
+    rows.append((f"H1b: peak LR {f['lr']:g}, where `none` fails {h['none_failures']}/{f['seeds']} (registered; cost "
+                 "at each arm's own best LR)", interval(ln), interval(rms),
+                 f"{ln['verdict']} ({'removes' if ln['fixes'] else 'does not remove'} failures)"))
+    s = d["size"]
+    fit = [r for r in s["rungs"] if s["plateau_from"] is None or r["rung"] < s["plateau_from"]]
+    # the largest size that is not data-bound, and the largest size (FINDINGS.md has every size)
+    for rung in list({r["rung"]: r for r in (fit[-1:] + s["rungs"][-1:])}.values()):
+        ln, rms = (_pick(s["rows"], variant=v, rung=rung["rung"])[0] for v in NORMS)
+        bound = s["plateau_from"] is not None and rung["rung"] >= s["plateau_from"]
+        rows.append((f"size {_millions(rung['params'])} params, {rung['passes']:.0f} passes (registered, "
+                     f"{s['seeds']} seeds" + (", data-bound" if bound else "") + ")", interval(ln), interval(rms),
+                     effect_word(ln)))
+    z = zeroshot_words(d["zeroshot"])
+    zrms = _pick(d["zeroshot"]["family"], variant="rms", task="macro")[0]
+    rows.append((f"zero-shot macro **accuracy** (higher is better), suite v2 (registered, {d['zeroshot']['seeds']} "
+                 "seeds)", interval(z["macro"]), interval(zrms),
+                 effect_word(z["macro"], "raises accuracy", "costs accuracy")))
+    lines = ["| regime | Δ val loss `ln` [95% CI] | Δ `rms` [95% CI] | decision |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b_} | {c} | {e} |" for a, b_, c, e in rows]
+    return "\n".join(lines)
+
+
+def reading_note(d: dict) -> str:
+    """What the first screen's terms mean, each with a link to where it is defined."""
+    h1b = d["failures"]["h1b"]["amendment"]
+    return ("How to read: Δ is the norm's final validation loss minus `none`'s on the same seed (nats/char; 95% "
+            "paired t interval), so positive means the norm costs; `8 × 128` is layers × width. *Registered* results test hypotheses fixed "
+            f"before the runs ([docs/PROTOCOL.md]({PROTOCOL.as_posix()})); *exploratory* ones describe. *Resolved* "
+            "(a direction word in the text, a filled marker in the figure) means significant at α = 0.05 after "
+            "Holm's correction for all the comparisons tested together in one family "
+            f"([Inference]({protocol_section('Inference')})); otherwise *not resolved*, whatever the interval. *H1b* "
+            "is the registered stability hypothesis: where `none` fails at a high learning rate, a norm removes the "
+            f"failures at an acceptable cost ([amendment {h1b['number']}]({h1b['link']}), "
+            f"[Stability]({findings_link('stability')})). *Data-bound*: the baseline's loss no longer falls as the "
+            "model grows, so the 1 MB corpus, not capacity, limits it "
+            f"([Scale]({findings_link('scale')})). `swapped`: zero-shot v2's spelling task "
+            f"([Zero-shot]({findings_link('zero-shot')})). The figure's footer gives the first 12 hex digits of the "
+            "sha256 of each quoted study's `runs/<study>/runs.csv`, naming the exact runs it was drawn from.")
+
+
+# -- the figure ------------------------------------------------------------------------------------------------------
+
+def _errorbars(ax, x, rows: list[dict], variant: str, y: str = "mean_diff", joined: bool = True):
+    from ..publishing.plots import arm_color, variant_style
+
+    color, (ls, marker) = arm_color(variant), variant_style(variant)
+    ls = ls if joined else "none"  # categories on the x axis: a line between them would suggest an order
+    ys = np.array([r[y] for r in rows], float)
+    err = np.vstack([ys - [r["ci_low"] for r in rows], np.array([r["ci_high"] for r in rows]) - ys])
+    ax.errorbar(x, ys, yerr=err, fmt=marker, ls=ls, color=color, capsize=2, mfc="white", label=ARM_NAMES[variant])
+    sig = [k for k, r in enumerate(rows) if r.get("significant")]
+    ax.plot(np.asarray(x, float)[sig], ys[sig], marker, color=color, zorder=3)
+
+
+def _budget_panel(ax, d: dict):
+    b, bw = d["budget"], budget_words(d["budget"])
+    for k, variant in enumerate(NORMS):
+        rows = sorted(_pick(b["rows"], variant=variant), key=lambda r: r["max_iters"])
+        _errorbars(ax, np.array([r["max_iters"] for r in rows], float) * (1 + 0.06 * k), rows, variant)
+    ax.axhline(0, color="0.5", lw=0.8)
+    ends = sorted({(r["max_iters"], r["epochs"]) for r in b["rows"]})
+    ax.set_xscale("log")
+    ax.set_xticks([i for i, _ in ends], [f"{i}\n{e:.2f} ep" for i, e in ends])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set(xlabel=f"training iterations and epochs ({_model(b)} model, GPT-2 init)",
+           ylabel="Δ final val loss vs no norm (nats/char)")
+    ax.set_title(f"Budget trend (exploratory, {b['seeds']} seeds): the cost {bw['verb']},\n"
+                 f"{bw['first']['mean_diff']:+.3f} at {bw['first']['max_iters']} it → {bw['last']['mean_diff']:+.3f} "
+                 f"at {bw['last']['max_iters']} it ({bw['last']['epochs']:.2f} epochs)", fontsize=9)
+
+
+def _init_panel(ax, d: dict):
+    i, iw = d["init"], init_words(d["init"])
+    cats = [(std, head) for std in sorted({r["emb_init_std"] for r in i["rows"]}) for head in ("untied", "tied")]
+    for k, variant in enumerate(NORMS):
+        rows = [_pick(i["rows"], variant=variant, emb_init_std=s, head=h)[0] for s, h in cats]
+        _errorbars(ax, np.arange(len(cats)) + 0.12 * (k - 0.5), rows, variant, joined=False)
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set_xticks(range(len(cats)), [f"N(0, {s:g})\n{h} head" for s, h in cats], fontsize=8)
+    ax.set(xlabel="embedding init and output head", ylabel="Δ final val loss vs no norm (nats/char)")
+    ax.set_title(f"Init grid (exploratory; {_model(i)}, {i['iters']} it, {i['seeds']} seeds): the init scale sets\n"
+                 f"the sign, untied head {effect_word(iw['small'])} at std {iw['small']['emb_init_std']:g}, "
+                 f"{effect_word(iw['large'])} at {iw['large']['emb_init_std']:g}", fontsize=9)
+
+
+def _failure_panel(ax, d: dict):
+    from ..publishing.plots import arm_color, variant_style
+
+    f, fw = d["failures"], failure_words(d["failures"])
+    h1b = f["h1b"]
+    arms = list(dict.fromkeys(r["variant"] for r in f["rows"]))
+    failing = {r["lr"] for r in f["rows"] if r["failed"]}
+    zero = next(r for r in f["rows"] if not r["failed"])
+    for k, variant in enumerate(arms):
+        rows = sorted(_pick(f["rows"], variant=variant), key=lambda r: r["lr"])
+        x = np.array([r["lr"] for r in rows]) * (1 + 0.08 * (k - (len(arms) - 1) / 2))
+        ls, marker = variant_style(variant)
+        share = np.array([r["share"] for r in rows])
+        # intervals where some arm failed: at the LRs where none did, every arm's 0 of n shares one interval
+        shown = np.array([r["lr"] in failing for r in rows])
+        err = np.vstack([share - [r["ci_low"] for r in rows], np.array([r["ci_high"] for r in rows]) - share])
+        ax.plot(x, share, marker=marker, ls=ls, color=arm_color(variant), ms=4, lw=1,
+                label=ARM_NAMES.get(variant, variant))
+        ax.errorbar(x[shown], share[shown], yerr=err[:, shown], fmt="none", ecolor=arm_color(variant), capsize=2,
+                    elinewidth=0.7)
+    ax.set(xscale="log", ylim=(-0.05, 1.05), xlabel=f"peak learning rate ({_model(f)} model, clipping at "
+           f"{f['grad_clip']:g})", ylabel=f"share of {f['seeds']} runs failed")
+    failed = {"none": fw["none"], **{v: x["failures"] for v, x in fw["variants"].items()}}
+    short = {**ARM_NAMES, "scaled": "scaled"}
+    costs = [f"{short[v]} {x['mean_diff']:+.3f}" for v, x in fw["variants"].items()]
+    note = (f"Registered H1b at LR {h1b['lr']:g} ({h1b['seeds']} fresh seeds), runs failed:\n"
+            + ", ".join(f"{short[v]} {n}" for v, n in failed.items()) + f" of {h1b['seeds']}; "
+            + ("no arm removed the failures." if not fw["fixed"] else f"{', '.join(fw['fixed'])} removed them.")
+            + "\nCost at each arm's own best LR (nats/char):\n" + ", ".join(costs)
+            + f"\n95% exact intervals where any arm failed;\n0 of {zero['runs']} failed: [0, {zero['ci_high']:.2f}]")
+    ax.text(0.02, 0.97, note, transform=ax.transAxes, fontsize=7, color="0.25", va="top")
+    at = f["lowest_failing_lr"]
+    failing_there = [ARM_NAMES.get(v, v) for v in arms if any(r["failed"] for r in _pick(f["rows"], variant=v, lr=at))]
+    ax.set_title(f"LR search {f['study']} (exploratory, {f['seeds']} seeds): "
+                 f"{'no stability benefit detected' if not fw['fixed'] else 'a stability benefit'};\n"
+                 f"no arm fails below LR {at:g}; there {', '.join(failing_there)} fail", fontsize=9)
+    ax.legend(fontsize=7, loc="center left")
+
+
+def _size_panel(ax, d: dict):
+    s, sw = d["size"], size_words(d["size"])
+    if s["plateau_from"] is not None:
+        ax.axvspan(sw["plateau_params"] / 1.6, sw["high"] * 1.6, color="0.92", lw=0)
+        ax.text(sw["plateau_params"] / 1.5, 0.02, "data-bound: the baseline's\nloss stops falling with size",
+                transform=ax.get_xaxis_transform(), va="bottom", fontsize=7, color="0.35")
+    for k, variant in enumerate(NORMS):
+        rows = sorted(_pick(s["rows"], variant=variant), key=lambda r: r["params"])
+        _errorbars(ax, np.array([r["params"] for r in rows], float) * (1 + 0.08 * k), rows, variant)
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set(xscale="log", xlabel=f"non-embedding parameters ({s['tokens_per_param']} tokens/param, ≤ {s['passes_cap']} "
+                                f"passes over {s['train_chars'] / 1e6:.1f}M chars)",
+           ylabel="Δ final val loss vs no norm (nats/char)")
+    ax.set_title(f"Size ladder ({s['seeds']} seeds per size, {sw['passes_low']:.1f}–{sw['passes_high']:.0f} passes): "
+                 f"no size effect\nresolved at {sw['sizes']} sizes ({_millions(sw['low'])}–{_millions(sw['high'])})",
+                 fontsize=9)
+
+
+def answer_figure(d: dict) -> plt.Figure:
+    """Four panels, each titled with its study and what it shows: Δ val loss against training budget, against the
+    embedding's init scale, failures against peak LR, Δ against model size. Open markers: not resolved after Holm;
+    filled: resolved."""
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.6))
+    _budget_panel(axes[0][0], d)
+    _init_panel(axes[0][1], d)
+    _failure_panel(axes[1][0], d)
+    _size_panel(axes[1][1], d)
+    for a in axes.flat:
+        if a is not axes[1][0]:
+            a.legend(fontsize=7, loc="best")
+        a.tick_params(labelsize=8)
+    reg, hw = d["registered"][REGIMES[0]], headline_words(d)
+    fig.suptitle(f"Embedding norm in a Pre-LN GPT on tiny Shakespeare: {reg['verdict']} at GPT-2 init and "
+                 f"≤ {hw['max_epochs']:.2f} epochs\n(95% t intervals; filled marker = resolved after Holm's "
+                 "correction, open = not resolved)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
+    return fig
+
+
+def write_figure(d: dict, out_dir=None, figures_dir=None) -> Path:
+    from ..publishing.plots import save
+
+    out = runs_root(out_dir)
+    stamp = ("embnorm · answer · sha256 of each study's runs.csv: "
+             + ", ".join(f"{s} {fingerprint(study_dir_for(s, out).index)}" for s in STUDIES_QUOTED))
+    fig = answer_figure(d)
+    stem = Path(figures_dir) / "answer" if figures_dir else repo_root() / FIGURE
+    png, _ = save(fig, stem, stamp)
+    plt.close(fig)
+    return png
+
+
+def first_screen(d: dict, figure: str) -> str:
+    """The README's answer block: the TL;DR, the answer figure, the regime table, how to read them, where to read
+    on."""
+    return "\n".join(["## TL;DR", "", *tldr_lines(d), "",
+                      f"![The answer in four panels: the embedding norm's difference in validation loss against training "
+                      f"budget, against the embedding's init scale, failures against peak learning rate, and the "
+                      f"difference against model size]({figure})", "",
+                      regime_table(d), "",
+                      reading_note(d), "",
+                      "Read on: the full findings, grouped by question, in [FINDINGS.md](FINDINGS.md); the "
+                      "paper, [paper/paper.pdf](paper/paper.pdf); every figure, [figures/README.md](figures/README.md); "
+                      "every study, [runs/README.md](runs/README.md); the protocol, "
+                      "[docs/PROTOCOL.md](docs/PROTOCOL.md); explore the runs interactively in the last cell of "
+                      "`notebooks/03_diagnostics` (paired differences per study and metric)."])

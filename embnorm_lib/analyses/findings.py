@@ -1,0 +1,500 @@
+"""The findings: one paragraph per study's result, grouped by the question it answers (studies/findings_groups.py),
+from the committed analysis files. FINDINGS.md and the findings a job prints are written from here; the README's
+first screen is analyses/answer.py."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ..analyses.stability import recommendation_for
+from ..core.io import runs_root, write_bytes_if_changed
+from ..publishing.render import replication_markdown
+from ..runner.results import arm_order, has_index, load_runs
+from ..stats import p_text
+from ..studies import STUDIES, headline_studies
+from ..studies.findings_groups import FINDINGS_GROUPS
+from ..studies.seed_study import SEED_STUDY_TABLE1
+
+
+def replication_table(prelim: pd.DataFrame) -> pd.DataFrame:
+    """Seed study Table 1 beside our seeds-prelim runs (mean ± SD over our seeds)."""
+    rows = []
+    for variant, theirs in SEED_STUDY_TABLE1.items():
+        ours = prelim[prelim["variant"] == variant]
+        rows.append({
+            "variant": variant, "seeds": len(ours),
+            "seed_study_val_ppl": theirs["val_ppl"], "our_val_ppl": ours["val_ppl"].mean(),
+            "our_val_ppl_sd": ours["val_ppl"].std(),
+            "seed_study_final_grad_norm": theirs["final_grad_norm"], "our_final_grad_norm": ours["final_grad_norm"].mean(),
+            "seed_study_embedding_norm": theirs["embedding_norm"],
+            "our_block1_input_norm": ours["final_block1_input_norm"].mean(),
+        })
+    return pd.DataFrame(rows).set_index("variant")
+
+
+def relative_change(table: pd.DataFrame, column: str, variant: str = "ln", baseline: str = "none") -> float:
+    return table.loc[variant, column] / table.loc[baseline, column] - 1.0
+
+
+def replication_lines(runs: pd.DataFrame) -> list[str]:
+    """Under the seed study's replication in runs/README.md: Table 1 beside our runs, and what it says."""
+    rep = replication_table(runs)
+    return ["### Replication of the seed study's Table 1", "",
+            "Seed-study figures are quoted from its Table 1; ours are means over our seeds "
+            "(± SD). Our embedding-norm column is the mean L2 norm of the tensor entering block 1 "
+            "at the last step.", "", replication_markdown(rep), "", replication_sentence(rep), ""]
+
+
+def replication_sentence(rep: pd.DataFrame) -> str:
+    theirs = relative_change(rep, "seed_study_val_ppl")
+    ours = relative_change(rep, "our_val_ppl")
+    verdict = ("replicates" if ours < 0 and abs(ours) >= 0.5 * abs(theirs)
+               else "does not replicate")
+    return (f"The seed study reports a {abs(theirs):.1%} lower validation perplexity with LayerNorm than without; "
+            f"in our seeds-prelim runs LayerNorm changes it by {ours:+.1%}, so the claimed gain {verdict} "
+            f"under our defaults (GPT-2 init, N(0, 0.02) embeddings).")
+
+
+V2_REPORTS = ("BOUNDARY.md", "SCALE.md", "BUDGET.md", "H1B.md", "LENGTH.md", "ZEROSHOT.md", "LADDER.md", "LADDER-DATA.md")
+
+
+FINDINGS_START, FINDINGS_END = "<!-- findings:start -->", "<!-- findings:end -->"
+
+
+FINDINGS_STUDIES = headline_studies()  # the README's headline: the main job's study, then the large one
+
+
+def _direction(r) -> str:
+    """'raises it by 0.120' only where the Holm-corrected test resolves the sign, else 'changes it by +0.003
+    (direction not resolved)'."""
+    if r.significant:
+        return f"{'raises' if r.mean_diff > 0 else 'lowers'} it by {abs(r.mean_diff):.3f}"
+    return f"changes it by {r.mean_diff:+.3f} (direction not resolved)"
+
+
+def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
+    """One sentence per training regime: the primary difference of each variant and the decision."""
+    root = out / study / "analysis" / scope
+    family = pd.read_csv(root / "family.csv")
+    decision = json.loads((root / "decision.json").read_text())
+    prim = family[family["metric"] == "val_loss"].set_index("variant")
+    parts = [f"`{v}` {_direction(r)} "
+             f"(95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {p_text(r.p_holm)})" for v, r in prim.iterrows()]
+    return (f"In {_where(study, scope, several)} ({int(prim['n'].iloc[0])} seeds, paired), against a final validation "
+            f"loss of {prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, " + " and ".join(parts)
+            + f"; the registered decision rule (on validation loss) says: **{decision['overall']}**.")
+
+
+def _where(study: str, scope: str, several: bool) -> str:
+    where = f"[`{study}`](runs/{study}/REPORT.md)" + (f", regime `{scope}`" if several else "")
+    overlap = STUDIES[study].shared_seeds.get(scope) if study in STUDIES else None
+    return where + (f" ({overlap})" if overlap else "")
+
+
+SECONDARY_WORDS = {"ece_equal_width": ("top-label ECE (15 equal-width bins)", "worse", "better"),
+                   "brier": ("Brier score", "worse", "better"),
+                   "lm_macro_acc": ("zero-shot macro accuracy, suite v1 (superseded)", "higher", "lower")}
+
+
+def secondary_sentence(study: str, scope: str, out: Path, several: bool, metrics: tuple[str, ...]) -> str:
+    """One regime's secondary metrics from its registered family (family.csv), worded by the Holm decision."""
+    family = pd.read_csv(out / study / "analysis" / scope / "family.csv")
+    parts = []
+    for metric in metrics:
+        rows = family[family["metric"] == metric]
+        if not len(rows):
+            continue
+        name, up, down = SECONDARY_WORDS[metric]
+        parts.append(f"{name}: " + ", ".join(
+            f"`{r.variant}` {r.mean_diff:+.4f} (95% t CI [{r.ci_low:+.4f}, {r.ci_high:+.4f}], Holm p = "
+            f"{p_text(r.p_holm)}, {(up if r.mean_diff > 0 else down) if r.significant else 'not resolved'})"
+            for r in rows.itertuples()))
+    if not parts:
+        return ""
+    return f"In {_where(study, scope, several)} ({int(family['n'].iloc[0])} seeds, paired), " + "; ".join(parts) + "."
+
+
+def _scopes(out: Path, studies) -> list[tuple[str, str, bool]]:
+    found = []
+    for study in studies:
+        root = out / study / "analysis"
+        if root.is_dir():
+            scopes = sorted(p.name for p in root.iterdir() if (p / "family.csv").is_file())
+            found += [(study, scope, len(scopes) > 1) for scope in scopes]
+    return found
+
+
+
+
+def findings_groups(out_dir=None, studies=FINDINGS_STUDIES) -> dict[str, list[str]]:
+    """The findings, as paragraphs per group (FINDINGS_GROUPS), each built from the committed analysis files."""
+    out = runs_root(out_dir)
+    groups: dict[str, list[str]] = {g: [] for g in FINDINGS_GROUPS}
+    scopes = _scopes(out, studies)
+    lines = [f"- {scope_sentence(study, scope, out, several)}" for study, scope, several in scopes]
+    if has_index("seeds-prelim", out):
+        lines.append("- " + replication_sentence(replication_table(load_runs("seeds-prelim", out))))
+    if lines:
+        groups["accuracy"].append("\n".join(lines))
+    budget_line = budget_finding(out)
+    if budget_line:
+        groups["accuracy"].append("Budget trend, exploratory (3 seeds; "
+                                  "[`runs/stability-budget-v2/BUDGET.md`](runs/stability-budget-v2/BUDGET.md)):\n\n"
+                                  + budget_line)
+    calibration = [s for s in (secondary_sentence(study, scope, out, several, ("ece_equal_width", "brier"))
+                               for study, scope, several in scopes) if s]
+    if calibration:
+        groups["calibration"].append("\n".join(f"- {s}" for s in calibration))
+    groups["zero-shot"] += zeroshot_paragraphs(out, scopes)
+    verdict = [line for line in (recommendation_for(out) or "").splitlines() if line.startswith("- ")]
+    if verdict:
+        groups["stability"].append("Stability v1, exploratory (3 seeds; [`runs/STABILITY.md`](runs/STABILITY.md)):"
+                                   "\n\n" + "\n".join(verdict))
+    from ..analyses.boundary import BOUNDARY_STUDIES, search_finding
+
+    searches = [line for line in (search_finding(study, out) for study in BOUNDARY_STUDIES) if line]
+    if searches:
+        groups["stability"].append("Where each arm fails, exploratory (failure: non-finite loss, or final validation "
+                                   "loss above the loss at init; each search's BOUNDARY.md):\n\n" + "\n".join(searches))
+    h1b_lines = h1b_findings(out)
+    if h1b_lines:
+        groups["stability"].append("Where the baseline fails, confirmatory (H1b, docs/PROTOCOL.md amendment 2; "
+                                   "[`runs/stability-h1b-v2/H1B.md`](runs/stability-h1b-v2/H1B.md)):\n\n"
+                                   + "\n".join(h1b_lines))
+    groups["scale"] += ladder_paragraphs(out)
+    scale_line = scale_finding(out)
+    if scale_line:
+        groups["mechanism"].append("Scale vs normalization, exploratory (3 seeds; "
+                                   "[`runs/stability-scale-v2/SCALE.md`](runs/stability-scale-v2/SCALE.md)):\n\n"
+                                   + scale_line)
+    scale_vs_norm = subword_scale_findings(out)
+    if scale_vs_norm:
+        groups["mechanism"].append("Scale vs normalization on subwords, exploratory (docs/PROTOCOL.md amendment 10; "
+                                   "[`runs/ladder-bpe-scale/LADDER.md`](runs/ladder-bpe-scale/LADDER.md)):\n\n"
+                                   + "\n".join(scale_vs_norm))
+    return groups
+
+
+def ladder_paragraphs(out: Path) -> list[str]:
+    """The size ladders, their trends, the subword replications and LR checks, in the order they were registered."""
+    paragraphs = []
+    for study, what, amendments in (("ladder", "The size ladder", "amendments 4-6"),
+                                    ("ladder-bpe", "The subword ladder (BPE tokens, at the LR checked on characters)",
+                                     "amendments 4 and 7")):
+        ladder_lines = ladder_findings(out, study)
+        scale_lines = ladder_scale_findings(out, study)
+        if ladder_lines:
+            paragraphs.append(f"{what}, per finished size (docs/PROTOCOL.md {amendments}; "
+                              f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md))"
+                              + ("" if scale_lines else "; no trend across sizes until three have finished")
+                              + ":\n\n" + "\n".join(ladder_lines))
+        if scale_lines:
+            paragraphs.append("Across its finished sizes, exploratory (does the difference shrink, grow or flip as "
+                              "the model grows?):\n\n" + "\n".join(scale_lines))
+    from ..analyses.ladder import SUBWORD_LR_CHECKS
+
+    # the rung-1 check beside the subword ladder; a later one after the replication whose LRs it checks
+    first_check, *later_checks = SUBWORD_LR_CHECKS
+    paragraphs.append(_subword_check_paragraph(out, first_check))
+    for study, amendment, what in REPLICATIONS:
+        replication = ladder_findings(out, study) + ladder_peak_findings(out, study)
+        if replication:
+            paragraphs.append(f"The subword replication{what}, confirmatory (docs/PROTOCOL.md amendment {amendment}; "
+                              f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)): "
+                              + ("the size where the subword ladder's seeds split" if study == "ladder-bpe-rep" else
+                                 "the size where the subword ladder's rung-1 gain turned into an unresolved cost")
+                              + ", on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
+    paragraphs += [_subword_check_paragraph(out, study) for study in later_checks]
+    return [p for p in paragraphs if p]
+
+
+def zeroshot_paragraphs(out: Path, scopes) -> list[str]:
+    """Suite v2 (the registered endpoint) per regime, then suite v1 beside it with why it is superseded, in one
+    place: whoever reads either reads how they relate."""
+    from ..analyses import zeroshot
+
+    v2 = zeroshot_findings(out)
+    v1 = [s for s in (secondary_sentence(study, scope, out, several, ("lm_macro_acc",))
+                      for study, scope, several in scopes) if s]
+    paragraphs = []
+    if v2:
+        paragraphs.append("Suite v2, confirmatory (docs/PROTOCOL.md amendments 1 and 3):\n\n" + "\n".join(v2))
+    breakdown = zeroshot.task_breakdown_lines(out)
+    if breakdown:
+        paragraphs.append("Per task (suite v2, the largest regime scored), the share of the macro difference each "
+                          "task carries:\n\n" + "\n".join(breakdown))
+    if v1:
+        paragraphs.append(zeroshot.reconciliation(out) + "\n\n" + "\n".join(f"- {s}" for s in v1))
+    return paragraphs
+
+
+def findings_text(out_dir=None, studies=FINDINGS_STUDIES) -> str:
+    """The findings page's body: per group (FINDINGS_GROUPS) its title, the sentence of what it means and its
+    paragraphs, built from the analysis files, the replication table and the stability reports."""
+    out = runs_root(out_dir)
+    parts = []
+    for key, paragraphs in findings_groups(out, studies).items():
+        if paragraphs:
+            title, meaning = FINDINGS_GROUPS[key]
+            reading = _group_reading(key, out, studies)
+            parts.append(f"### {title}\n\n*{meaning}{(' ' + reading) if reading else ''}*\n\n"
+                         + "\n\n".join(paragraphs))
+    return "\n\n".join(parts)
+
+
+def _group_reading(key: str, out: Path, studies) -> str:
+    """A group's computed reading, where its own registered results decide it (else nothing)."""
+    scopes = _scopes(out, studies)
+    if key == "accuracy" and scopes:
+        verdicts = {json.loads((out / s / "analysis" / c / "decision.json").read_text())["overall"]
+                    for s, c, _ in scopes}
+        return (f"Every registered regime's decision rule says: {verdicts.pop()}." if len(verdicts) == 1 else
+                f"The registered regimes' decisions differ: {', '.join(sorted(verdicts))}.")
+    if key == "calibration" and scopes:
+        family = pd.concat([pd.read_csv(out / s / "analysis" / c / "family.csv") for s, c, _ in scopes])
+        rows = family[family["metric"].isin(["ece_equal_width", "brier"])]
+        worse, better = int((rows["significant"] & (rows["mean_diff"] > 0)).sum()), int(
+            (rows["significant"] & (rows["mean_diff"] < 0)).sum())
+        return (f"Of {len(rows)} registered comparisons, {worse} resolve a worse and {better} a better calibration "
+                "with the norm.")
+    if key == "zero-shot":
+        from ..analyses import zeroshot
+
+        d = zeroshot.largest_regime(FINDINGS_STUDIES[-1], out) if has_index(FINDINGS_STUDIES[-1], out) else None
+        if d is not None and len(d["family"]):
+            shares = zeroshot.task_shares(d)
+            macro = d["family"][d["family"]["task"] == "macro"].iloc[0]
+            top = shares[shares["variant"] == macro["variant"]].sort_values("share").iloc[-1]
+            word = ("lowers" if macro["mean_diff"] < 0 else "raises") if macro["significant"] else "does not resolve"
+            return (f"On suite v2 `{macro['variant']}` {word} macro accuracy ({macro['mean_diff']:+.3f} in the "
+                    f"largest regime), {top['share']:.0%} of it through one task, `{top['task']}`.")
+    if key == "stability":
+        h1b_lines = h1b_findings(out)
+        if h1b_lines:
+            removed = sum(line.count("(removes the failures") for line in h1b_lines)
+            return ("In the registered test where `none` fails, " + ("no norm removes the failures." if not removed
+                                                                       else f"{removed} arm(s) remove them."))
+    return ""
+
+
+def _subword_check_paragraph(out: Path, study: str) -> str:
+    """A subword LR check's README paragraph (empty until an arm's grid is complete), under its own amendment."""
+    from ..analyses.ladder import SUBWORD_LR_CHECKS
+
+    check_lines = subword_lr_findings(out, study)
+    if not check_lines:
+        return ""
+    return (f"\n\nThe subword LR check{SUBWORD_LR_CHECK_WHERE.get(study, '')}, exploratory (docs/PROTOCOL.md "
+            f"amendment {SUBWORD_LR_CHECKS[study]}; [`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)); it changes no "
+            "registered analysis:\n\n" + "\n".join(check_lines))
+
+
+# how the README names a subword LR check beyond the first (ladder.SUBWORD_LR_CHECKS holds them and their amendments)
+SUBWORD_LR_CHECK_WHERE = {"ladder-bpe-lr2": " at rung 2"}
+# the confirmatory replications of a ladder size on fresh seeds: study, its amendment, how the README names it
+REPLICATIONS = (("ladder-bpe-rep", 9, ""), ("ladder-bpe-rep2", 11, " at rung 2"))
+
+
+def ladder_peak_findings(out: Path, study: str) -> list[str]:
+    """For a study that registered its gradient-norm peaks (ladder.CONFIRMATORY_PEAKS), once its size has finished:
+    each arm's peak after the warm-up against none's on the same seed, as the geometric-mean ratio with its 95%
+    interval, worded by the Holm decision of that family."""
+    from ..analyses import ladder
+    from ..studies import registered_seeds
+
+    if study not in ladder.CONFIRMATORY_PEAKS or not has_index(study, out):
+        return []
+    runs = load_runs(study, out)
+    if ladder.finished(ladder.primary(ladder.rung_table(runs)), registered_seeds(study)).empty:
+        return []
+    peaks = ladder.peak_table(runs)
+    if peaks.empty:  # an index without the peak columns
+        return []
+    lines = []
+    for (tokenizer, preset), sub in peaks.groupby(["tokenizer", "preset"], sort=False):
+        parts = [f"`{r.variant}` {r.ratio:.3g} × [{r.ratio_ci_low:.3g}, {r.ratio_ci_high:.3g}] (Holm p = "
+                 f"{p_text(r.p_holm)}, {'significant' if r.significant else 'direction not resolved'})"
+                 for r in sub.itertuples()]
+        lines.append(f"- rung {preset.split('-')[1]}, {tokenizer} tokens: peak total gradient norm after the warm-up "
+                     "(before clipping) against `none`'s on the same seed, geometric-mean ratio " + "; ".join(parts)
+                     + ".")
+    return lines
+
+
+def subword_lr_findings(out: Path, study: str = "ladder-bpe-lr") -> list[str]:
+    """One line per rung and tokenizer whose subword LR check is complete: each arm's best factor (two seeds)
+    beside the factor the subword ladder ran at (checked on characters)."""
+    from ..analyses import ladder
+
+    if not has_index(study, out):
+        return []
+    check, best, at_best = ladder.check_summary(load_runs(study, out))
+    lines = []
+    for (tokenizer, rung), sub in (best.groupby(["tokenizer", "rung"], sort=False) if len(best) else []):
+        seeds = int(check[(check["tokenizer"] == tokenizer) & (check["rung"] == rung)]["seeds"].min())
+        arms = [f"`{r.variant}` best at {r.best_factor:g} × the width rule (LR {r.best_lr:.3g}"
+                + ("" if r.bracketed else ", at the grid's edge") + f"; the subword ladder ran at {r.ladder_factor:g}"
+                + ("" if r.best_factor == r.ladder_factor else
+                   f", {r.gap_to_best:.4f} nats/token higher in mean loss") + ")"
+                for r in sorted(sub.itertuples(), key=lambda r: arm_order(r.variant))]
+        here = at_best[(at_best["tokenizer"] == tokenizer) & (at_best["rung"] == rung)].dropna(subset=["diff_vs_none"])
+        described = [f"`{r.variant}` {r.diff_vs_none:+.3f}" for r in here.itertuples()]
+        lines.append(f"- rung {rung}, {tokenizer} tokens ({seeds} seeds per LR): " + "; ".join(arms) + "."
+                     + (" Each arm at its own best factor, final val loss vs `none` at its own (a description, no "
+                        "test): " + ", ".join(described) + " nats/char." if described else ""))
+    return lines
+
+
+def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
+    """One line per finished rung (and tokenizer) of a ladder study: each arm's LR and its paired difference from
+    none in final validation loss per character (ladder.primary), worded by the Holm decision within the size."""
+    from ..analyses import ladder
+    from ..core.config import LADDER_RUNGS, non_embedding_params
+    from ..studies import ladder_factor, ladder_lr, registered_seeds
+
+    if not has_index(study, out):
+        return []
+    # a finished size: every arm run, each with all its registered seeds (ladder.finished)
+    table = ladder.finished(ladder.primary(ladder.rung_table(load_runs(study, out))), registered_seeds(study))
+    if table.empty:
+        return []
+    lines = []
+    for tokenizer in sorted(set(table["tokenizer"]), key=lambda t: (t != "char", t)):
+        for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
+            params = non_embedding_params(layers, width)
+            sub = table[(table["params"] == params) & (table["tokenizer"] == tokenizer)]
+            if sub.empty:
+                continue
+            lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}"
+                            for v in ["none", *dict.fromkeys(sub["variant"])])
+            parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {p_text(r.p_holm)}, "
+                     f"{'significant' if r.significant else 'direction not resolved'})" for r in sub.itertuples()]
+            name = f"rung {rung}" + ("" if tokenizer == "char" else f", {tokenizer} tokens")
+            lines.append(f"- {name} ({layers} × {width}, {params / 1e6:.2f}M non-embedding parameters, "
+                         f"{int(sub['seeds'].min())} seeds; LR {lrs}): Δ final val loss vs `none` " + "; ".join(parts)
+                         + " nats/char.")
+    return lines
+
+
+def subword_scale_findings(out: Path, study: str = "ladder-bpe-scale") -> list[str]:
+    """Once finished: each arm's difference from none (ladder_findings), then how much of ln's difference
+    normalizing alone (ln_matched) and rescaling alone (scaled_unit) carry, as a share (a description)."""
+    from ..analyses import ladder
+
+    lines = ladder_findings(out, study)
+    if not lines:
+        return []
+    runs = load_runs(study, out)
+    diff = ladder.primary(ladder.rung_table(runs)).set_index("variant")["mean_diff"]
+    if {"ln", "ln_matched", "scaled_unit"} <= set(diff.index) and diff["ln"] != 0:
+        # the scale each arm feeds block 1 at the end, beside the shares: what the parts change
+        norms = (runs.groupby("variant")["final_block1_input_norm"].mean()
+                 if "final_block1_input_norm" in runs else pd.Series(dtype=float))
+        scale = ", ".join(f"`{v}` {norms[v]:.2f}" for v in ("none", "ln", "ln_matched", "scaled_unit") if v in norms)
+        lines.append(f"- Of `ln`'s difference, normalizing alone (`ln_matched`) carries "
+                     f"{diff['ln_matched'] / diff['ln']:.0%} and rescaling alone (`scaled_unit`) "
+                     f"{diff['scaled_unit'] / diff['ln']:.0%} (a description"
+                     + (f"; block 1's input norm at the end of training: {scale}" if scale else "") + ").")
+    return lines
+
+
+def ladder_scale_findings(out: Path, study: str = "ladder") -> list[str]:
+    """Once three sizes of a ladder have finished: per tokenizer and arm, whether the difference from none shrinks,
+    grows or flips with size (ladder.scale_answer: exploratory, worded by what its tests resolve)."""
+    from ..analyses import ladder
+    from ..studies import registered_seeds
+
+    if not has_index(study, out):
+        return []
+    table = ladder.rung_table(load_runs(study, out))
+    if table.empty:
+        return []
+    answers = ladder.scale_answer(table, seeds=registered_seeds(study))
+    return [f"- {ladder.scale_words(r)}" for r in answers.to_dict("records")]
+
+
+def scale_finding(out: Path) -> str:
+    """How much of LayerNorm's difference normalizing alone carries, once every registered run has finished."""
+    from ..analyses import scale as svn
+
+    if not has_index(svn.STUDY, out):
+        return ""
+    runs = load_runs(svn.STUDY, out)
+    if len(runs) < len(STUDIES[svn.STUDY].cells()):
+        return ""
+    shares = svn.normalizing_share(svn.regime_table(runs, svn.init_input_norms(svn.STUDY, out)))
+    if shares.empty:
+        return ""
+    parts = [f"std {r.emb_init_std:g} {r.head} head: `ln` {r.ln_delta:+.3f} (block 1's input norm at init "
+             f"{r.none_input_norm:.2f} → {r.ln_input_norm:.2f}), `ln_matched` {r.ln_matched_delta:+.3f} "
+             f"({r.share:.0%})" for r in shares.itertuples()]
+    return (f"- In the {len(shares)} embedding-init regimes where LayerNorm's difference in final validation loss is "
+            "resolved, normalizing alone (`ln_matched`, gain starting at `none`'s input norm) carries a share of it: "
+            + "; ".join(parts) + ".")
+
+
+def budget_finding(out: Path) -> str:
+    """LayerNorm's cost per budget and whether it is still there at the largest, once every registered run of the
+    budget study has finished."""
+    from ..analyses import budget as budget_trend
+    from ..core.data import load_corpus
+
+    done, registered = budget_trend.finished(out)
+    if done < registered:
+        return ""
+    table = budget_trend.budget_table(budget_trend.load_budget_runs(out), len(load_corpus().train))
+    return (f"- LayerNorm's difference in final validation loss from `none`, by budget: "
+            f"{budget_trend.trend_words(table)}. At the largest budget, {budget_trend.largest_budget_words(table)}.")
+
+
+def zeroshot_findings(out: Path) -> list[str]:
+    """Suite v2's macro endpoint, one line per regime, on the largest paired study it has scored (main contains
+    seeds-final's seeds)."""
+    from ..analyses import zeroshot
+
+    for study in reversed(FINDINGS_STUDIES):
+        lines = [f"- {zeroshot.findings_line(d)}" for d in zeroshot.analyse(study, out, bootstrap=False).values()
+                 if len(d["family"])]
+        if lines:
+            return lines
+    return []
+
+
+def ladder_answer(out: Path, study: str) -> list[str]:
+    """The lines LADDER.md's header quotes: per finished size each arm's difference, the trend across sizes (where the
+    study has several), and any registered gradient-norm peaks."""
+    across_sizes = len({c.preset for c in STUDIES[study].cells()}) > 1
+    return (subword_scale_findings(out, study) + (ladder_scale_findings(out, study) if across_sizes else [])
+            + ladder_peak_findings(out, study))
+
+
+def h1b_findings(out: Path) -> list[str]:
+    """One line per regime of the H1b study's decision rule 3, once every registered seed has finished."""
+    from ..analyses import h1b
+
+    if not has_index(h1b.STUDY, out):
+        return []
+    runs = load_runs(h1b.STUDY, out)
+    seeds = h1b.complete_seeds(runs)
+    if len(seeds) < len({c.seed for c in STUDIES[h1b.STUDY].cells()}):
+        return []
+    lines = []
+    for clip, (family, decision) in h1b.confirmatory(runs).items():
+        tuned = family[family["endpoint"] == "tuned_cost"].set_index("variant")
+        arms = "; ".join(f"`{v}`: {d['verdict']} ({'removes' if d['fixes'] else 'does not remove'} the failures; "
+                         f"tuned cost {tuned.loc[v, 'mean_diff']:+.3f} [{tuned.loc[v, 'ci_low']:+.3f}, "
+                         f"{tuned.loc[v, 'ci_high']:+.3f}] nats/char)" for v, d in decision["variants"].items())
+        lines.append(f"- {h1b.REGIME_NAMES[clip].capitalize()}, peak LR {h1b.CONFIRMATORY_LR:g}, seeds "
+                     f"{seeds[0]}–{seeds[-1]}: `none` failed {decision['baseline_failures']} of {len(seeds)}; {arms}.")
+    return lines
+
+
+def update_readme_findings(readme: Path, text: str) -> None:
+    content = readme.read_text()
+    if FINDINGS_START not in content:
+        raise ValueError(f"{readme} has no {FINDINGS_START} marker")
+    head, rest = content.split(FINDINGS_START, 1)
+    _, tail = rest.split(FINDINGS_END, 1)
+    write_bytes_if_changed(readme, f"{head}{FINDINGS_START}\n{text}\n{FINDINGS_END}{tail}".encode())

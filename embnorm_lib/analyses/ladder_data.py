@@ -1,0 +1,181 @@
+"""LADDER-DATA.md: the adequate-data ladder's report (docs/PROTOCOL.md amendment 16).
+
+For `ladder-data-lr`: per rung and arm, the mean final validation loss of each LR over the tuning seeds, the best,
+whether it is bracketed, and the grid point the registered rule asks for next. For `ladder-data`: per rung with
+every registered run finished, the paired comparison (Holm within the rung), the MDE at the seeds used, the
+data-bound check, and the trend across the rungs that pass it (exploratory)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..studies import ladder_data
+
+ENDPOINTS = ("val_loss", "best_val_loss")  # amendment 16 item 6: one Holm family per rung, 2 arms x 2 endpoints
+
+
+def _rung_of(preset: str) -> int:
+    return int(str(preset).removeprefix("ladder-data-"))
+
+
+def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per rung, arm and LR on the registered grid: seeds finished, mean and SD of the final validation loss,
+    failures, and the rung's verdict for that arm (best / bracketed / extend to)."""
+    rows = []
+    for rung in range(len(ladder_data.RUNGS)):
+        found = ladder_data.best_lrs(runs, rung) if len(runs) else {}
+        for arm in ladder_data.ARMS_TUNED:
+            verdict = found.get(arm, {})
+            for lr in ladder_data.grid(rung, arm):
+                at = runs[(runs["cfg.preset"] == f"ladder-data-{rung}") & (runs["cfg.variant"] == arm)
+                          & ((runs["cfg.lr"] - lr).abs() < 1e-12)] if len(runs) else runs
+                losses = at["val_loss"].to_numpy(float) if len(at) else np.array([])
+                rows.append({"rung": rung, "arm": arm, "lr": lr, "seeds": len(at),
+                             "mean_val_loss": float(losses.mean()) if len(losses) else math.nan,
+                             "sd": float(losses.std(ddof=1)) if len(losses) > 1 else math.nan,
+                             "failed": int(at["failed"].astype(bool).sum()) if len(at) else 0,
+                             "best": bool(verdict.get("complete") and verdict.get("best") == lr)})
+    return pd.DataFrame(rows)
+
+
+def tuning_lines(runs: pd.DataFrame) -> list[str]:
+    lines = []
+    for rung in range(len(ladder_data.RUNGS)):
+        found = ladder_data.best_lrs(runs, rung) if len(runs) else {}
+        for arm in ladder_data.ARMS_TUNED:
+            grid = ladder_data.grid(rung, arm)
+            if not grid:
+                lines.append(f"- rung {rung} `{arm}`: waits for rung {rung - 1}'s registered LR (its grid's centre).")
+                continue
+            got = found.get(arm, {})
+            registered = ladder_data.BEST_LR.get(rung, {}).get(arm)
+            if not got.get("complete"):
+                lines.append(f"- rung {rung} `{arm}`: tuning in progress ({len(got.get('means', {}))} of {len(grid)} "
+                             f"LRs have all {len(ladder_data.TUNING_SEEDS)} tuning seeds).")
+            elif got["bracketed"]:
+                lines.append(f"- rung {rung} `{arm}`: best LR {got['best']:g} (mean final validation loss "
+                             f"{got['means'][got['best']]:.4f} nats/char), bracketed; "
+                             + (f"registered ({registered:g})." if registered else "not registered yet."))
+            else:
+                lines.append(f"- rung {rung} `{arm}`: best LR {got['best']:g} sits at the grid's edge: the rule "
+                             f"extends the grid to {got['extend_to']:g} (not bracketed yet).")
+    return lines
+
+
+def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per finished rung (every arm with every confirmatory seed), variant and endpoint: the paired difference from
+    none, its 95% t interval, Holm within the rung, and the MDE at 80% power for the family's smallest alpha."""
+    from .. import stats
+
+    rows = []
+    if not len(runs):
+        return pd.DataFrame()
+    for preset, sub in runs.groupby("cfg.preset"):
+        counts = sub.groupby("variant")["cfg.seed"].nunique()
+        if any(counts.get(v, 0) < len(ladder_data.CONFIRMATORY_SEEDS) for v in ("none", "ln", "rms")):
+            continue
+        rung = _rung_of(preset)
+        block = []
+        for variant in ("ln", "rms"):
+            for metric in ENDPOINTS:
+                c = stats.compare(sub, metric, variant)
+                mde, _ = stats.power_figures(c.sd_diff, c.n, alpha=stats.ALPHA / (2 * len(ENDPOINTS)))
+                block.append({"rung": rung, "params": ladder_data.non_embedding_params(rung),
+                              "variant": variant, "metric": metric, "seeds": c.n, "none": c.baseline_mean,
+                              "mean_diff": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_t": c.p_t,
+                              "mde_80": mde})
+        part = pd.DataFrame(block)
+        reject, adjusted = stats.holm(part["p_t"].to_numpy(float))
+        rows.append(part.assign(p_holm=adjusted, significant=reject))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def data_bound_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Amendment 16 item 7: `none`'s mean final loss per rung, and whether it fell from the rung below by more than
+    the larger of the two rungs' seed SDs (rung 0 has no rung below: it passes by definition)."""
+    if not len(runs):
+        return pd.DataFrame()
+    none = runs[runs["variant"] == "none"].groupby("cfg.preset")["val_loss"].agg(["mean", "std", "count"])
+    none.index = [_rung_of(p) for p in none.index]
+    rows = []
+    for rung, r in none.sort_index().iterrows():
+        below = none.loc[rung - 1] if rung - 1 in none.index else None
+        drop = float(below["mean"] - r["mean"]) if below is not None else math.nan
+        margin = float(max(below["std"], r["std"])) if below is not None else math.nan
+        rows.append({"rung": rung, "none_mean": r["mean"], "none_sd": r["std"], "seeds": int(r["count"]),
+                     "drop_from_below": drop, "margin": margin,
+                     "in_trend": below is None or bool(drop > margin)})
+    return pd.DataFrame(rows)
+
+
+def _words(r) -> str:
+    direction = ("costs" if r["mean_diff"] > 0 else "helps") if r["significant"] else "not resolved"
+    if not r["significant"] and -stats_mei() <= r["ci_low"] and r["ci_high"] <= stats_mei():
+        direction = "within the MEI"
+    return (f"`{r['variant']}` {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] (Holm p = "
+            f"{r['p_holm']:.2g}; {direction}; MDE {r['mde_80']:.4f})")
+
+
+def stats_mei() -> float:
+    from ..stats import MEI
+
+    return MEI
+
+
+def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
+    from ..core.io import git_commit, runs_root, write_text_stable
+    from ..core.rundir import study_dir_for
+    from ..publishing.render import compact_markdown
+    from ..runner.results import load_runs
+    from ..studies import STUDIES
+
+    out = runs_root(out_dir)
+    runs = load_runs(study, out)
+    planned = len(STUDIES[study].cells())
+    if study != "ladder-data-lr":  # the whole confirmatory design, not only the rungs whose LRs are tuned yet
+        planned = max(planned, ladder_data.confirmatory_runs_planned())
+    record = ladder_data.corpus_record()
+    from ..publishing.study_header import header_lines
+
+    if study == "ladder-data-lr":
+        answer = [line for line in tuning_lines(runs) if line.startswith("- ")]
+    else:
+        table = confirmatory_table(runs)
+        answer = [f"- rung {rung} ({ladder_data.non_embedding_params(rung):,} parameters), final validation loss vs "
+                  "`none`: " + "; ".join(_words(r) for _, r in part.iterrows()) + "."
+                  for rung, part in (table[table["metric"] == "val_loss"].groupby("rung") if len(table) else [])]
+    lines = [f"# The adequate-data ladder (`{study}`)", "", *header_lines(study, answer),
+             f"Written by `python -m embnorm_lib.publish {study}` at commit {git_commit()[:12]} from "
+             f"`runs/{study}/runs.csv` ({len(runs)} of {planned} "
+             f"{'registered' if study == 'ladder-data-lr' else 'designed (amendment 16)'} runs finished"
+             + ("; **partial**" if len(runs) < planned else "") + "). Registered in docs/PROTOCOL.md amendment 16.",
+             "", " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
+             f"Corpus: open English (`python -m embnorm_lib.opencorpus`), {record['train_chars']:,} training and "
+             f"{record['val_chars']:,} validation characters (whole documents), sha256 {record['sha256'][:12]}.", "",
+             "| rung | shape | non-embedding parameters | iterations | passes |", "|---|---|---|---|---|"]
+    lines += [f"| {r} | {n_layer} x {n_embd} | {ladder_data.non_embedding_params(r):,} | {ladder_data.iters(r):,} | "
+              f"{ladder_data.passes(r):.2f} |" for r, (n_layer, n_embd, _) in enumerate(ladder_data.RUNGS)]
+    lines.append("")
+    if study == "ladder-data-lr":
+        table = tuning_table(runs)
+        lines += ["## LR tuning per rung", ""] + tuning_lines(runs) + [""]
+        shown = table[table["seeds"] > 0] if len(table) else table
+        lines += [compact_markdown(shown) if len(shown) else "No tuning run has finished yet.", ""]
+    else:
+        table = confirmatory_table(runs)
+        lines += ["## Per rung (confirmatory; Holm within each rung)", ""]
+        if len(table):
+            for rung, part in table[table["metric"] == "val_loss"].groupby("rung"):
+                lines.append(f"- rung {rung} ({ladder_data.non_embedding_params(rung):,} parameters), final "
+                             f"validation loss vs `none`: " + "; ".join(_words(r) for _, r in part.iterrows()) + ".")
+            lines += ["", compact_markdown(table), ""]
+        else:
+            lines += ["No rung has all its registered runs yet.", ""]
+        bound = data_bound_table(runs)
+        lines += ["## Data-bound check", "", "A rung enters the trend only if `none`'s mean final validation loss "
+                  "falls from the rung below by more than the larger of the two rungs' seed SDs.", ""]
+        lines += [compact_markdown(bound) if len(bound) else "No rung has `none` runs yet.", ""]
+    return write_text_stable(study_dir_for(study, out).root / "LADDER-DATA.md", "\n".join(lines).rstrip("\n") + "\n")

@@ -1,0 +1,108 @@
+"""Named starting points: a preset fixes the model, the optimiser and the budget; variant and seed stay free.
+The size ladders' presets follow their registered rules (shapes, tokens per parameter, pass caps)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .io import repo_root
+
+DEFAULT_PRESET = "seeds-final"  # what a command trains when given no preset: the seed study's final plan
+
+# Named starting points. A preset fixes the model and optimiser; variant and seed stay free.
+PRESETS: dict[str, dict[str, Any]] = {
+    # The seed study's preliminary protocol: 8 layers x 128, block 128, batch 16, AdamW 3e-4, 150 its.
+    "seeds-prelim": dict(n_layer=8, n_head=8, n_embd=128, block_size=128, batch_size=16, lr=3e-4,
+                         max_iters=150, eval_interval=50, checkpoint_interval=50),
+    # The seed study's final plan: the same model at 300 iterations.
+    "seeds-final": dict(n_layer=8, n_head=8, n_embd=128, block_size=128, batch_size=16, lr=3e-4,
+                        max_iters=300, eval_interval=50, checkpoint_interval=50),
+    # nanoGPT's CPU recipe for char-level Shakespeare (README "I only have a macbook");
+    # beta2 0.99 and warmup 100/2000 follow its shakespeare_char config.
+    "nanogpt-cpu": dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, lr=1e-3,
+                        max_iters=2000, dropout=0.0, beta2=0.99, warmup_frac=0.05,
+                        eval_interval=250, checkpoint_interval=250, diag_interval=100),
+    # Stress regime: twice as deep, a high learning rate and no warmup, where a baseline may spike or diverge.
+    "stress-deep": dict(n_layer=16, n_head=8, n_embd=128, block_size=128, batch_size=16, lr=1e-2,
+                        warmup_frac=0.0, max_iters=150, eval_interval=50, checkpoint_interval=50),
+    # GPT-2 small shape (12 x 768, block 1024): GPU only; bf16/fp16 and torch.compile come on by themselves
+    # on CUDA. Global batch 64 x 1024 tokens, reached with grad_accum on smaller cards.
+    "gpt-small": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, batch_size=64, grad_accum=8, lr=6e-4,
+                      max_iters=5000, dropout=0.0, eval_interval=500, checkpoint_interval=250, diag_interval=100),
+    # A few iterations of a tiny model: for tests and smoke runs.
+    "tiny": dict(n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=8, lr=1e-3,
+                 max_iters=20, eval_interval=10, checkpoint_interval=10, diag_interval=5,
+                 eval_windows=64),  # tests and smoke runs: a 2,048-character evaluation budget
+}
+
+
+# The size ladder (issue 18): char-level, block 128, batch 32 (4,096 tokens per iteration), five widths x depths
+# from ~0.1M to ~14M non-embedding parameters (12 * n_layer * n_embd^2). Budget rule: 20 tokens per non-embedding
+# parameter (Hoffmann et al. 2022), capped at LADDER_EPOCH_CAP passes over the training split (what tiny
+# Shakespeare supports before it repeats too often), at least LADDER_MIN_ITERS iterations. The learning rate
+# follows the width (Adam: lr ~ 1/width), anchored at each arm's best LR of stability-lr-v2 at width 128
+# (studies.LADDER_LR_AT_128); the ladder-lr study checks the rule at factors around it. Rungs 0-2 ran on a CPU and
+# rungs 3-4 train there across sessions (PROTOCOL amendments 14-15); a GPU trains a cell's seeds packed.
+LADDER_RUNGS = ((2, 64, 4), (4, 128, 4), (6, 192, 6), (8, 256, 8), (8, 384, 6))  # (n_layer, n_embd, n_head)
+LADDER_TOKENS_PER_ITER = 32 * 128
+LADDER_TOKENS_PER_PARAM = 20
+LADDER_EPOCH_CAP = 10
+LADDER_MIN_ITERS = 500
+TRAIN_CHARS_TINY_SHAKESPEARE = 1_003_854  # the training split's length (data.TRAIN_FRACTION of the corpus; tested)
+
+
+def non_embedding_params(n_layer: int, n_embd: int) -> int:
+    return 12 * n_layer * n_embd ** 2
+
+
+def ladder_iters(n_layer: int, n_embd: int, train_tokens: int = TRAIN_CHARS_TINY_SHAKESPEARE) -> int:
+    tokens = min(LADDER_TOKENS_PER_PARAM * non_embedding_params(n_layer, n_embd), LADDER_EPOCH_CAP * train_tokens)
+    return max(LADDER_MIN_ITERS, -(-tokens // LADDER_TOKENS_PER_ITER))
+
+
+for _rung, (_layers, _width, _heads) in enumerate(LADDER_RUNGS):
+    _iters = ladder_iters(_layers, _width)
+    PRESETS[f"ladder-{_rung}"] = dict(n_layer=_layers, n_head=_heads, n_embd=_width, block_size=128, batch_size=32,
+                                      max_iters=_iters, dropout=0.0, beta2=0.99, warmup_frac=0.05,
+                                      eval_interval=max(_iters // 8, 1), checkpoint_interval=max(_iters // 8, 1),
+                                      diag_interval=max(_iters // 20, 1), lr=1e-3)
+
+
+# The adequate-data ladder (issue 76; PROTOCOL amendment 16): four sizes on the open-English corpus, whose record
+# (docs/corpus-open-english.json) fixes the corpus checksum, its symbols and the document split point. Its registered
+# LRs and seeds are the study layer's (studies/ladder_data.py); the shapes and the budget rule are presets, here.
+CORPUS_RECORD = repo_root() / "docs" / "corpus-open-english.json"
+DATA_RUNGS = ((2, 64, 4), (3, 96, 6), (4, 128, 4), (6, 160, 5))  # (n_layer, n_embd, n_head); head size 16-32
+DATA_TOKENS_PER_ITER = 32 * 128  # batch 32 x block 128, as the 1 MB ladder
+DATA_TOKENS_PER_PARAM = 20
+DATA_MAX_PASSES = 4  # Muennighoff et al. 2023: up to ~4 passes, repeated data is nearly as good as new
+
+
+def corpus_record() -> dict:
+    return json.loads(Path(CORPUS_RECORD).read_text())
+
+
+def data_ladder_iters(rung: int, train_chars: int | None = None) -> int:
+    """20 tokens per non-embedding parameter, capped at DATA_MAX_PASSES over the training split."""
+    n_layer, n_embd, _ = DATA_RUNGS[rung]
+    train_chars = train_chars if train_chars is not None else corpus_record()["train_chars"]
+    tokens = min(DATA_TOKENS_PER_PARAM * non_embedding_params(n_layer, n_embd), DATA_MAX_PASSES * train_chars)
+    return -(-tokens // DATA_TOKENS_PER_ITER)
+
+
+def data_ladder_preset(rung: int) -> dict:
+    """The rung's preset (PRESETS['ladder-data-<rung>']): the corpus, the model, the budget; lr is per arm."""
+    record = corpus_record()
+    n_layer, n_embd, n_head = DATA_RUNGS[rung]
+    n = data_ladder_iters(rung, record["train_chars"])
+    return dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=128, batch_size=32, max_iters=n,
+                dropout=0.0, beta2=0.99, warmup_frac=0.05, lr=1e-3, lm_eval=False,
+                corpus_sha256=record["sha256"], vocab_size=record["vocab_size"], train_chars=record["train_chars"],
+                eval_interval=max(n // 8, 1), checkpoint_interval=max(n // 8, 1), diag_interval=max(n // 20, 1),
+                interim_eval_windows=64)  # the learning curve on 64 windows; the final metrics on every window
+
+
+if CORPUS_RECORD.is_file():  # a copy without docs/ has no such presets
+    for _rung in range(len(DATA_RUNGS)):
+        PRESETS[f"ladder-data-{_rung}"] = data_ladder_preset(_rung)

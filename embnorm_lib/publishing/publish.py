@@ -1,0 +1,204 @@
+"""Publish what a study's runs say: its analysis kind's plugin (registered by analyses/) writes the study's
+report(s), then what quotes every study is rewritten: runs/README.md and, for the committed runs directory, the
+README's first screen, FINDINGS.md, the figure index and the paper. One transaction: a failed step puts back every
+file it wrote.
+
+    python -m embnorm_lib.publish <study>     # a registered study by its analysis kind (a grid run ad hoc: paired)
+    python -m embnorm_lib.publish <group>     # the studies an analysis kind publishes together (its `group`)
+    python -m embnorm_lib.publish paper       # paper/paper.pdf alone
+    python -m embnorm_lib.publish readme      # README's first screen, FINDINGS.md, figures/ index alone
+
+A paired study's notebooks run here (`run_analysis_notebooks`): executed notebooks land in runs/<study>/ (without
+timestamps or machine paths); the statistics notebook is rendered to runs/<study>/report.html with nbconvert, outputs
+only. Publishing unchanged runs rewrites nothing."""
+from __future__ import annotations
+
+import argparse
+import html
+import multiprocessing
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from ..core.config import check_name
+from ..core.errors import BRIEF_ERRORS, entry
+from ..core.io import default_runs_dir, repo_root, runs_root, transaction, uncommitted_indexes, write_bytes_if_changed
+from ..runner.registry import ANALYSES, analysis_of, headline_studies, resolve, site
+from .report import write_runs_readme
+
+ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
+
+
+NOTEBOOK_TIMEOUT_S = 1800  # per cell: a hung kernel fails the step instead of blocking it forever
+
+
+VOLATILE_NB_KEYS = ("start_time", "end_time", "duration", "input_path", "output_path", "environment_variables")
+
+
+def stable_notebook(nb) -> None:
+    """Drop what changes between identical executions (timestamps, durations, this machine's paths), so an
+    executed notebook is a function of its inputs and re-publishing unchanged runs leaves it byte-identical."""
+    for key in VOLATILE_NB_KEYS:
+        nb.metadata.get("papermill", {}).pop(key, None)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.id = "injected-parameters"  # papermill gives it a random id on every run
+        cell.metadata.pop("execution", None)
+        for key in VOLATILE_NB_KEYS:
+            cell.metadata.get("papermill", {}).pop(key, None)
+
+
+def report_html(nb) -> str:
+    """The statistics notebook as a report: outputs only (no code, no prompts, no stderr such as warnings)."""
+    import copy
+
+    from nbconvert import HTMLExporter
+
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+    # the basic template: the cells' HTML without nbconvert's ~8,000 lines of embedded JupyterLab CSS
+    exporter = HTMLExporter(template_name="basic", exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nb)
+    title = nb.cells[0].source.splitlines()[0].lstrip("# ") if nb.cells else "report"
+    return REPORT_PAGE.format(title=html.escape(title), body=body)
+
+
+REPORT_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.45; }}
+table {{ border-collapse: collapse; font-size: 0.9rem; margin: 0.5rem 0; }}
+th, td {{ border: 1px solid #ccc; padding: 0.2rem 0.5rem; text-align: right; }}
+img {{ max-width: 100%; }} pre {{ white-space: pre-wrap; }} .anchor-link {{ display: none; }}
+</style></head>
+<body>
+{body}
+</body></html>
+"""
+
+
+def _execute_notebook(source: str, executed: str, cwd: str, params: dict) -> str:
+    import papermill as pm
+
+    pm.execute_notebook(source, executed, kernel_name="python3", progress_bar=False, cwd=cwd, parameters=params,
+                        execution_timeout=NOTEBOOK_TIMEOUT_S)
+    return executed
+
+
+def run_analysis_notebooks(study: str, out: Path, figures_dir) -> dict[str, Path]:
+    """The diagnostics and statistics notebooks executed on a study's index (side by side, in processes), kept
+    without what changes between identical executions, and the statistics notebook as report.html."""
+    import shutil
+    import tempfile
+
+    import nbformat
+
+    default_out = out == default_runs_dir().resolve()
+    notebooks = repo_root() / "notebooks"
+    written = {}
+    scratch = Path(tempfile.mkdtemp(prefix=".publish.", dir=out / study))  # hidden: never indexed or committed
+    try:
+        jobs = {}
+        for name in ANALYSIS_NOTEBOOKS:
+            # defaults stay "" so the executed notebook names no path of this machine
+            params = dict(study=study, out_dir="" if default_out else str(out),
+                          figures_dir=str(Path(figures_dir).resolve()) if figures_dir else "")
+            if name == "03_diagnostics":
+                params["interactive"] = False
+            jobs[name] = (str(notebooks / f"{name}.ipynb"), str(scratch / f"{name}.ipynb"), str(notebooks), params)
+        # the two notebooks read the index and write different files: run them side by side, in processes
+        # (papermill in threads is unsafe: the working directory is process-wide, papermill #473)
+        with ProcessPoolExecutor(max_workers=len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+            done = {name: pool.submit(_execute_notebook, *job) for name, job in jobs.items()}
+            executed = {name: Path(future.result()) for name, future in done.items()}
+        for name in ANALYSIS_NOTEBOOKS:
+            nb = nbformat.read(executed[name], as_version=4)
+            stable_notebook(nb)
+            written[name] = write_bytes_if_changed(out / study / f"{name}.ipynb", nbformat.writes(nb).encode())
+            if name == "04_statistics":
+                written["report.html"] = write_bytes_if_changed(out / study / "report.html", report_html(nb).encode())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return written
+
+
+def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
+    """A study (or an analysis kind's group of studies) published by its kind's plugin, then what quotes it, as one
+    transaction (io.transaction): when any step fails, every file it wrote is put back as it was."""
+    check_name("study", study)
+    out = runs_root(out_dir).resolve()
+    figures = Path(figures_dir) if figures_dir else None
+    groups = {a.group: a for a in ANALYSES.values() if a.group}
+    with transaction(out):
+        if study in groups:
+            written = resolve(groups[study].publish_group)(out, figures)
+            pages = True
+        else:
+            plugin = analysis_of(study)
+            written = resolve(plugin.publish)(study, out, figures)
+            pages = study in headline_studies() if plugin.headline_only else True
+        written.update(quoting_pages(out, refresh=pages and out == default_runs_dir().resolve()))
+        return written
+
+
+def quoting_pages(out: Path, refresh: bool) -> dict[str, Path]:
+    """runs/README.md; and for the committed runs directory the README's first screen, FINDINGS.md, the figure index
+    and the paper, which quote it."""
+    written = {"runs/README.md": write_runs_readme(out)}
+    if refresh:
+        written.update({path.relative_to(repo_root()).as_posix(): path for path in resolve(site().readme)(out)})
+        written["paper.pdf"] = resolve(site().paper)(out)
+    return written
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("study", help="a study of the registry, a group of studies (an analysis kind's, e.g. all v1 "
+                                 "stability studies), or 'paper' for the paper alone, 'readme' for the README's first "
+                                 "screen, FINDINGS.md and the figure index")
+    p.add_argument("--out-dir", default=None)
+    p.add_argument("--figures-dir", default=None)
+    args = p.parse_args(argv)
+    try:
+        if args.study in ("paper", "readme"):
+            with transaction(runs_root(args.out_dir)):
+                if args.study == "paper":
+                    written = {"paper.pdf": resolve(site().paper)(args.out_dir)}
+                else:
+                    written = {path.name: path for path in resolve(site().readme)(args.out_dir)}
+        else:
+            written = publish(args.study, args.out_dir, args.figures_dir)
+    except (*BRIEF_ERRORS, OSError) as e:  # nothing of the publication was kept (a transaction)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for name, path in written.items():
+        print(f"{name:16s} {path}")
+    if runs_root(args.out_dir).resolve() == default_runs_dir().resolve():
+        for index in uncommitted_indexes(default_runs_dir()):
+            print(f"note: {index} is not committed; commit it with what was published from it (README, "
+                  f"runs/README.md, paper/), or a clean clone disagrees", file=sys.stderr)
+    report = runs_root(args.out_dir) / args.study / "REPORT.md"
+    if report.is_file():
+        print(report.read_text())
+    return 0
+
+
+# Names this module held before the study layer had a folder of its own (issue 74) now live in `analyses.publishers`; read
+# here, they resolve there by name (PEP 562), as the registry reaches its plugins: nothing here imports them.
+MOVED_TO = "analyses.publishers"
+
+
+def __getattr__(name: str):  # noqa: ANN202
+    if not name.startswith("_"):
+        moved = resolve(f"{MOVED_TO}:__dict__")
+        if name in moved:
+            return moved[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(entry(main))

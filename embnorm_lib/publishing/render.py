@@ -1,0 +1,62 @@
+"""Renderers: tables (data frames) in, markdown or LaTeX text out. Nothing rendered here is read back.
+
+The study's numbers live in data files (runs.csv, family.csv, decision.json); reports are rendered from them."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# what a report of a study with registered runs still missing says beside its run count
+PARTIAL = "; **partial**: registered runs are still missing (resume with the sweep), numbers will change"
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    head = "| " + " | ".join(frame.columns) + " |"
+    sep = "|" + "---|" * len(frame.columns)
+    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, sep, *body])
+
+
+def to_latex(frame: pd.DataFrame) -> str:
+    return frame.to_latex(index=False, escape=True)
+
+
+def compact_markdown(frame: pd.DataFrame) -> str:
+    """A markdown table with floats at 4 decimals (3 significant digits below 0.01) and '–' for non-finite."""
+    def fmt(v):
+        if isinstance(v, float):
+            return "–" if not np.isfinite(v) else (f"{v:.3g}" if abs(v) < 1e-2 and v != 0 else f"{v:.4f}")
+        return v
+    return to_markdown(frame.map(fmt))
+
+
+def layouts_text(layouts) -> str:
+    """'2 worker(s) x 1 thread(s)' for each (workers, threads) a sweep log recorded, '' for none."""
+    return " or ".join(f"{w} worker(s) x {t} thread(s)" for w, t in sorted({tuple(x) for x in layouts}))
+
+
+def fmt_mean_sd(mean: float, sd: float, digits: int = 4) -> str:
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}" if pd.notna(sd) else f"{mean:.{digits}f}"
+
+
+def markdown_arm_table(table: pd.DataFrame, metrics=("val_loss", "val_ppl", "val_acc", "ece_equal_width")) -> str:
+    """report.arm_table as markdown: mean ± SD per metric (PPL at 2 decimals), with run and divergence counts."""
+    frame = pd.DataFrame({"arm": table.index, "runs": table["runs"].astype(int).values,
+                          "diverged": table["diverged"].astype(int).values})
+    for m in metrics:
+        frame[m] = [fmt_mean_sd(mean, sd, 2 if m == "val_ppl" else 4)
+                    for mean, sd in zip(table[f"{m}_mean"], table[f"{m}_std"])]
+    return to_markdown(frame)
+
+
+def replication_markdown(rep: pd.DataFrame) -> str:
+    """analyses.findings.replication_table as markdown: the seed study's Table 1 beside our runs."""
+    return to_markdown(pd.DataFrame({
+        "variant": rep.index,
+        "seed study PPL": [f"{v:.2f}" for v in rep["seed_study_val_ppl"]],
+        "our PPL (mean ± SD)": [f"{m:.2f} ± {sd:.2f}" for m, sd in zip(rep["our_val_ppl"], rep["our_val_ppl_sd"])],
+        "seed study final grad norm": [f"{v:.4f}" for v in rep["seed_study_final_grad_norm"]],
+        "our final grad norm": [f"{v:.4f}" for v in rep["our_final_grad_norm"]],
+        "seed study embedding norm": [f"{v:.2f}" for v in rep["seed_study_embedding_norm"]],
+        "our block-1 input norm": [f"{v:.2f}" for v in rep["our_block1_input_norm"]],
+    }))

@@ -1,0 +1,378 @@
+"""One cell of a sweep, or one job of several: its status on disk, its execution through the training notebook
+(papermill) in a worker process, packed jobs (seeds of one config trained as one), fleets (a study's runs of one
+shape as one batched model) and the executors that run jobs (local processes, submitit, Slurm). runner/sweep.py
+decides what runs and keeps the record."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
+    import submitit
+
+from ..core.config import RunConfig
+from ..core.errors import BRIEF_ERRORS, ConfigError, RunDirError
+from ..core.io import default_runs_dir, read_json, write_bytes_if_changed
+from ..core.rundir import RunDir
+from ..core.seal import finished_summary
+from .registry import Cell
+from .reuse import missing_results
+
+KERNEL_START_RETRIES = 3
+CELL_TIMEOUT_S = 6 * 3600  # a notebook cell running longer than this fails the run instead of hanging the sweep
+
+
+# -- one cell -------------------------------------------------------------------------------------
+
+def cell_status(cell: Cell, out_dir: Path) -> str:
+    """'done' (finished with this config and every result it asks for), 'incomplete' (finished, but a
+    result the cell asks for is missing, e.g. lm_eval.json), 'partial' (checkpoint to resume), 'new',
+    'conflict' (another config), or 'corrupt' (a file that cannot be read; see cell_problem)."""
+    return _cell_status(cell, out_dir)[0]
+
+
+def cell_problem(cell: Cell, out_dir: Path) -> str:
+    return _cell_status(cell, out_dir)[1]
+
+
+def _cell_status(cell: Cell, out_dir: Path) -> tuple[str, str]:
+    run = RunDir(cell.run_dir(out_dir))
+    if not run.config.is_file():
+        return ("partial" if run.checkpoint.is_file() else "new"), ""
+    try:
+        if RunConfig.load(run.config).training_identity() != cell.config().training_identity():
+            return "conflict", f"run dir {run.root} holds a run with a different config"
+        if (summary := finished_summary(run)) is not None:  # a damaged or unsealed run is 'corrupt', naming the file
+            return ("incomplete" if missing_results(cell.config(), run.root, summary) else "done"), ""
+    except BRIEF_ERRORS as e:
+        return "corrupt", str(e)
+    return ("partial" if run.checkpoint.is_file() else "new"), ""
+
+
+def _is_kernel_start_failure(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return any(s in text for s in ("Kernel didn't respond", "Address already in use", "ZMQError",
+                                   "Kernel died before replying"))
+
+
+# -- Ctrl-C ---------------------------------------------------------------------------------------------
+# A notebook's kernel runs in a session of its own (jupyter_client), so the terminal's Ctrl-C reaches the sweep and its
+# workers but not the kernel that trains. A worker that gets SIGINT (from the terminal, or forwarded by the sweep when
+# only the sweep was signalled) starts no further job and interrupts its kernel, whose training loop checkpoints the
+# last whole step and stops (train.stop_on_interrupt); papermill then shuts the kernel down.
+STOPPING = threading.Event()  # set in a worker process once it has been asked to stop
+STOP_GRACE_S = 120  # after this long a kernel still running is killed (its last checkpoint is whole: atomic writes)
+
+
+def _worker_init() -> None:
+    # a sweep started with Ctrl-C ignored (a background job, nohup) passes that on to its workers: they keep it
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, lambda signum, frame: STOPPING.set())
+
+
+def _kernels() -> list[int]:
+    """The process groups of this process's notebook kernels (each leads its own: jupyter_client's new session)."""
+    import psutil
+
+    groups = []
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error, OSError):
+            if any("ipykernel" in part for part in child.cmdline()):
+                groups.append(os.getpgid(child.pid))
+    return groups
+
+
+def _signal_kernels(signum: int) -> None:
+    for group in _kernels():
+        with contextlib.suppress(OSError):
+            os.killpg(group, signum)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Ctrl-C in the sweep: queued jobs are cancelled (one a worker already holds is refused by its STOPPING), and
+    every worker is told to stop; the pool's exit then waits for their notebooks to checkpoint and end."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # read first: shutdown forgets them
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        with contextlib.suppress(OSError):
+            os.kill(process.pid, signal.SIGINT)
+
+
+def _papermill(run) -> None:  # noqa: ANN001 (a callable that executes the notebook)
+    """`run()` in a thread while this (main) thread watches for a stop. In a thread papermill installs no signal
+    handlers of its own (nbclient's would shut the kernel down at once on SIGINT, before it can checkpoint); once
+    STOPPING is set, the kernel is interrupted every second until its notebook ends (a signal that lands between two
+    cells is ignored by an idle kernel), and killed after STOP_GRACE_S. The notebook's error is raised here."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run()
+        except BaseException as e:  # handed to the caller's thread
+            failure.append(e)
+
+    thread = threading.Thread(target=target, name="papermill", daemon=True)
+    thread.start()
+    stop_since = None
+    while thread.is_alive():
+        thread.join(timeout=1.0)
+        if STOPPING.is_set() and thread.is_alive():
+            stop_since = stop_since or time.monotonic()
+            overdue = time.monotonic() - stop_since > STOP_GRACE_S
+            _signal_kernels(signal.SIGKILL if overdue else signal.SIGINT)
+    if failure:
+        raise failure[0]
+
+
+def _interrupted(cells: list[Cell], error: BaseException, start: float) -> list[dict]:
+    return [{"status": "interrupted", "error": f"stopped by Ctrl-C ({type(error).__name__}); a run that was training "
+             f"resumes from its checkpoint", "seconds": time.perf_counter() - start}] * len(cells)
+
+
+def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, notebook: str) -> dict:
+    """Run one cell through papermill in this (worker) process. Returns a result record."""
+    return execute_job([cell], out_dir, data_path, threads, notebook)[0]
+
+
+def execute_job(cells: list[Cell], out_dir: str, data_path: str | None, threads: int, notebook: str) -> list[dict]:
+    """One execution of the training notebook in this (worker) process: one cell, or cells that differ in their
+    seed alone and are marked packed (`plan_jobs`), trained as one packed job whose executed notebook every member's
+    run directory keeps. One result record per cell."""
+    out = Path(out_dir)
+    records = [{"cell": c.label(), "run_dir": str(c.run_dir(out))} for c in cells]
+    if STOPPING.is_set():  # Ctrl-C: a job this worker already held when the sweep stopped does not start
+        return [{**r, "status": "interrupted", "error": "not started: the sweep was stopped (Ctrl-C)"} for r in records]
+    held = []
+    try:
+        for cell in cells:
+            lock = RunDir(cell.run_dir(out)).cell_lock()
+            if not lock.acquire():
+                return [{**r, "status": "locked"} for r in records]
+            held.append(lock)
+        results: list[dict | None] = [None] * len(cells)
+        for i, cell in enumerate(cells):
+            status, _ = _cell_status(cell, out)  # again, under the lock: another sweep may have finished it
+            if status == "done":
+                results[i] = {**records[i], "status": "skipped", "why": "finished by another sweep meanwhile"}
+            elif status == "incomplete":
+                results[i] = {**records[i], "status": "failed",
+                              "error": "finished but incomplete: run_sweep completes it"}
+        todo = [i for i, r in enumerate(results) if r is None]
+        if todo:
+            for i, record in zip(todo, _execute_notebook([cells[i] for i in todo], out, data_path, threads,
+                                                         notebook), strict=True):
+                results[i] = {**records[i], **record}
+        return results
+    finally:
+        for lock in held:
+            lock.release()
+
+
+def _execute_notebook(cells: list[Cell], out: Path, data_path, threads: int, notebook: str) -> list[dict]:
+    import papermill as pm
+
+    first = cells[0]
+    overrides = dict(first.overrides)
+    if threads:
+        overrides["torch_threads"] = threads
+    packed = overrides.get("execution") == "packed"
+    params = dict(variant=first.variant, seed=first.seed, preset=first.preset, max_iters=0, study=first.study,
+                  # "" for the checkout's runs/ (the notebook's default): the executed copy names no machine's path
+                  out_dir="" if out.resolve() == default_runs_dir().resolve() else str(out),
+                  data_path=data_path or "", overrides=overrides, run_tag=first.tag,
+                  progress=False, figures=False,  # the figure would be dropped by slim_notebook anyway
+                  pack_seeds=",".join(str(c.seed) for c in cells) if packed else "")
+    executed = RunDir(first.run_dir(out)).notebook
+    start, retries = time.perf_counter(), 0
+    env_threads = {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")} if threads else {}
+    os.environ.update(env_threads)  # inherited by the kernel this worker starts
+    while True:
+        try:
+            _papermill(lambda: pm.execute_notebook(notebook, str(executed), parameters=params, kernel_name="python3",
+                                                   progress_bar=False, cwd=str(Path(notebook).parent),
+                                                   log_output=False, execution_timeout=CELL_TIMEOUT_S))
+            break
+        except pm.PapermillExecutionError as e:
+            _drop_unreadable_notebook(executed)
+            if STOPPING.is_set():
+                return _interrupted(cells, e, start)
+            return [{"status": "failed", "error": f"{e.ename}: {e.evalue}".splitlines()[0][:300],
+                     "notebook": str(executed), "seconds": time.perf_counter() - start, "kernel_retries": retries}
+                    ] * len(cells)
+        except Exception as e:  # kernel start races under load (papermill #239, #511): retry those
+            if STOPPING.is_set():
+                _drop_unreadable_notebook(executed)
+                return _interrupted(cells, e, start)
+            if _is_kernel_start_failure(e) and retries < KERNEL_START_RETRIES:
+                retries += 1
+                time.sleep(2 * retries)
+                continue
+            _drop_unreadable_notebook(executed)
+            return [{"status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
+                     "seconds": time.perf_counter() - start, "kernel_retries": retries}] * len(cells)
+    slim_notebook(executed)
+    records = []
+    for cell in cells:
+        run = RunDir(cell.run_dir(out))
+        if run.notebook != executed:  # a packed job: every member keeps the job's notebook
+            write_bytes_if_changed(run.notebook, executed.read_bytes())
+        try:
+            summary = read_json(run.summary)
+        except (OSError, RunDirError) as e:
+            records.append({"status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start})
+            continue
+        records.append({"status": "diverged" if summary.get("diverged") else "ok",
+                        "seconds": time.perf_counter() - start, "kernel_retries": retries,
+                        "train_wall_s": summary.get("wall_s"), "val_loss": summary.get("val_loss"),
+                        **({"packed_with": len(cells)} if packed else {})})
+    return records
+
+
+# -- packing ----------------------------------------------------------------------------------------
+
+PACK_MODES = ("auto", "on", "off")
+PACK_MAX_MEMBERS = 16  # seeds per packed job
+
+
+def packing_enabled(pack: str) -> bool:
+    """auto: on CUDA (one small model cannot fill a GPU), never on CPU (measured slower there: README)."""
+    if pack not in PACK_MODES:
+        raise ConfigError(f"invalid pack={pack!r}; allowed: {', '.join(PACK_MODES)}")
+    if pack != "auto":
+        return pack == "on"
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def with_execution(cell: Cell, execution: str) -> Cell:
+    return replace(cell, overrides=tuple(sorted({**dict(cell.overrides), "execution": execution}.items())))
+
+
+def assign_execution(cells: list[Cell], out: Path, packing: bool) -> list[Cell]:
+    """Each cell's execution mode. A partial run keeps the mode its checkpoint was written in (it resumes in kind
+    only); with packing on, the other cells are packed where another seed of their config is packed too (a pack of
+    one is a single run). Single cells stay as registered."""
+    def partial_mode(cell: Cell) -> str | None:
+        run = RunDir(cell.run_dir(out))
+        if run.checkpoint.is_file() and run.config.is_file():
+            with contextlib.suppress(*BRIEF_ERRORS, OSError):
+                return RunConfig.load(run.config).execution
+        return None
+
+    partial = [partial_mode(c) for c in cells]
+    wanted = [p or ("packed" if packing else "single") for p in partial]
+    members = Counter(_pack_key(c) for c, w in zip(cells, wanted, strict=True) if w == "packed")
+    return [with_execution(c, "packed") if w == "packed" and (p == "packed" or members[_pack_key(c)] > 1) else c
+            for c, w, p in zip(cells, wanted, partial, strict=True)]
+
+
+def _pack_key(cell: Cell) -> tuple:
+    return (cell.study, cell.preset, cell.variant, cell.tag_axes,
+            tuple((k, v) for k, v in cell.overrides if k != "execution"))
+
+
+def plan_jobs(cells: list[Cell], max_members: int = PACK_MAX_MEMBERS) -> list[list[Cell]]:
+    """Packed cells of one config (seeds apart) become packed jobs of up to `max_members`; the rest run alone."""
+    jobs, packs = [], {}
+    for cell in cells:
+        if dict(cell.overrides).get("execution") == "packed":
+            packs.setdefault(_pack_key(cell), []).append(cell)
+        else:
+            jobs.append([cell])
+    for members in packs.values():
+        jobs.extend(members[i:i + max_members] for i in range(0, len(members), max_members))
+    return jobs
+
+
+def run_fleet(cells: list[Cell], out: Path, data_path: str | None, threads: int, echo=print) -> list[dict]:
+    """The cells trained in this process as batched fleets (fleet.py), then each one's zero/few-shot suite when it
+    asks for one. One result record per cell. A cell with a checkpoint (a partial run of another mode) fails with
+    what to do; the others train."""
+    from ..core.fleet import train_fleet
+    from ..core.fleet_lmeval import score_if_asked
+
+    start = time.perf_counter()
+    records = [{"cell": c.label(), "run_dir": str(c.run_dir(out))} for c in cells]
+    partial = {i for i, c in enumerate(cells) if RunDir(c.run_dir(out)).checkpoint.is_file()}
+    results: list[dict | None] = [None] * len(cells)
+    for i in partial:
+        results[i] = {**records[i], "status": "failed", "error": "a partial run (ckpt.pt): resume it without --fleet"}
+    todo = [i for i in range(len(cells)) if i not in partial]
+    cfgs = [cells[i].config().replace(torch_threads=threads) for i in todo]
+    try:
+        summaries = train_fleet(cfgs, [cells[i].run_dir(out) for i in todo], data_path, echo=echo) if todo else []
+        lm_s = time.perf_counter()
+        score_if_asked(cfgs, [cells[i].run_dir(out) for i in todo], data_path)  # one shared forward per shape
+        lm_s = time.perf_counter() - lm_s
+    except BRIEF_ERRORS as e:
+        return [r or {**records[i], "status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start}
+                for i, r in enumerate(results)]
+    for i, summary in zip(todo, summaries, strict=True):
+        results[i] = {**records[i], "status": "diverged" if summary.get("diverged") else "ok",
+                      "seconds": time.perf_counter() - start, "train_wall_s": summary.get("wall_s"),
+                      "val_loss": summary.get("val_loss"), "fleet_members": summary.get("fleet_members"),
+                      "lm_eval_s_all": lm_s}
+    return results
+
+
+FIGURE_NOT_KEPT = ("[figure not kept with the run: redraw it from metrics.jsonl and evals.jsonl with "
+                   "plots.plot_run(notebook.run_table(run_dir), notebook.eval_table(run_dir))]")
+
+
+def slim_notebook(path: Path) -> bool:
+    """Keep an executed run notebook small: its figures (most of its bytes) are redrawn from the run's logs at
+    will, so each becomes one line saying how; text outputs and errors stay. True if the file changed."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if any(k.startswith("image/") for k in data):
+                out["data"] = {"text/plain": FIGURE_NOT_KEPT}
+                changed = True
+    if "widgets" in nb.metadata:  # a widget's saved state: stale as soon as the kernel is gone
+        del nb.metadata["widgets"]
+        changed = True
+    if changed:
+        write_bytes_if_changed(path, nbformat.writes(nb).encode())
+    return changed
+
+
+def _drop_unreadable_notebook(path: Path) -> None:
+    """A notebook cut short (e.g. by a full disk) is not kept: an invalid .ipynb breaks every later reader."""
+    import nbformat
+
+    if path.is_file():
+        try:
+            nbformat.read(path, as_version=4)
+        except Exception:  # any parse or validation failure: the file is not a notebook any more
+            path.unlink(missing_ok=True)
+
+
+EXECUTORS = ("local", "submitit-local", "slurm")
+
+
+def make_submitit_executor(kind: str, folder: Path, threads: int, slurm: dict | None = None) -> submitit.AutoExecutor:
+    """A submitit executor: 'submitit-local' runs jobs as local processes, 'slurm' submits them to Slurm."""
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=str(folder), cluster="local" if kind == "submitit-local" else "slurm")
+    params = {"timeout_min": int((slurm or {}).get("time_min", 120)), "cpus_per_task": max(1, threads)}
+    if kind == "slurm":
+        slurm = slurm or {}
+        params.update({k: v for k, v in {"slurm_partition": slurm.get("partition"),
+                                          "gpus_per_node": slurm.get("gpus"),
+                                          "slurm_array_parallelism": slurm.get("parallel")}.items() if v})
+    executor.update_parameters(**params)
+    return executor

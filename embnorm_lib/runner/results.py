@@ -1,0 +1,205 @@
+"""The results of finished runs as tables: runs/<study>/runs.csv (this module is its only writer and reader)
+and tidy frames of the per-step logs. One source: the files the runs wrote.
+
+runs.csv has one row per finished run: its directory and arm, `reused_from`, every config field (`cfg.*`),
+every summary scalar, and the scalars of lm_eval.json when the run was scored."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ..core.config import TRAIN_CHARS_TINY_SHAKESPEARE, RunConfig
+from ..core.diagnostics import after_warmup
+from ..core.errors import RunDirError
+from ..core.io import atomic_write_text, read_json, runs_root
+from ..core.rundir import RunDir, StudyDir, finished_run_dirs, study_dir_for
+from ..core.seal import run_dirs_of, verify_run
+from ..core.steplog import LOGS, read_step_log
+from ..core.variants import variant_rank
+
+
+def study_dir(study: str, out_dir: str | Path | None = None) -> Path:
+    path = runs_root(out_dir) / study
+    if not path.is_dir():
+        raise FileNotFoundError(f"no study directory {path}; run `python -m embnorm_lib.sweep {study}` first")
+    return path
+
+
+def lm_summary_fields(result: dict, prefix: str = "lm") -> dict:
+    """Scalars of one suite's results for runs.csv: lm_macro_acc (suite v1, zero-shot) is the protocol's secondary
+    metric; suite v2's columns start with lm2 (lm2_macro_acc: amendment 1's zero-shot v2 endpoint)."""
+    fields = {}
+    for k, macro in result["macro"].items():
+        suffix = "" if k == "0shot" else f"_{k}"
+        fields[f"{prefix}_macro_acc{suffix}"] = macro["acc"]
+        fields[f"{prefix}_macro_acc_norm{suffix}"] = macro["acc_norm"]
+    for task, by_k in result["tasks"].items():
+        for k, entry in by_k.items():
+            fields[f"{prefix}.{task.removeprefix('shakespeare_').removeprefix('shakespeare2_')}.{k}.acc"] = entry["acc"]
+    fields[f"{prefix}_eval_s"] = result["seconds"]
+    return fields
+
+
+def index_row(run: RunDir, study_root: Path) -> dict:
+    cfg = read_json(run.config)
+    summary = read_json(run.summary)
+    if not isinstance(summary.get("diverged"), bool):  # a cast would count null as a finished run, NaN as a failure
+        raise RunDirError(f"run {run.root}: summary.json has diverged={summary.get('diverged')!r}; allowed: true or "
+                          f"false (restore the file from git, or retrain the run)")
+    reused_from = read_json(run.reused_from)["run_dir"] if run.reused_from.is_file() else ""
+    row = {"run_dir": str(run.root.relative_to(study_root)), "arm": run.arm, "reused_from": reused_from}
+    row.update({f"cfg.{k}": v for k, v in cfg.items()})
+    row.update({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
+    if run.lm_eval.is_file():
+        row.update(lm_summary_fields(read_json(run.lm_eval)))
+    if run.lm_eval_v2.is_file():
+        row.update(lm_summary_fields(read_json(run.lm_eval_v2), prefix="lm2"))
+    row.update(derived_fields(RunConfig.from_dict(cfg), read_step_log(run, "metrics"), summary))
+    return row
+
+
+def derived_fields(cfg: RunConfig, metrics: list[dict], summary: dict) -> dict:
+    """Columns computed from a run's own files (docs/PROTOCOL.md amendment 1): stability after the warm-up, and
+    `failed`: a non-finite loss or a final validation loss above the loss at initialisation."""
+    init, final = summary.get("init_val_loss"), summary.get("val_loss")  # null in JSON where not measured
+    worse_than_init = bool(isinstance(init, float) and isinstance(final, float) and math.isfinite(init)
+                           and math.isfinite(final) and final > init)
+    return {**after_warmup(metrics, cfg.warmup_iters, cfg.spike_factor, cfg.spike_window),
+            "failed": bool(summary.get("diverged")) or worse_than_init,
+            # passes over the training split, for runs on a corpus whose split point is recorded (train_chars: the
+            # adequate-data ladder); the committed tiny-Shakespeare indexes keep their columns
+            **({"epochs": epochs(cfg, summary)} if cfg.train_chars else {})}
+
+
+def epochs(cfg: RunConfig, summary: dict) -> float:
+    """Passes over the training split (characters; NaN for subword runs, whose split length is in the tokenizer)."""
+    train = cfg.train_chars or (TRAIN_CHARS_TINY_SHAKESPEARE if not cfg.corpus_sha256 else 0)
+    tokens = summary.get("tokens")
+    if cfg.tokenizer != "char" or not train or not isinstance(tokens, (int, float)):
+        return float("nan")
+    return tokens / train
+
+
+def build_index(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
+    """Write runs/<study>/runs.csv from the study's finished runs and return it. Every finished run is checked
+    against its seal first (seal.verify_run): a missing, truncated, altered or unreadable file stops the index in
+    one line naming the run and the file, and runs.csv is left as it was (never a smaller study)."""
+    root = runs_root(out_dir) / study
+    rows = []
+    for run in run_dirs_of(root):
+        verify_run(run)
+        try:
+            rows.append(index_row(run, root))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise RunDirError(f"run {run.root}: cannot be indexed ({type(e).__name__}: {str(e)[:120]}); allowed: the "
+                              f"files a finished run writes (restore them from git, or retrain the run)") from None
+    table = pd.DataFrame(rows)
+    if rows:
+        table = table.sort_values(["arm", "seed"]).reset_index(drop=True)
+        atomic_write_text(StudyDir(root).index, table.to_csv(index=False))
+    return table
+
+
+def load_runs(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
+    path = study_dir_for(study, out_dir).index
+    if not path.is_file():
+        raise FileNotFoundError(f"no runs.csv for study {study!r} at {path}; run the sweep first")
+    return check_outcomes(pd.read_csv(path), study, path)
+
+
+OUTCOMES = ("diverged", "failed")  # what a run counts as in every stability count and decision (docs/PROTOCOL.md)
+
+
+def check_outcomes(runs: pd.DataFrame, study: str, source: str | Path) -> pd.DataFrame:
+    """`runs`, once every `diverged` and `failed` cell is True or False. Readers count them with a cast to bool, which
+    would make an empty cell (NaN) a failure, and the failure definition (amendment 1) cannot be applied to a run
+    whose outcome is unknown: such a table is refused, naming the run."""
+    for column in OUTCOMES:
+        if column in runs:
+            bad = runs[~runs[column].isin([True, False])]
+            if len(bad):
+                where = bad["run_dir"].iloc[0] if "run_dir" in bad else f"row {bad.index[0]}"
+                raise RunDirError(f"{source}: {column}={bad[column].iloc[0]!r} for run {where} ({len(bad)} run(s) "
+                                  f"in all); allowed: True or False (rebuild the index: python -m embnorm_lib.sweep "
+                                  f"{study} --index-only)")
+    return runs
+
+
+def reused_mask(runs: pd.DataFrame) -> pd.Series:
+    """True for runs copied from a bitwise-identical run of another study (runs.csv's reused_from)."""
+    if "reused_from" not in runs:
+        return pd.Series(False, index=runs.index)
+    col = runs["reused_from"]
+    return col.notna() & (col.astype(str).str.len() > 0)
+
+
+def study_provenance(study: str, out_dir: Path) -> dict:
+    """Commits, run count, sweep wall time and parallelism of a study, from runs.csv and sweeps.jsonl."""
+    log = study_dir_for(study, out_dir).sweep_log
+    commits, walls, layouts = set(), [], set()
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            entry = json.loads(line)
+            commits.add(entry["git_commit"])
+            walls.append(entry["wall_s"])
+            if entry.get("executed"):
+                layouts.add((entry["workers"], entry["threads"]))
+    runs = load_runs(study, out_dir)
+    commits |= set(runs["git_commit"].astype(str))
+    return {"commits": sorted(commits), "sweep_wall_s": sum(walls), "runs": len(runs), "layouts": sorted(layouts)}
+
+
+def arm_order(arm: str) -> tuple:
+    """Variants in registry order (none, ln, rms, scaled: the study's A, B, C, D), then the rest alphabetically."""
+    return (variant_rank(arm.split("_")[0]), arm)
+
+
+def has_index(study: str, out_dir: str | Path | None = None) -> bool:
+    return study_dir_for(study, out_dir).index.is_file()
+
+
+def load_series(study: str, log: str, out_dir: str | Path | None = None, arm_filter=None) -> pd.DataFrame:
+    """All rows of one per-step log ("metrics", "evals" or "diagnostics") across runs, with arm and seed."""
+    if log not in LOGS:
+        raise ValueError(f"unknown log {log!r}; allowed: {', '.join(LOGS)}")
+    frames = []
+    for run in finished_run_dirs(study_dir(study, out_dir)):
+        if arm_filter and not arm_filter(run.arm):
+            continue
+        rows = read_step_log(run, log)
+        if rows:
+            frame = pd.DataFrame(rows)
+            frame.insert(0, "arm", run.arm)
+            frame.insert(1, "seed", run.seed)
+            frames.append(frame)
+    return pd.concat(sorted(frames, key=lambda f: arm_order(f["arm"].iat[0])), ignore_index=True) if frames \
+        else pd.DataFrame(columns=["arm", "seed", "step"])
+
+
+def load_calibration(study: str, out_dir: str | Path | None = None, arm_filter=None) -> pd.DataFrame:
+    rows = []
+    for run in finished_run_dirs(study_dir(study, out_dir)):
+        if run.calibration.is_file() and (not arm_filter or arm_filter(run.arm)):
+            rows.append({"arm": run.arm, "seed": run.seed, "calibration": read_json(run.calibration)})
+    return pd.DataFrame(sorted(rows, key=lambda r: (arm_order(r["arm"]), r["seed"])))
+
+
+def load_positions(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
+    """Per run and position in the window (1-based): the final pass's val loss and accuracy (positions.json; runs
+    trained before it existed have none and are left out)."""
+    frames = []
+    for run in finished_run_dirs(study_dir(study, out_dir)):
+        if run.positions.is_file():
+            data = read_json(run.positions)
+            frames.append(pd.DataFrame({"arm": run.arm, "seed": run.seed,
+                                        "position": range(1, len(data["val_loss"]) + 1),
+                                        "val_loss": data["val_loss"], "val_acc": data["val_acc"]}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["arm", "seed", "position", "val_loss", "val_acc"])
+
+
+def arms(study: str, out_dir: str | Path | None = None) -> list[str]:
+    return sorted({run.arm for run in finished_run_dirs(study_dir(study, out_dir))}, key=arm_order)

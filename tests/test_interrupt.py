@@ -1,0 +1,103 @@
+"""Ctrl-C stops promptly and loses nothing (issue 70, item 7): a training loop stops at the next step boundary and
+checkpoints that step; a sweep starts no queued cell and its notebook kernel, which the terminal's signal does not
+reach, checkpoints, stops and is gone when the sweep exits."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import psutil
+import pytest
+import torch
+from conftest import REPO, strip_timing, tiny
+
+from embnorm_lib.core.io import read_jsonl
+from embnorm_lib.core.packed import pack_configs, train_packed
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.train import Interrupted, train
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_honoured():
+    """As in a terminal's foreground, whatever this process inherited (a background job starts with SIGINT ignored)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def press_ctrl_c(at_step):
+    """An on_eval callback that delivers SIGINT to the handler in force, as the signal would between two bytecodes
+    (calling it keeps a real signal off the test process when no training loop is there to catch it)."""
+    def on_eval(row):
+        if row["step"] == at_step:
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+    return on_eval
+
+
+def test_ctrl_c_stops_a_run_at_the_next_step_checkpoints_it_and_the_resume_equals_the_uninterrupted_run(
+        tmp_path, data_path):
+    cfg = tiny(max_iters=25, checkpoint_interval=0, eval_at_init=False)  # no periodic checkpoint: any is Ctrl-C's
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises(Interrupted, match="stopped by Ctrl-C at step 10 \\(checkpointed\\)"):
+        train(cfg, tmp_path / "cut", data_path, progress=False, on_eval=press_ctrl_c(10))
+    assert signal.getsignal(signal.SIGINT) is handler  # Ctrl-C interrupts as before once the loop is left
+    run = RunDir(tmp_path / "cut")
+    assert torch.load(run.checkpoint, weights_only=False)["step"] == 10 and not run.summary.exists()
+    assert [r["step"] for r in read_jsonl(run.metrics)] == list(range(1, 11))
+    resumed = train(cfg, run.root, data_path, progress=False)
+    full = train(cfg, tmp_path / "full", data_path, progress=False)
+    assert resumed["val_loss"] == full["val_loss"]
+    for name in ("metrics.jsonl", "evals.jsonl"):
+        assert strip_timing(read_jsonl(run.root / name)) == strip_timing(read_jsonl(tmp_path / "full" / name))
+
+
+def test_ctrl_c_stops_a_packed_job_with_every_member_checkpointed(tmp_path, data_path):
+    cfgs = pack_configs(tiny(max_iters=25, checkpoint_interval=0, eval_at_init=False), [0, 1])
+    dirs = [tmp_path / "seed0", tmp_path / "seed1"]
+    with pytest.raises(Interrupted, match="at step 10"):
+        train_packed(cfgs, dirs, data_path, progress=False, on_eval=press_ctrl_c(10))
+    for d in dirs:
+        assert torch.load(RunDir(d).checkpoint, weights_only=False)["step"] == 10 and not RunDir(d).summary.exists()
+
+
+def test_ctrl_c_on_a_sweep_checkpoints_the_running_cell_starts_no_queued_one_and_leaves_no_kernel(tmp_path,
+                                                                                                   data_path):
+    out = tmp_path / "runs"
+    # one worker, two cells: the second is queued while the first trains; long enough never to finish here
+    args = [sys.executable, "-m", "embnorm_lib.sweep", "tstop", "--preset", "tiny", "--variants", "none,ln",
+            "--seeds", "0", "--set", "max_iters=100000", "--set", "checkpoint_interval=7", "--set",
+            "eval_interval=100000", "--set", "diag_interval=0", "--set", "eval_at_init=false", "--workers", "1",
+            "--threads", "1", "--out-dir", str(out), "--data-path", data_path]
+    # as from a terminal: Ctrl-C honoured, whatever this test process inherited (a background job ignores SIGINT)
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    first, queued = out / "tstop" / "none" / "seed0", out / "tstop" / "ln" / "seed0"
+    try:
+        deadline = time.time() + 240
+        while not (first / "ckpt.pt").exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.1)  # a checkpoint: the kernel is inside the training loop
+        assert (first / "ckpt.pt").exists(), proc.communicate()[0][-2000:]
+        kernels = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                   if any("ipykernel" in part for part in p.cmdline())]
+        assert len(kernels) == 1
+        os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: the sweep and its worker, not the kernel
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, output[-2000:]
+    assert "interrupted (Ctrl-C)" in output and "Traceback" not in output
+    assert not kernels[0].is_running() or kernels[0].status() == psutil.STATUS_ZOMBIE
+    assert not queued.exists()  # the queued cell never started
+    # the kernel's loop stopped at a step boundary and checkpointed it (the notebook's error names the step)
+    nb = nbformat.read(first / "02_train.ipynb", as_version=4)
+    error = next(o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "error")
+    assert error["ename"] == "Interrupted", error
+    step = torch.load(first / "ckpt.pt", weights_only=False)["step"]
+    assert f"at step {step} (checkpointed)" in error["evalue"]
+    assert [r["step"] for r in read_jsonl(first / "metrics.jsonl")] == list(range(1, step + 1))
+    assert json.loads((first / "config.json").read_text())["max_iters"] == 100000

@@ -1,0 +1,125 @@
+"""One-line refusals instead of tracebacks or silent choices (issue 70, item 8): a study whose runs cannot be paired
+(every baseline run diverged, two runs of one arm and seed), a sweep's duplicate --axis, a `diverged` or `failed`
+that is neither True nor False, and an lm_eval_adapter --run-dir outside the runs directory."""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import tiny
+
+from embnorm_lib.analyses import paired as analysis
+from embnorm_lib.core import lm_eval_adapter
+from embnorm_lib.core.errors import ConfigError, RunDirError, entry
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.runner import sweep
+from embnorm_lib.runner.results import index_row, load_runs
+
+FAMILY = [m for m in analysis.DEFAULT_METRICS if m not in analysis.LM_METRICS]
+
+
+def synthetic_study(root, name="tsyn", seeds=3, **changes):
+    """runs.csv of a paired study on the tiny preset (none, ln x seeds) with every registered metric, no run dirs."""
+    rng = np.random.default_rng(0)
+    rows = [{"run_dir": f"{v}/seed{s}", "arm": v, "variant": v, "seed": s, "cfg.preset": "tiny", "cfg.lr": 1e-3,
+             "cfg.lm_eval": False, "diverged": False, "failed": False,
+             **{m: float(rng.normal(2.0, 0.1)) for m in FAMILY}} for v in ("none", "ln") for s in range(seeds)]
+    table = pd.DataFrame(rows)
+    for column, values in changes.items():
+        table[column] = values
+    (root / name).mkdir(parents=True, exist_ok=True)
+    table.to_csv(root / name / "runs.csv", index=False)
+    return table
+
+
+def one_line_error(capsys):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    return err
+
+
+def test_a_study_whose_baseline_runs_all_diverged_is_refused_in_one_line(tmp_path, capsys):
+    table = synthetic_study(tmp_path)
+    none = table["variant"] == "none"
+    table.loc[none, "diverged"] = table.loc[none, "failed"] = True  # a diverged run has no final metrics
+    table.loc[none, FAMILY] = np.nan
+    table.to_csv(tmp_path / "tsyn" / "runs.csv", index=False)
+    assert entry(analysis.main, ["tsyn", "--out-dir", str(tmp_path)]) == 2
+    err = one_line_error(capsys)
+    assert "every `none` run diverged (3 of 3" in err and "at least one run that did not diverge" in err
+    assert not (tmp_path / "tsyn" / "REPORT.md").exists()
+    # one baseline run left: the analysis runs (the failures are the stability reports' to count)
+    table.loc[table["run_dir"] == "none/seed0", ["diverged", "failed"]] = False
+    table.loc[table["run_dir"] == "none/seed0", FAMILY] = 2.0
+    table.to_csv(tmp_path / "tsyn" / "runs.csv", index=False)
+    decision = analysis.analyse("tsyn", out_dir=tmp_path)[0].decision
+    assert decision["baseline_stability"]["diverged"] == 2  # counted as failures (docs/PROTOCOL.md amendment 1)
+
+
+def test_a_study_with_two_runs_of_one_arm_and_seed_is_refused_naming_how_they_differ(tmp_path, capsys):
+    table = synthetic_study(tmp_path)
+    twice = pd.concat([table, table.assign(**{"cfg.lr": 3e-3, "run_dir": table["run_dir"].str.replace(
+        "/", "_lr=0.003/")})])  # what an ad-hoc sweep with an extra --axis lr=... indexes
+    twice.to_csv(tmp_path / "tsyn" / "runs.csv", index=False)
+    with pytest.raises(analysis.UnpairedStudyError, match=r"2 runs of `ln` seed 0 \(ln/seed0, ln_lr=0.003/seed0; "
+                                                          r"they differ in cfg.lr\)"):
+        analysis.analyse("tsyn", out_dir=tmp_path)
+    assert entry(analysis.main, ["tsyn", "--out-dir", str(tmp_path)]) == 2
+    assert "one run per variant and seed" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("column", ["diverged", "failed"])
+def test_an_empty_outcome_in_runs_csv_is_refused_not_counted(tmp_path, capsys, column):
+    """A cast would count the empty cell as True (a failure); the failure definition cannot be applied to it."""
+    synthetic_study(tmp_path, **{column: [True, False, None, False, False, False]})
+    with pytest.raises(RunDirError, match=f"{column}=nan for run none/seed2 \\(1 run\\(s\\) in all\\); allowed: "
+                                          f"True or False"):
+        load_runs("tsyn", tmp_path)
+    assert entry(analysis.main, ["tsyn", "--out-dir", str(tmp_path)]) == 2
+    assert "none/seed2" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("value", [math.nan, None, "yes"])
+def test_a_summary_whose_diverged_is_not_a_boolean_is_not_indexed(tmp_path, value):
+    run = RunDir(tmp_path / "tsyn" / "none" / "seed0")
+    run.root.mkdir(parents=True)
+    run.config.write_text(tiny().to_json())
+    run.summary.write_text(json.dumps({"steps": 20, "val_loss": 2.0, "diverged": value}))
+    with pytest.raises(RunDirError, match="summary.json has diverged=.*; allowed: true or false"):
+        index_row(run, tmp_path / "tsyn")
+
+
+@pytest.mark.parametrize("axes,message", [
+    (["--axis", "lr=0.001", "--axis", "lr=0.003"], "field lr is given twice; allowed: one --axis per field"),
+    (["--axis", "lr=0.001,0.001"], "value 0.001 is repeated; allowed: distinct values"),
+    (["--set", "lr=0.001", "--axis", "lr=0.003"], "field lr is also fixed by --set"),
+])
+def test_a_sweep_refuses_an_axis_given_twice_a_repeated_value_or_a_fixed_field(tmp_path, capsys, axes, message):
+    assert entry(sweep.main, ["tdup", "--preset", "tiny", *axes, "--list", "--out-dir", str(tmp_path)]) == 2
+    assert message in one_line_error(capsys)
+    assert not (tmp_path / "tdup").exists()
+    assert sweep.parse_axes(["lr=0.001,0.003", "warmup_frac=0"], {}) == {"lr": [0.001, 0.003], "warmup_frac": [0]}
+
+
+def test_lm_eval_run_dir_must_resolve_to_a_run_under_the_runs_directory(tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "runs"
+    run = RunDir(runs / "tsyn" / "ln" / "seed0")
+    run.root.mkdir(parents=True)
+    run.config.write_text(tiny().to_json())
+    (tmp_path / "evil").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert lm_eval_adapter.run_dir_argument("runs/tsyn/ln/seed0", str(runs)) == run.root.resolve()
+    assert lm_eval_adapter.run_dir_argument(str(run.root), str(runs)) == run.root.resolve()
+    for bad in ("runs/tsyn/ln/seed0/../../../evil", "evil", "runs/tsyn", "/tmp"):
+        with pytest.raises(ConfigError, match=f"invalid --run-dir '{bad}': it resolves to .*, not a run directory "
+                                              f"under"):
+            lm_eval_adapter.run_dir_argument(bad, str(runs))
+    (runs / "tsyn" / "none" / "seed9").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="holds no run"):
+        lm_eval_adapter.run_dir_argument("runs/tsyn/none/seed9", str(runs))
+    (runs / "tsyn" / "rms").mkdir()
+    (runs / "tsyn" / "rms" / "seed0").symlink_to(tmp_path / "evil")  # a link out of the runs directory
+    assert entry(lm_eval_adapter.main, ["--run-dir", "runs/tsyn/rms/seed0", "--out-dir", str(runs)]) == 2
+    assert "invalid --run-dir 'runs/tsyn/rms/seed0'" in one_line_error(capsys)
+    assert not list((tmp_path / "evil").iterdir())
