@@ -71,27 +71,38 @@ def test_every_registered_figure_renders(tiny_study, tmp_path):
         assert all(p.stat().st_size > 1000 for p in paths)
 
 
-def _publish_tiny(tiny_study, tmp_path, monkeypatch):
+@pytest.fixture
+def stress_unregistered():
+    """stability-stress out of the registry for one test, then back in its place: the registry's order is the order
+    of every per-study table (paper.compute_spent), and monkeypatch.delitem would put it back last."""
     from embnorm_lib import studies
+
+    saved = dict(studies.STUDIES)
+    del studies.STUDIES["stability-stress"]
+    yield
+    studies.STUDIES.clear()
+    studies.STUDIES.update(saved)
+
+
+def _publish_tiny(tiny_study, tmp_path):
     from embnorm_lib.publishing.publish import publish
 
     out, fig = tmp_path / "runs", tmp_path / "figures"
     shutil.copytree(tiny_study / "tinystudy", out / "tinystudy")
     # the stability section reads the stability studies next to the study: stand one in (a stand-in, not the
-    # registered grid that publishing the real study is held to)
+    # registered grid that publishing the real study is held to; see stress_unregistered)
     shutil.copytree(tiny_study / "tinystudy", out / "stability-stress")
-    monkeypatch.delitem(studies.STUDIES, "stability-stress")
     publish("tinystudy", out, fig / "tinystudy")
     return out, fig
 
 
-def test_publish_runs_both_notebooks(tiny_study, tmp_path, writers, monkeypatch):
+def test_publish_runs_both_notebooks(tiny_study, tmp_path, writers, stress_unregistered):
     """publish = 03 + 04 under papermill, each output with one owner."""
     from test_architecture import check_owners
 
     from embnorm_lib.publishing.publish import publish
 
-    out, fig = _publish_tiny(tiny_study, tmp_path, monkeypatch)
+    out, fig = _publish_tiny(tiny_study, tmp_path)
     for name in ("03_diagnostics", "04_statistics"):
         nb = nbformat.read(out / "tinystudy" / f"{name}.ipynb", as_version=4)
         assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
@@ -115,13 +126,13 @@ def test_publish_runs_both_notebooks(tiny_study, tmp_path, writers, monkeypatch)
 
 
 @pytest.mark.slow
-def test_republishing_unchanged_runs_rewrites_no_byte(tiny_study, tmp_path, monkeypatch):
+def test_republishing_unchanged_runs_rewrites_no_byte(tiny_study, tmp_path, stress_unregistered):
     """On unchanged runs a second publish rewrites no byte (issue 12). Slow: it executes both notebooks twice."""
     import hashlib
 
     from embnorm_lib.publishing.publish import publish
 
-    out, fig = _publish_tiny(tiny_study, tmp_path, monkeypatch)
+    out, fig = _publish_tiny(tiny_study, tmp_path)
     publish("stability", out, fig / "stability")
 
     def digest():

@@ -123,3 +123,25 @@ def test_lm_eval_run_dir_must_resolve_to_a_run_under_the_runs_directory(tmp_path
     assert entry(lm_eval_adapter.main, ["--run-dir", "runs/tsyn/rms/seed0", "--out-dir", str(runs)]) == 2
     assert "invalid --run-dir 'runs/tsyn/rms/seed0'" in one_line_error(capsys)
     assert not list((tmp_path / "evil").iterdir())
+
+
+def test_failure_words_name_what_was_counted(tmp_path):
+    """docs/PROTOCOL.md amendment 1: a run failed if its loss became non-finite or its final loss is above the loss at
+    init. The ladder's LR check counts a worse-than-init run as failed (so its factor never wins), and the stability
+    line says 'diverged' where an index predates the `failed` column (only divergences were counted)."""
+    from test_ladder import check_runs
+
+    from embnorm_lib.analyses import ladder
+
+    runs = check_runs()
+    worse = (runs["variant"] == "ln") & (runs["cfg.lr"] == runs[runs["variant"] == "ln"]["cfg.lr"].max())
+    runs["failed"] = worse  # finite, not diverged, but above its loss at init
+    check = ladder.lr_check(runs)
+    assert check[check["failed"] > 0]["variant"].tolist() == ["ln"] and check["failed"].sum() == 2
+    synthetic_study(tmp_path)
+    words = "\n".join(analysis.plain_words(analysis.analyse("tsyn", out_dir=tmp_path)[0]))
+    assert "failed = non-finite loss or final loss above the loss at init" in words and "0 failed of 3" in words
+    synthetic_study(tmp_path, name="tolder").drop(columns="failed").to_csv(tmp_path / "tolder" / "runs.csv",
+                                                                          index=False)
+    words = "\n".join(analysis.plain_words(analysis.analyse("tolder", out_dir=tmp_path)[0]))
+    assert "diverged = non-finite loss" in words and "0 diverged of 3" in words and "failed" not in words

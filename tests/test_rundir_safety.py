@@ -36,7 +36,7 @@ def test_concurrent_runs_with_different_configs_never_mix(tmp_path, data_path):
     def start(lr):
         return subprocess.Popen([sys.executable, "-m", "embnorm_lib.run", "--preset", "tiny", "--variant", "ln",
                                  "--study", "adhoc", "--out-dir", str(tmp_path), "--data-path", data_path,
-                                 "--set", f"lr={lr}", "--set", "max_iters=60"],
+                                 "--set", f"lr={lr}", "--set", "max_iters=60", "--set", "torch_threads=1"],
                                 cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     procs = [start(0.005), start(0.001)]

@@ -45,7 +45,7 @@ def test_parallelism_defaults_fill_the_machine():
     assert sweep.resolve_parallelism(0, cores) == (1, cores)
 
 
-def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path):
+def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path, capsys):
     out = tmp_path / "runs"
     first = run_cli(["tgrid", *GRID, "--out-dir", str(out)], data_path)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -60,9 +60,9 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
         # kept small: figures are redrawn from the logs, so none is stored
         assert not any(k.startswith("image/") for c in code for o in c.outputs for k in o.get("data", {}))
         assert any(FIGURE_NOT_DRAWN in o.get("text", "") for c in code for o in c.outputs)
-    second = run_cli(["tgrid", *GRID, "--out-dir", str(out)], data_path)
-    assert second.returncode == 0
-    assert "nothing to execute" in second.stdout
+    # the same command again, in this process (nothing to train: no worker or kernel starts)
+    assert sweep.main(["tgrid", *GRID, "--out-dir", str(out), "--data-path", data_path]) == 0
+    assert "nothing to execute" in capsys.readouterr().out
     log = read_jsonl(out / "tgrid" / "sweeps.jsonl")
     assert len(log) == 1 and log[0]["executed"] == 2
 
@@ -101,9 +101,11 @@ def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, data_path):
     assert any(o.get("ename") == "ResumeError" for c in failed_nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
-def test_invalid_grid_is_refused_before_anything_runs(tmp_path, data_path):
-    done = run_cli(["tbad", "--preset", "tiny", "--axis", "lr=0.001,-1", "--out-dir", str(tmp_path)], data_path)
-    assert done.returncode == 2 and "invalid lr=-1" in done.stderr
+def test_invalid_grid_is_refused_before_anything_runs(tmp_path, data_path, capsys):
+    from embnorm_lib.errors import entry
+
+    argv = ["tbad", "--preset", "tiny", "--axis", "lr=0.001,-1", "--out-dir", str(tmp_path), "--data-path", data_path]
+    assert entry(sweep.main, argv) == 2 and "invalid lr=-1" in capsys.readouterr().err
     assert not (tmp_path / "tbad").exists()
 
 
