@@ -23,7 +23,7 @@ from pathlib import Path
 from ..core.config import check_name
 from ..core.errors import BRIEF_ERRORS, entry
 from ..core.io import default_runs_dir, repo_root, runs_root, transaction, uncommitted_indexes, write_bytes_if_changed
-from ..runner.registry import ANALYSES, analysis_of, headline_studies, resolve, site
+from ..runner.registry import ANALYSES, analysis_of, headline_studies, moved_names, resolve, site
 from .report import write_runs_readme
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
@@ -190,14 +190,7 @@ def main(argv=None) -> int:
 # Names this module held before the study layer had a folder of its own (issue 74) now live in `analyses.publishers`; read
 # here, they resolve there by name (PEP 562), as the registry reaches its plugins: nothing here imports them.
 MOVED_TO = "analyses.publishers"
-
-
-def __getattr__(name: str):  # noqa: ANN202
-    if not name.startswith("_"):
-        moved = resolve(f"{MOVED_TO}:__dict__")
-        if name in moved:
-            return moved[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(__name__, MOVED_TO)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..core.errors import entry
 from ..core.io import runs_root, write_bytes_if_changed
-from ..runner.registry import ANALYSES, STUDIES, Section, resolve, site, study_cells
+from ..runner.registry import ANALYSES, STUDIES, Section, moved_names, resolve, site, study_cells
 from ..runner.results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .render import compact_markdown, layouts_text, markdown_arm_table
 
@@ -190,14 +190,7 @@ def main(argv=None) -> int:
 # Names this module held before the study layer had a folder of its own (issue 74) now live in `analyses.findings`; read
 # here, they resolve there by name (PEP 562), as the registry reaches its plugins: nothing here imports them.
 MOVED_TO = "analyses.findings"
-
-
-def __getattr__(name: str):  # noqa: ANN202
-    if not name.startswith("_"):
-        moved = resolve(f"{MOVED_TO}:__dict__")
-        if name in moved:
-            return moved[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(__name__, MOVED_TO)
 
 
 if __name__ == "__main__":
