@@ -25,7 +25,7 @@ from .errors import ConfigError, entry
 from .fleet_ops import Members, groups_of, norm_kind
 from .fleet_ops import fleet_forward as _forward
 from .io import read_json
-from .lm_eval_adapter import CharLM, evaluate_lm, get_suite, write_result
+from .lm_eval_adapter import CharLM, evaluate_lm, get_suite, padded_batches, write_result
 from .model import GPT
 from .rundir import RunDir
 from .variants import get_variant, variant_rank
@@ -64,15 +64,9 @@ class SharedScores:
 
     @torch.inference_mode()
     def _score_all(self, rows: list[tuple[list[int], int]]) -> list[list[tuple[float, bool]]]:
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         results: list[list] = [[None] * len(rows) for _ in range(self.K)]
-        for i in range(0, len(order), self.batch_size):
-            idx = order[i: i + self.batch_size]
-            batch = [rows[j] for j in idx]
-            width = max(len(full) - 1 for full, _ in batch)
-            x = torch.zeros(len(batch), width, dtype=torch.long)
-            for j, (full, _) in enumerate(batch):
-                x[j, : len(full) - 1] = torch.tensor(full[:-1])
+        for idx, batch, x in padded_batches(rows, self.batch_size):
+            width = x.shape[1]
             x = x.to(self.device).unsqueeze(0).expand(self.K, -1, -1)
             logits, _, _ = _forward(self.w, self.members, self.cfg, x)
             logprobs = F.log_softmax(logits.float(), dim=-1).view(self.K, len(batch), width, -1).cpu()

@@ -79,6 +79,19 @@ except ImportError:  # lm-eval is optional for training; CharLM needs it
     _LMBase = object
 
 
+def padded_batches(rows: list[tuple[list[int], int]], batch_size: int):
+    """(request indices, their rows, the inputs right-padded with 0 to the batch's longest) per batch, requests of
+    similar length batched together so padding stays small; a causal model's scores never see the padding."""
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+    for i in range(0, len(order), batch_size):
+        idx = order[i: i + batch_size]
+        batch = [rows[j] for j in idx]
+        x = torch.zeros(len(batch), max(len(full) - 1 for full, _ in batch), dtype=torch.long)
+        for j, (full, _) in enumerate(batch):
+            x[j, : len(full) - 1] = torch.tensor(full[:-1])
+        yield idx, batch, x
+
+
 class CharLM(_LMBase):
     """A character-level GPT behind lm-eval's LM interface."""
 
@@ -140,15 +153,8 @@ class CharLM(_LMBase):
         """Sum of log P(continuation | context) and whether greedy decoding gives the continuation."""
         rows = self.rows(pairs)
         # batch similar lengths together so padding stays small; answers go back in request order
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
         results: list = [None] * len(rows)
-        for i in range(0, len(order), self.batch_size_per_gpu):
-            idx = order[i: i + self.batch_size_per_gpu]
-            batch = [rows[j] for j in idx]
-            width = max(len(full) - 1 for full, _ in batch)
-            x = torch.zeros(len(batch), width, dtype=torch.long)
-            for j, (full, _) in enumerate(batch):
-                x[j, : len(full) - 1] = torch.tensor(full[:-1])
+        for idx, batch, x in padded_batches(rows, self.batch_size_per_gpu):
             logits, _, _ = self.model(x.to(self.device_name))
             logprobs = F.log_softmax(logits.float(), dim=-1).cpu()
             for j, (full, n_cont) in enumerate(batch):
