@@ -15,6 +15,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
@@ -79,7 +80,8 @@ except ImportError:  # lm-eval is optional for training; CharLM needs it
     _LMBase = object
 
 
-def padded_batches(rows: list[tuple[list[int], int]], batch_size: int):
+def padded_batches(rows: list[tuple[list[int], int]], batch_size: int
+                   ) -> Iterator[tuple[list[int], list[tuple[list[int], int]], torch.Tensor]]:
     """(request indices, their rows, the inputs right-padded with 0 to the batch's longest) per batch, requests of
     similar length batched together so padding stays small; a causal model's scores never see the padding."""
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
