@@ -195,3 +195,29 @@ def test_a_partial_run_resumes_in_the_mode_its_checkpoint_was_written_in(tmp_pat
     assert sweep.assign_execution(cells, tmp_path, packing=False) == cells
     lone = sweep.assign_execution(cells[:2], tmp_path, packing=True)  # a pack of one is a single run
     assert [c.config().execution for c in lone] == ["single", "single"]
+
+
+def test_slim_notebook_keeps_what_a_terminal_shows_and_drops_figures_and_timestamps(tmp_path):
+    from embnorm_lib.runner.jobs import FIGURE_NOT_KEPT, slim_notebook
+
+    nb = nbformat.v4.new_notebook(metadata={"widgets": {"state": {}}})
+    cell = nbformat.v4.new_code_cell("train()", metadata={"execution": {"iopub.status.busy": "2026-11-29T00:00:00Z"},
+                                                           "papermill": {"duration": 1.5}})
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="step 0 val_loss 4.2\n"),
+                    nbformat.v4.new_output("stream", name="stderr", text="\r  0%|     | 0/100"),
+                    nbformat.v4.new_output("stream", name="stderr", text="\r100%|#####| 100/100\n"),
+                    nbformat.v4.new_output("stream", name="stdout", text="step 50 val_loss 3.1\n"),
+                    nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"})]
+    nb.cells = [cell]
+    path = tmp_path / "02_train.ipynb"
+    nbformat.write(nb, path)
+    assert slim_notebook(path)
+    out = nbformat.read(path, as_version=4)
+    kept = out.cells[0]
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in kept.outputs[:3]] == [
+        ("stream", "stdout", "step 0 val_loss 4.2\n"), ("stream", "stderr", "100%|#####| 100/100\n"),
+        ("stream", "stdout", "step 50 val_loss 3.1\n")]
+    assert kept.outputs[3].data == {"text/plain": FIGURE_NOT_KEPT}
+    assert "execution" not in kept.metadata and kept.metadata.papermill == {"duration": 1.5}
+    assert "widgets" not in out.metadata
+    assert not slim_notebook(path)  # a slim notebook stays as it is

@@ -324,29 +324,34 @@ def run_fleet(cells: list[Cell], out: Path, data_path: str | None, threads: int,
     return results
 
 
-FIGURE_NOT_KEPT = ("[figure not kept with the run: redraw it from metrics.jsonl and evals.jsonl with "
+FIGURE_NOT_KEPT = ("[figure not kept with the run: redraw it from its step logs with "
                    "plots.plot_run(notebook.run_table(run_dir), notebook.eval_table(run_dir))]")
 
 
 def slim_notebook(path: Path) -> bool:
-    """Keep an executed run notebook small: its figures (most of its bytes) are redrawn from the run's logs at
-    will, so each becomes one line saying how; text outputs and errors stay. True if the file changed."""
+    """Keep an executed run notebook small and readable as saved: its figures (most of its bytes) are redrawn from the
+    run's logs at will, so each becomes one line saying how; consecutive prints to one stream become one output with
+    carriage returns applied as a terminal shows them (a progress bar keeps its last state, not "0%"); the kernel
+    client's per-cell iopub timestamps go (papermill's start, end and duration per cell stay). Text outputs and
+    errors stay. True if the file changed."""
     import nbformat
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
     nb = nbformat.read(path, as_version=4)
-    changed = False
-    for cell in nb.cells:
+    before = nbformat.writes(nb)
+    coalesce = CoalesceStreamsPreprocessor()
+    for index, cell in enumerate(nb.cells):
+        cell.metadata.pop("execution", None)
         for out in cell.get("outputs", []):
             data = out.get("data", {})
             if any(k.startswith("image/") for k in data):
                 out["data"] = {"text/plain": FIGURE_NOT_KEPT}
-                changed = True
-    if "widgets" in nb.metadata:  # a widget's saved state: stale as soon as the kernel is gone
-        del nb.metadata["widgets"]
-        changed = True
-    if changed:
-        write_bytes_if_changed(path, nbformat.writes(nb).encode())
-    return changed
+        coalesce.preprocess_cell(cell, {}, index)
+    nb.metadata.pop("widgets", None)  # a widget's saved state: stale as soon as the kernel is gone
+    after = nbformat.writes(nb)
+    if after != before:
+        write_bytes_if_changed(path, after.encode())
+    return after != before
 
 
 def _drop_unreadable_notebook(path: Path) -> None:
