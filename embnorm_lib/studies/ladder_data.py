@@ -45,7 +45,7 @@ def confirmatory_runs_planned() -> int:
 # Filled in by the registered rule as tuning runs land (tested against the runs): rung -> arm -> extra LRs, and
 # rung -> arm -> the LR with the lowest mean final validation loss over the tuning seeds, bracketed.
 EXTENSIONS: dict[int, dict[str, list[float]]] = {
-    0: {"ln": [0.006, 0.00849]},  # rung 0: ln's best sat at the low edge twice (0.012, then 0.00849; LADDER-DATA.md)
+    0: {"ln": [0.00424, 0.006, 0.00849]},  # rung 0: ln's best sat at the low edge three times (0.012, 0.00849, 0.006)
 }
 BEST_LR: dict[int, dict[str, float]] = {
     0: {"none": 0.00707},  # rung 0: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
