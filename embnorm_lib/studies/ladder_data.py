@@ -48,7 +48,8 @@ EXTENSIONS: dict[int, dict[str, list[float]]] = {
     0: {"ln": [0.00424, 0.006, 0.00849]},  # rung 0: ln's best sat at the low edge three times (0.012, 0.00849, 0.006)
 }
 BEST_LR: dict[int, dict[str, float]] = {
-    0: {"none": 0.00707},  # rung 0: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
+    0: {"none": 0.00707,  # rung 0: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
+        "ln": 0.006},  # rung 0: lowest mean over seeds 100-102, bracketed by 0.00424 and 0.00849 (three extensions)
 }
 
 
