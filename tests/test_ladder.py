@@ -875,3 +875,25 @@ def test_the_budget_section_says_how_many_runs_moved_to_another_cpu_when_resumed
     assert "resumed on another CPU" not in " ".join(ladder.budget_section(runs))
     runs["cpu_changed_on_resume"] = [True, None] + [False] * (len(runs) - 2)
     assert " 1 run(s) were resumed on another CPU model" in " ".join(ladder.budget_section(runs))
+
+
+def test_publishing_an_lr_check_asks_no_size_findings(monkeypatch, tmp_path):
+    """`publish ladder-lr` failed with a pandas error: its publisher asked for the ladder's size findings, which pair
+    one run per arm and seed, from a study holding several LRs per seed."""
+    from embnorm_lib.analyses import findings, publishers
+    from embnorm_lib.analyses import ladder as analysis
+
+    written = {}
+    monkeypatch.setattr(publishers, "build_index", lambda study, out: None)
+    monkeypatch.setattr(publishers, "zeroshot_report", lambda study, out: {})
+    monkeypatch.setattr(findings, "ladder_answer", lambda out, study: written.setdefault("asked", study) and ["- a"])
+    def write_report(study, out, figures, answer=None):
+        written[study] = answer
+        return tmp_path / "LADDER.md"
+
+    monkeypatch.setattr(analysis, "write_report", write_report)
+    for study in analysis.LR_CHECKS:
+        publishers.ladder(study, tmp_path, None)
+    assert "asked" not in written and all(written[s] is None for s in analysis.LR_CHECKS)
+    publishers.ladder("ladder", tmp_path, None)
+    assert written["asked"] == "ladder" and written["ladder"] == ["- a"]

@@ -94,8 +94,9 @@ def ladder(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
     from . import findings
     from . import ladder as analysis
 
-    return _report(study, out, lambda: analysis.write_report(study, out, figures,
-                                                             answer=findings.ladder_answer(out, study)))
+    # an LR check's report is its table of LRs; the size findings (one run per arm and seed) are the ladder's own
+    answer = None if study in analysis.LR_CHECKS else (lambda: findings.ladder_answer(out, study))
+    return _report(study, out, lambda: analysis.write_report(study, out, figures, answer=answer and answer()))
 
 
 def ladder_data(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
