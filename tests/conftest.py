@@ -6,6 +6,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/ from what the code renders now (tests/test_golden.py), then review "
+                          "the diff and commit it")
+
+
 def pytest_configure(config):
     """One torch thread per test process. The suite runs one worker per core (pytest-xdist), so a second intra-op
     thread per worker only contends for a core: on the tiny models the tests train it spins rather than computes

@@ -439,6 +439,18 @@ def scale_words(row) -> str:
             "nats/char (an extrapolation).")
 
 
+def unchecked_rungs(runs: pd.DataFrame) -> list[tuple[int, str]]:
+    """(rung, arm) of each arm a study ran at the width rule's LR before its check completed, per arm: a rung's check
+    completes arm by arm, and an arm without its own check (rms, ln_matched, scaled_unit) runs at its LR family's
+    factor (studies.LADDER_LR_ARM)."""
+    from ..runner.results import arm_order
+    from ..studies import LADDER_LR_ARM, LADDER_LR_CHECKED
+
+    return sorted({(_rung(p), v) for p, v in zip(runs.get("cfg.preset", []), runs.get("variant", []), strict=True)
+                   if LADDER_LR_ARM.get(v, v) not in LADDER_LR_CHECKED.get(_rung(p), {})},
+                  key=lambda rv: (rv[0], arm_order(rv[1])))
+
+
 def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: list[str] | None = None) -> Path:
     """LADDER.md; `answer`: the lines its header quotes (findings.ladder_answer, passed in by its publisher: findings
     imports this module, so this module does not import findings)."""
@@ -448,8 +460,8 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: 
     from ..core.rundir import study_dir_for
     from ..publishing import plots
     from ..publishing.render import compact_markdown
-    from ..runner.results import arm_order, load_runs
-    from ..studies import LADDER_LR_ARM, LADDER_LR_CHECKED, STUDIES, registered_seeds
+    from ..runner.results import load_runs
+    from ..studies import STUDIES, registered_seeds
     from . import plots as analysis_plots
 
     out = runs_root(out_dir)
@@ -497,11 +509,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: 
     if len(runs):
         lines += per_seed_section(runs)
     lines += budget_section(runs) + fit_section(runs) + peak_section(runs, study) + norm_loss_section(runs)
-    # per arm: a rung's check completes arm by arm, and an arm without its own check (rms, ln_matched,
-    # scaled_unit) runs at its LR family's factor (studies.LADDER_LR_ARM)
-    unchecked = sorted({(_rung(p), v) for p, v in zip(runs.get("cfg.preset", []), runs.get("variant", []), strict=True)
-                        if LADDER_LR_ARM.get(v, v) not in LADDER_LR_CHECKED.get(_rung(p), {})},
-                       key=lambda rv: (rv[0], arm_order(rv[1])))
+    unchecked = unchecked_rungs(runs)
     lines += [f"- **rung {r} ran `{v}` at the width rule's LR without a completed check** (amendment 5 asks for "
               f"`ladder-lr` at that rung first)." for r, v in unchecked] + ([""] if unchecked else [])
     if not across_sizes:
