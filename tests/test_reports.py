@@ -169,3 +169,28 @@ def test_stability_and_ladder_figures_keep_ln_and_rms_apart_and_show_no_internal
         pair = ("ln", "rms") if "rms" in styles else ("none", "ln")
         assert styles[pair[0]] != styles[pair[1]], f"{pair} drawn alike"
         plt.close(fig)
+
+
+def test_a_publication_parses_each_studys_runs_csv_once(tmp_path, monkeypatch):
+    """Issue 74: the findings stage asked results.py for the same index once per paragraph, and each ask parsed
+    runs.csv again (on the committed runs, 46 parses of 23 indexes, main's 9 times). load_runs parses an index once
+    per content: a rewritten file is parsed again, and each caller gets a copy of its own."""
+    import pandas as pd
+    from test_ladder import synthetic
+
+    from embnorm_lib.analyses.findings import findings_text
+    from embnorm_lib.runner import results
+
+    parsed = []
+    original = pd.read_csv
+    monkeypatch.setattr(pd, "read_csv", lambda *a, **k: parsed.append(a[0]) or original(*a, **k))
+    monkeypatch.setattr(results, "_PARSED", {})
+    (tmp_path / "ladder").mkdir()
+    synthetic().to_csv(tmp_path / "ladder" / "runs.csv", index=False)
+    text = findings_text(tmp_path, studies=())
+    assert text.count("runs/ladder/LADDER.md") >= 1 and len(parsed) == 1  # several ladder paragraphs, one parse
+    first = results.load_runs("ladder", tmp_path)
+    first["val_loss"] = 0.0  # a caller's change stays its own
+    assert (results.load_runs("ladder", tmp_path)["val_loss"] != 0).all() and len(parsed) == 1
+    synthetic(seeds=3).to_csv(tmp_path / "ladder" / "runs.csv", index=False)  # rewritten: parsed again, not stale
+    assert results.load_runs("ladder", tmp_path)["seed"].max() == 2 and len(parsed) == 2

@@ -104,10 +104,27 @@ def build_index(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
 
 
 def load_runs(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
+    """A study's runs.csv as a table, parsed once per content: a publication quotes each study from many paragraphs
+    (the README's first screen, FINDINGS.md, the paper), and each asks here. The file is read every time and parsed
+    only when its bytes are new (_PARSED, keyed on its path and their sha256), so a rewritten index is never served
+    stale; every caller gets its own copy to change."""
+    import hashlib
+    import io
+
     path = study_dir_for(study, out_dir).index
     if not path.is_file():
         raise FileNotFoundError(f"no runs.csv for study {study!r} at {path}; run the sweep first")
-    return check_outcomes(pd.read_csv(path), study, path)
+    content = path.read_bytes()
+    key = (str(path.resolve()), hashlib.sha256(content).hexdigest())
+    if key not in _PARSED:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))  # the oldest
+        _PARSED[key] = check_outcomes(pd.read_csv(io.BytesIO(content)), study, path)
+    return _PARSED[key].copy()
+
+
+_PARSED: dict[tuple[str, str], pd.DataFrame] = {}  # load_runs' parsed indexes, by (path, sha256 of the bytes)
+_PARSED_MAX = 64  # more than the registry's studies: one publication parses each index once
 
 
 OUTCOMES = ("diverged", "failed")  # what a run counts as in every stability count and decision (docs/PROTOCOL.md)
