@@ -806,25 +806,15 @@ def test_the_subword_scale_study_takes_each_arms_lr_family_and_reports_the_share
         else:
             family = {"ln_matched": "ln", "scaled_unit": "none"}[c.variant]
             assert cfg.lr == rep[(family, c.seed)]["lr"]
-    rng = np.random.default_rng(1)
-    layers, width, _ = LADDER_RUNGS[1]
-    rows = []
-    for seed in range(5, 10):
-        base = 1.72 + rng.normal(0, 0.005)
-        for variant, shift in (("none", 0.0), ("ln", -0.07), ("ln_matched", -0.007), ("scaled_unit", -0.063)):
-            loss = base + shift + rng.normal(0, 0.00002)
-            rows.append({"variant": variant, "seed": seed, "cfg.n_layer": layers, "cfg.n_embd": width,
-                         "cfg.preset": "ladder-1", "cfg.tokenizer": "bpe-4096", "cfg.vocab_size": 4096,
-                         "cfg.max_iters": 649, "cfg.batch_size": 32, "cfg.block_size": 128,
-                         "val_loss": 3 * loss, "val_loss_per_char": loss, "best_val_loss": 3 * loss,
-                         "final_block1_input_norm": {"none": 1.0, "ln": 12.0, "ln_matched": 0.8}.get(variant, 50.0)
-                         + 0.01 * seed})
+    from test_golden import subword_scale
+
+    runs = subword_scale()  # ln -0.07, ln_matched -0.007, scaled_unit -0.063 nats/char against none
     (tmp_path / "ladder-bpe-scale").mkdir()
-    pd.DataFrame(rows).to_csv(tmp_path / "ladder-bpe-scale" / "runs.csv", index=False)
+    runs.to_csv(tmp_path / "ladder-bpe-scale" / "runs.csv", index=False)
     assert "runs/ladder-bpe-scale/LADDER.md" in findings_text(tmp_path, studies=())
     lines = subword_scale_findings(tmp_path)
     assert len(lines) == 2 and "LR `none` 0.005, `ln` 0.003, `ln_matched` 0.003, `scaled_unit` 0.005" in lines[0]
-    diff = ladder.primary(ladder.rung_table(pd.DataFrame(rows))).set_index("variant")["mean_diff"]
+    diff = ladder.primary(ladder.rung_table(runs)).set_index("variant")["mean_diff"]
     assert diff.to_dict() == pytest.approx({"ln": -0.07, "ln_matched": -0.007, "scaled_unit": -0.063}, abs=1e-3)
     # the shares the second line quotes: 10% and 90% of ln's difference
     assert (diff["ln_matched"] / diff["ln"], diff["scaled_unit"] / diff["ln"]) == pytest.approx((0.1, 0.9), abs=0.01)
