@@ -175,7 +175,9 @@ def test_tuning_grid_is_fine_and_its_seeds_are_never_confirmatory():
         assert len(lrs) >= 3 and max(ratios) <= math.sqrt(2) * 1.01
     tuning = study_cells("ladder-data-lr")
     assert {c.seed for c in tuning} == set(ladder_data.TUNING_SEEDS)
-    assert {c.seed for c in study_cells("ladder-data")} <= set(ladder_data.CONFIRMATORY_SEEDS)
+    confirmatory = set(ladder_data.CONFIRMATORY_SEEDS) | set(ladder_data.EXTRA_SEEDS)
+    assert not set(ladder_data.TUNING_SEEDS) & confirmatory
+    assert {c.seed for c in study_cells("ladder-data")} <= confirmatory
 
 
 def test_best_lr_rule_brackets_or_extends():
@@ -237,3 +239,23 @@ def test_runs_csv_records_passes_over_the_training_split():
     assert epochs(RunConfig(), {"tokens": 2 * TRAIN_CHARS_TINY_SHAKESPEARE}) == 2.0
     assert epochs(RunConfig(corpus_sha256="a" * 64, train_chars=4000), {"tokens": 1000}) == 0.25
     assert math.isnan(epochs(RunConfig(corpus_sha256="a" * 64), {"tokens": 1000}))  # split unknown: not guessed
+
+
+def test_seeds_added_are_what_item_6s_rule_gives():
+    """Amendment 16 item 6: seeds 5-9 go to a rung only where its MDE at seeds 0-4 exceeds the limit (a decision on the
+    variance), and a rung with them is not quoted before they finish."""
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    runs = pd.read_csv(repo_root() / "runs" / "ladder-data" / "runs.csv")
+    rule = analysis.seed_rule_table(runs)
+    for r in rule.itertuples():
+        assert r.above_limit or not r.seeds_5_9_added, f"rung {r.rung}: seeds added although its MDE is within"
+    assert set(ladder_data.SEEDS_ADDED) <= set(rule["rung"]), "seeds added to a rung before its seeds 0-4 finished"
+    for rung in ladder_data.SEEDS_ADDED:
+        assert ladder_data.confirmatory_seeds(rung) == (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+        seeds = {c.seed for c in study_cells("ladder-data") if c.preset == f"ladder-data-{rung}"}
+        assert seeds == set(range(10))
+        finished = runs[runs["cfg.preset"] == f"ladder-data-{rung}"]
+        if not set(range(10)) <= set(finished["cfg.seed"]):
+            table = analysis.confirmatory_table(runs)
+            assert not len(table) or rung not in set(table["rung"])

@@ -74,10 +74,9 @@ def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
     if not len(runs):
         return pd.DataFrame()
     for preset, sub in runs.groupby("cfg.preset"):
-        counts = sub.groupby("variant")["cfg.seed"].nunique()
-        if any(counts.get(v, 0) < len(ladder_data.CONFIRMATORY_SEEDS) for v in ("none", "ln", "rms")):
-            continue
         rung = _rung_of(preset)
+        if not _has_seeds(sub, ladder_data.confirmatory_seeds(rung)):
+            continue
         block = []
         for variant in ("ln", "rms"):
             for metric in ENDPOINTS:
@@ -91,6 +90,36 @@ def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
         reject, adjusted = stats.holm(part["p_t"].to_numpy(float))
         rows.append(part.assign(p_holm=adjusted, significant=reject))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def _has_seeds(sub: pd.DataFrame, seeds) -> bool:
+    """Every confirmatory arm of one rung's runs has finished each of these seeds."""
+    return all(set(seeds) <= set(sub.loc[sub["variant"] == v, "cfg.seed"]) for v in ladder_data.CONFIRMATORY_ARMS)
+
+
+def seed_rule_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Amendment 16 item 6, per rung whose arms have all finished seeds 0-4: the larger MDE of `ln` and `rms` on the
+    primary endpoint at those five seeds, whether it exceeds the limit, and whether seeds 5-9 are registered."""
+    from .. import stats
+
+    rows = []
+    for preset, sub in (runs.groupby("cfg.preset") if len(runs) else []):
+        rung, first = _rung_of(preset), ladder_data.CONFIRMATORY_SEEDS
+        if not _has_seeds(sub, first):
+            continue
+        five = sub[sub["cfg.seed"].isin(first)]
+        mde = max(stats.power_figures(c.sd_diff, c.n, alpha=stats.ALPHA / (2 * len(ENDPOINTS)))[0]
+                  for c in (stats.compare(five, "val_loss", variant) for variant in ("ln", "rms")))
+        rows.append({"rung": rung, "mde_80_at_5_seeds": mde, "above_limit": bool(mde > ladder_data.MDE_LIMIT),
+                     "seeds_5_9_added": rung in ladder_data.SEEDS_ADDED})
+    return pd.DataFrame(rows)
+
+
+def seed_rule_lines(runs: pd.DataFrame) -> list[str]:
+    return [f"- rung {r.rung}: MDE at seeds 0-4 {r.mde_80_at_5_seeds:.4f} nats/char, "
+            + ("above" if r.above_limit else "within") + f" the {ladder_data.MDE_LIMIT:g} limit; seeds 5-9 "
+            + ("added: its comparison is quoted once they finish." if r.seeds_5_9_added else "not added.")
+            for r in seed_rule_table(runs).itertuples()]
 
 
 def data_bound_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -174,6 +203,9 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
             lines += ["", compact_markdown(table), ""]
         else:
             lines += ["No rung has all its registered runs yet.", ""]
+        lines += ["## Seeds added (item 6)", "", f"A rung whose MDE at seeds 0-4 exceeds {ladder_data.MDE_LIMIT:g} "
+                  "nats/char gets seeds 5-9 before its comparison is quoted.", ""]
+        lines += (seed_rule_lines(runs) or ["No rung has finished seeds 0-4 in every arm yet."]) + [""]
         bound = data_bound_table(runs)
         lines += ["## Data-bound check", "", "A rung enters the trend only if `none`'s mean final validation loss "
                   "falls from the rung below by more than the larger of the two rungs' seed SDs.", ""]

@@ -35,12 +35,23 @@ GRID_HALF_WIDTH = {0: 2, 1: 2, 2: 1, 3: 1}  # points either side of the centre: 
 TUNING_SEEDS = (100, 101, 102)
 CONFIRMATORY_SEEDS = (0, 1, 2, 3, 4)
 CONFIRMATORY_ARMS = ("none", "ln", "rms")
+# item 6: a rung whose MDE at seeds 0-4 exceeds MDE_LIMIT gets seeds 5-9 before its analysis is published (a decision
+# on the variance, not on the effect); SEEDS_ADDED lists those rungs, filled in by the rule as the runs land and
+# tested against them (tests/test_ladder_data.py), like EXTENSIONS and BEST_LR below
+EXTRA_SEEDS = (5, 6, 7, 8, 9)
+MDE_LIMIT = 0.01
+SEEDS_ADDED: tuple[int, ...] = (0,)  # rung 0: its MDE at seeds 0-4 is above the limit for ln and rms (LADDER-DATA.md)
+
+
+def confirmatory_seeds(rung: int) -> tuple[int, ...]:
+    """A rung's confirmatory seeds: 0-4, and 5-9 where item 6's rule added them."""
+    return CONFIRMATORY_SEEDS + (EXTRA_SEEDS if rung in SEEDS_ADDED else ())
 
 
 def confirmatory_runs_planned() -> int:
-    """The confirmatory design's size (every rung x arm x fresh seed): its cells are registered rung by rung as the
-    LRs are tuned, so the registry holds fewer until the last rung's LRs are known."""
-    return len(RUNGS) * len(CONFIRMATORY_ARMS) * len(CONFIRMATORY_SEEDS)
+    """The confirmatory design's size (every rung x arm x fresh seed, with the seeds item 6 added): its cells are
+    registered rung by rung as the LRs are tuned, so the registry holds fewer until the last rung's LRs are known."""
+    return sum(len(CONFIRMATORY_ARMS) * len(confirmatory_seeds(rung)) for rung in range(len(RUNGS)))
 
 # Filled in by the registered rule as tuning runs land (tested against the runs): rung -> arm -> extra LRs, and
 # rung -> arm -> the LR with the lowest mean final validation loss over the tuning seeds, bracketed.
@@ -164,7 +175,7 @@ def _data_ladder_cells(study: str, tuning: bool) -> list[registry.Cell]:
                 cells += registry.grid(study, preset, [variant], TUNING_SEEDS,
                               axes={"lr": grid(rung, variant)}, tag_preset=True)
             elif not tuning and lr_of(rung, variant) is not None:
-                cells += registry.grid(study, preset, [variant], CONFIRMATORY_SEEDS,
+                cells += registry.grid(study, preset, [variant], confirmatory_seeds(rung),
                               fixed={"lr": lr_of(rung, variant)}, tag_preset=True)
     return cells
 
