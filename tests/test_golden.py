@@ -1,5 +1,6 @@
 """A few golden renderings: what the ladder's reports and the findings page say about synthetic runs whose numbers are
-planted (tests/test_ladder.py's `synthetic`, `check_runs`, `replication_runs`), compared byte for byte with the files
+planted (tests/test_ladder.py's `synthetic`, `check_runs`, `replication_runs`), and what the stability report says
+about tests/test_stability.py's `four_studies`, compared byte for byte with the files
 under tests/golden/. The other tests assert on the data an analysis returns (its numbers and decisions); these pin
 the wording, so a change of wording edits a golden file, not a test.
 
@@ -14,8 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from test_ladder import check_runs, replication_runs, synthetic
+from test_stability import four_studies
 
-from embnorm_lib.analyses import ladder
+from embnorm_lib.analyses import ladder, stability
 from embnorm_lib.analyses.findings import findings_text
 from embnorm_lib.core.config import LADDER_RUNGS
 
@@ -106,7 +108,14 @@ def test_the_ladders_findings(request, tmp_path):
     check_golden(request, "ladder_findings.md", findings_text(tmp_path, studies=()))
 
 
-@pytest.mark.parametrize("name", ["ladder_LADDER.md", "ladder-bpe-lr_LADDER.md", "ladder_findings.md"])
+def test_the_stability_report(request, tmp_path):
+    """STABILITY.md of the four v1 stability studies, planted: every section, the recommendation and the cost."""
+    four_studies(tmp_path)
+    check_golden(request, "stability_STABILITY.md", stability.write_report(tmp_path, tmp_path / "f").read_text())
+
+
+@pytest.mark.parametrize("name", ["ladder_LADDER.md", "ladder-bpe-lr_LADDER.md", "ladder_findings.md",
+                                  "stability_STABILITY.md"])
 def test_a_golden_file_can_fail(tmp_path, request, name):
     """The comparison is byte for byte: one changed digit in a rendering fails it."""
     if request.config.getoption("--update-golden"):

@@ -70,7 +70,10 @@ def test_report_from_an_lr_study_on_disk(tmp_path):
     lr_runs().assign(arm=lambda d: d["variant"]).to_csv(study / "runs.csv", index=False)
     path = stability.write_report(tmp_path, tmp_path / "fig")
     text = path.read_text()
-    assert "mean LR sensitivity per seed" in text and "lowest `ln`, resolved by the paired tests" in text
+    _, sections = stability.analyse(tmp_path)
+    assert stability.lowest_sensitivity(sections["lr_paired"]) == {
+        "means": pytest.approx({"none": (2.0 + 1.5 + 3.0) / 3 - 1.5, "ln": (1.8 + 1.6 + 1.7) / 3 - 1.6}),
+        "lowest": "ln", "resolved": True}
     assert "**Exploratory**" in text
     assert "Not run yet" in text and "`stability-stress`" in text
     assert (tmp_path / "fig" / "lr_sensitivity.png").stat().st_size > 1000
@@ -81,8 +84,8 @@ def test_a_ranking_the_paired_tests_do_not_resolve_is_not_stated_as_one():
     paired = pd.DataFrame({"variant": ["ln"], "sensitivity_none": [0.2160], "sensitivity_variant": [0.2183],
                            "delta_vs_none": [0.0023], "ci_low": [-0.086], "ci_high": [0.091], "p_t": [0.9]})
     paired = stability.with_holm(paired)
-    words = stability._lowest_sensitivity_words(paired)
-    assert "lowest `none`, a ranking the paired tests do not resolve" in words
+    assert stability.lowest_sensitivity(paired) == {"means": {"none": 0.2160, "ln": 0.2183}, "lowest": "none",
+                                                    "resolved": False}
     assert stability._effect_words(paired.iloc[0], ("higher", "lower", "not resolved"), verb_last=True).endswith(
         "(not resolved)")
 
@@ -97,8 +100,8 @@ def test_paired_sensitivity_and_grid_divergence():
     assert paired.loc["ln", "delta_vs_none"] == pytest.approx(0.1 - none_sens)
     grid = stability.lr_divergence(runs).set_index(["variant", "cfg.lr"])
     assert grid.loc[("none", 1e-2), "diverged"] == 2 and grid.loc[("none", 1e-2), "spikes_per_run"] == 2
-    words = stability.verdict({"lr_grid": stability.lr_divergence(runs)})
-    assert "Loss spikes on the LR grid: `none` at lr 0.01; no spikes for `ln`." in words
+    assert stability.grid_spikes(stability.lr_divergence(runs)) == {"spiky": {"none": [1e-2]}, "quiet": ["ln"]}
+    assert "`none` at lr 0.01" in stability.verdict({"lr_grid": stability.lr_divergence(runs)})
     assert grid.loc[("ln", 1e-2), "diverged"] == 0 and grid.loc[("none", 1e-3), "capped_loss_mean"] == pytest.approx(2.005)
 
 
@@ -117,12 +120,13 @@ def test_fisher_test_of_divergence_rates_and_the_verdict():
     from scipy.stats import fisher_exact
     assert table.loc["ln", "p_fisher_vs_none"] == pytest.approx(fisher_exact([[0, 6], [3, 3]]).pvalue)
     assert np.isnan(table.loc["none", "p_fisher_vs_none"])
-    fixed = stability.verdict({"stress": stability.divergence_vs_none(stress_runs(3, 0))})
-    assert "Use an embedding norm where the baseline is unstable" in fixed and "`ln` fixes it" in fixed
-    not_fixed = stability.verdict({"stress": stability.divergence_vs_none(stress_runs(3, 1))})
-    assert "no variant fixes it" in not_fixed
-    stable = stability.verdict({"stress": stability.divergence_vs_none(stress_runs(0, 0))})
-    assert "leaves the baseline stable" in stable
+    def decision(none_diverged, ln_diverged):
+        return stability.stress_decision(stability.divergence_vs_none(stress_runs(none_diverged, ln_diverged)))
+
+    assert decision(3, 0) == {"unstable": True, "fixers": ["ln"]}
+    assert decision(3, 1) == {"unstable": True, "fixers": []}
+    assert decision(0, 0) == {"unstable": False, "fixers": []}
+    assert "`ln` fixes it" in stability.verdict({"stress": stability.divergence_vs_none(stress_runs(3, 0))})
 
 
 def test_budget_verdict_tells_early_speed_from_final_quality():
@@ -130,11 +134,13 @@ def test_budget_verdict_tells_early_speed_from_final_quality():
         return stability.with_holm(pd.DataFrame([{"cfg.max_iters": it, "variant": "ln", "delta_vs_none": d,
                                                   "ci_low": d - 0.01, "ci_high": d + 0.01, "p_t": p}
                                                  for it, d in deltas.items()]))
+    assert stability.budget_decision(table({150: -0.1, 2000: 0.05})) == {"costs": [2000], "gains": [150]}
     assert "early-speed effect" in stability.verdict({"budget": table({150: -0.1, 2000: 0.05})})
-    assert "Otherwise keep the baseline" in stability.verdict({"budget": table({150: 0.1, 2000: 0.05})})
-    # words follow the Holm decision, not the raw interval: an interval off 0 with p above its Holm level
+    assert stability.budget_decision(table({150: 0.1, 2000: 0.05})) == {"costs": [150, 2000], "gains": []}
+    # decisions follow Holm, not the raw interval: an interval off 0 with p above its Holm level resolves nothing
+    assert not table({300: 0.05, 150: 0.04}, p=0.04)["significant"].any()
     assert "does not resolve" in stability._effect_words(table({300: 0.05, 150: 0.04}, p=0.04).iloc[0])
-    assert "Otherwise keep the baseline" not in stability.verdict({"budget": table({150: 0.1, 2000: 0.05}, p=0.2)})
+    assert stability.budget_decision(table({150: 0.1, 2000: 0.05}, p=0.2)) == {"costs": [], "gains": []}
 
 
 def write_run(root, study, arm, seed, summary, config, steps=()):
@@ -147,52 +153,78 @@ def write_run(root, study, arm, seed, summary, config, steps=()):
     seal_run(RunDir(run))  # as a finished run is
 
 
-def test_full_report_from_all_four_studies_on_disk(tmp_path):
+def four_studies(root):
+    """stability-lr, -init, -stress and -budget on disk, indexed: 42 runs whose numbers are planted."""
     from embnorm_lib.runner.results import build_index
 
     for variant in ("none", "ln"):
         for seed in range(3):
             for lr in (1e-3, 1e-2):
                 loss = 2.0 + (0.5 if lr == 1e-2 and variant == "none" else 0) + 0.01 * seed
-                write_run(tmp_path, "stability-lr", f"{variant}_lr={lr}", seed,
+                write_run(root, "stability-lr", f"{variant}_lr={lr}", seed,
                           {"variant": variant, "seed": seed, "val_loss": loss, "init_val_loss": 4.2, "diverged": False,
                            "spike_count": 0, "peak_grad_norm": 1.0, "wall_s": 60.0}, {"lr": lr, "max_iters": 300})
             for std, shift in ((0.02, 0.1), (1.0, -0.1)):
-                write_run(tmp_path, "stability-init", f"{variant}_emb_init_std={std}", seed,
+                write_run(root, "stability-init", f"{variant}_emb_init_std={std}", seed,
                           {"variant": variant, "seed": seed, "diverged": False, "spike_count": 0, "wall_s": 30.0,
                            "val_loss": 2.5 + 0.01 * seed + (shift + 0.001 * seed if variant == "ln" else 0),
                            "final_block1_input_norm": 11.3 if variant == "ln" else 0.4},
                           {"emb_init_std": std})
             div = variant == "none"
-            write_run(tmp_path, "stability-stress", variant, seed,
+            write_run(root, "stability-stress", variant, seed,
                       {"variant": variant, "seed": seed, "diverged": div, "diverged_step": 40 if div else None,
                        "val_loss": None if div else 2.4, "spike_count": 3 if div else 0, "peak_grad_norm": 5.0,
                        "wall_s": 100.0}, {"n_layer": 16, "warmup_frac": 0.0},
                       [{"step": i, "train_loss": 9.0 if div and i in (20, 25, 30) else 4.0 - 0.01 * i,
                         "grad_norm_total": 1.0} for i in range(1, 40)])  # none: 3 loss spikes after the warm-up
             for iters in (150, 2000):
-                write_run(tmp_path, "stability-budget", f"{variant}_max_iters={iters}", seed,
+                write_run(root, "stability-budget", f"{variant}_max_iters={iters}", seed,
                           {"variant": variant, "seed": seed, "diverged": False, "spike_count": 0, "wall_s": 10.0,
                            "val_loss": 2.0 + 0.01 * seed + (0.1 + 0.001 * seed if variant == "ln" else 0)},
                           {"max_iters": iters})
     for study in stability.STUDIES:
-        build_index(study, tmp_path)
-    text = stability.write_report(tmp_path, tmp_path / "fig").read_text()
-    assert "Not run yet" not in text
-    assert "it flips sign" in text and "`none` failed 3/3" in text and "`ln` fixes it" in text
-    assert "Lowest mean cell of the init grid (a description, not a tested ranking): `ln` with init std 1 " \
-           "(val loss 2.411)" in text
-    assert "at its own best LR each arm reaches `none` 2.010 (lr 0.001), `ln` 2.010 (lr 0.001); `none` has the " \
-           "lowest mean, a ranking the paired tests do not resolve" in text
-    assert "sensitivity minus none's, paired by seed (95% t CI, Holm): `ln` -0.250 [-0.250, -0.250] (lower)" in text
-    assert "Otherwise keep the baseline" in text and "costs +0.101" in text
-    assert "Total: 42 runs, 42 trained, no sweep log" in text
+        build_index(study, root)
+
+
+def test_full_report_from_all_four_studies_on_disk(tmp_path):
+    """The decisions and numbers of the four planted studies (the report's wording: tests/golden/stability_STABILITY.md)."""
+    four_studies(tmp_path)
+    stability.write_report(tmp_path, tmp_path / "fig")
+    available, sections = stability.analyse(tmp_path)
+    assert sorted(available) == sorted(stability.STUDIES)
+    assert sections["flip"]["flips"] and sections["flip"]["by_init"] == {0.02: "hurts", 1.0: "helps"}
+    stress = sections["stress"].set_index("variant")
+    assert (stress.loc["none", "failed"], stress.loc["none", "runs"]) == (3, 3)
+    assert stability.stress_decision(sections["stress"]) == {"unstable": True, "fixers": ["ln"]}
+    # the init grid's lowest cell: ln at std 1, 2.5 + mean 0.01·seed - 0.1 + mean 0.001·seed
+    cell = stability.lowest_init_cell(sections["init"])
+    assert (cell["variant"], cell["cfg.emb_init_std"]) == ("ln", 1.0)
+    assert cell["val_loss_mean"] == pytest.approx(2.5 + 0.01 - 0.1 + 0.001)
+    # tuned: both arms best at lr 1e-3 with the same mean loss, so no ranking is resolved
+    best = sections["lr"].set_index("variant")
+    assert list(best["best_lr"]) == [1e-3, 1e-3] and best["best_loss"].to_numpy() == pytest.approx([2.01, 2.01])
+    assert stability.tuned_winner(sections["lr"], sections["lr_best"])["resolved"] is False
+    # LR sensitivity: none's 0.5 above its best at half the grid, ln's 0; paired, resolved lower
+    paired = sections["lr_paired"].set_index("variant")
+    assert paired.loc["ln", ["delta_vs_none", "ci_low", "ci_high"]].to_numpy() == pytest.approx([-0.25] * 3)
+    assert paired.loc["ln", "significant"]
+    # budget: ln costs 0.1 + mean 0.001·seed at both budgets, resolved
+    ln = sections["budget"][sections["budget"]["variant"] == "ln"]
+    assert ln["delta_vs_none"].to_numpy() == pytest.approx([0.101, 0.101]) and ln["significant"].all()
+    assert stability.budget_decision(sections["budget"]) == {"costs": [150, 2000], "gains": []}
+    cost = pd.DataFrame([stability.study_cost(s, r, tmp_path) for s, r in available.items()])
+    assert (cost["runs"].sum(), cost["trained"].sum(), cost["sweep_wall_min"].notna().any()) == (42, 42, False)
     for name in ("lr_sensitivity", "stress_loss_traces", "budget_deltas"):
         assert (tmp_path / "fig" / f"{name}.png").stat().st_size > 1000
     quoted = stability.recommendation_for(tmp_path)
-    assert quoted.startswith("mean LR sensitivity per seed") and "## Grid" not in quoted
-    from embnorm_lib.publishing.report import runs_readme
+    assert quoted == stability.recommendation(sections) and "## Grid" not in quoted
+    from embnorm_lib.publishing.report import reused_data, runs_readme
 
-    readme = runs_readme(tmp_path)
-    assert "- `stability-stress`: Stress" in readme and "6 of 12 runs finished (0 copied from identical runs)" in readme
-    assert "3 diverged" in readme and "Not run yet: `python -m embnorm_lib.sweep seeds-final`" in readme
+    stress_entry = reused_data("stability-stress", tmp_path)
+    assert {k: stress_entry[k] for k in ("finished", "planned", "reused", "diverged")} == \
+        {"finished": 6, "planned": 12, "reused": 0, "diverged": 3}
+    readme = runs_readme(tmp_path).splitlines()
+    assert any(line.startswith("- `stability-stress`: ") for line in readme)
+    section = readme[readme.index("## seeds-final") + 1:]
+    section = section[:next(k for k, line in enumerate(section) if line.startswith("## "))]
+    assert any(line.startswith("Not run yet") for line in section)  # a registered study not run here

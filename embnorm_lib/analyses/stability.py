@@ -204,8 +204,8 @@ def best_lr_paired(runs: pd.DataFrame) -> pd.DataFrame:
     return with_holm(pd.DataFrame(rows))
 
 
-def _lowest_sensitivity_words(paired: pd.DataFrame) -> str:
-    """The ranking of paired LR sensitivity (means over seeds), stated as resolved only when the Holm-corrected
+def lowest_sensitivity(paired: pd.DataFrame) -> dict:
+    """The ranking of paired LR sensitivity: each arm's mean over seeds, the lowest, and whether the Holm-corrected
     paired tests against none resolve it."""
     means = {"none": float(paired["sensitivity_none"].iloc[0]),
              **dict(zip(paired["variant"], paired["sensitivity_variant"].astype(float)))}
@@ -215,9 +215,16 @@ def _lowest_sensitivity_words(paired: pd.DataFrame) -> str:
     else:
         row = paired.set_index("variant").loc[lowest]
         resolved = bool(row["significant"] and row["delta_vs_none"] < 0)
-    listing = ", ".join(f"`{v}` {m:.4f}" for v, m in means.items())
-    return (f"mean LR sensitivity per seed: {listing} (nats/char); lowest `{lowest}`, "
-            + ("resolved by the paired tests" if resolved else "a ranking the paired tests do not resolve"))
+    return {"means": means, "lowest": lowest, "resolved": resolved}
+
+
+def _lowest_sensitivity_words(paired: pd.DataFrame) -> str:
+    """The ranking of paired LR sensitivity (means over seeds), stated as resolved only when the Holm-corrected
+    paired tests against none resolve it."""
+    low = lowest_sensitivity(paired)
+    listing = ", ".join(f"`{v}` {m:.4f}" for v, m in low["means"].items())
+    return (f"mean LR sensitivity per seed: {listing} (nats/char); lowest `{low['lowest']}`, "
+            + ("resolved by the paired tests" if low["resolved"] else "a ranking the paired tests do not resolve"))
 
 
 def recommendation(sections: dict) -> str:
@@ -247,62 +254,100 @@ def recommendation(sections: dict) -> str:
     return "; ".join(parts) + ".\n\n" + verdict(sections)
 
 
+def tuned_winner(best: pd.DataFrame, paired: pd.DataFrame) -> dict:
+    """The arm with the lowest loss at its own best LR, and whether the paired tests (Holm) resolve that ranking."""
+    best, paired = best.set_index("variant"), paired.set_index("variant")
+    winner = best["best_loss"].idxmin()
+    if winner == "none":
+        resolved = bool((paired["significant"] & (paired["delta_vs_none"] > 0)).all())
+    else:
+        resolved = bool(paired.loc[winner, "significant"] and paired.loc[winner, "delta_vs_none"] < 0)
+    return {"winner": winner, "resolved": resolved}
+
+
+def grid_spikes(grid: pd.DataFrame) -> dict:
+    """The LRs of the grid where each arm's runs spiked (arms in the grid's order), and the arms that never did."""
+    spiky = grid[grid["spikes_per_run"] > 0]
+    by_variant = {v: list(g["cfg.lr"]) for v, g in spiky.groupby("variant", sort=False)}
+    return {"spiky": by_variant, "quiet": [v for v in grid["variant"].unique() if v not in by_variant]}
+
+
+def stress_decision(stress: pd.DataFrame) -> dict | None:
+    """The protocol's stability definition in the stress regime: whether the baseline is unstable (a failure, or at
+    least one spike per run after the warm-up) and which arms fix it (no failure, fewer spikes); None without none."""
+    div = stress.set_index("variant")
+    if "none" not in div.index:
+        return None
+    base = div.loc["none"]
+    fixers = [v for v, r in div.iterrows() if v != "none" and r["failed"] == 0
+              and r["spikes_after_warmup_per_run"] < base["spikes_after_warmup_per_run"]]
+    return {"unstable": bool(base["failed"] > 0 or base["spikes_after_warmup_per_run"] >= 1), "fixers": fixers}
+
+
+def budget_decision(budget: pd.DataFrame) -> dict:
+    """The budgets (iterations) at which LayerNorm's resolved difference costs, and those at which it gains."""
+    ln = budget[budget["variant"] == "ln"]
+    return {"costs": [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["significant"] and r["delta_vs_none"] > 0],
+            "gains": [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["significant"] and r["delta_vs_none"] < 0]}
+
+
+def _stress_line(decision: dict) -> str:
+    fixers = decision["fixers"]
+    if decision["unstable"] and fixers:
+        return (f"- **Use an embedding norm where the baseline is unstable**: in the stress regime the "
+                f"baseline is unstable by the protocol's definition and {', '.join(f'`{v}`' for v in fixers)} "
+                f"fix{'es' if len(fixers) == 1 else ''} it.")
+    if decision["unstable"]:
+        return ("- In the stress regime the baseline is unstable, but no variant fixes it "
+                "(each still diverges or spikes as often): an embedding norm is not a cure there.")
+    return ("- Even the stress regime leaves the baseline stable (no failure, < 1 spike/run after the warm-up), "
+            "so that regime has no instability for an embedding norm to fix (stability v2's LR search "
+            "finds where the baseline fails: `runs/stability-lr-v2/BOUNDARY.md`).")
+
+
+def _budget_line(decision: dict) -> str | None:
+    costs, gains = decision["costs"], decision["gains"]
+    if costs and not gains:
+        return (f"- **Otherwise keep the baseline**: in a stable regime LayerNorm costs validation loss at "
+                f"every budget where the difference is resolved ({', '.join(map(str, costs))} iterations).")
+    if gains and not costs:
+        return (f"- LayerNorm improves validation loss at {', '.join(map(str, gains))} iterations in the "
+                f"stable regime as well.")
+    if gains and costs:
+        return (f"- The budget decides: LayerNorm helps at {', '.join(map(str, gains))} and costs at "
+                f"{', '.join(map(str, costs))} iterations — an early-speed effect, not a final-quality one.")
+    return None
+
+
 def verdict(sections: dict) -> str:
     """The protocol's stability definition applied to the stress regime, then the accuracy side."""
     lines = []
     if "lr" in sections:
         best = sections["lr"].set_index("variant")
-        winner = best["best_loss"].idxmin()
+        won = tuned_winner(sections["lr"], sections["lr_best"])
+        winner = won["winner"]
         paired = sections["lr_best"].set_index("variant")
-        if winner == "none":
-            resolved = bool((paired["significant"] & (paired["delta_vs_none"] > 0)).all())
-        else:
-            resolved = bool(paired.loc[winner, "significant"] and paired.loc[winner, "delta_vs_none"] < 0)
         lines.append("- Tuned, not just at one LR: at its own best LR each arm reaches " + ", ".join(
             f"`{v}` {r.best_loss:.3f} (lr {r.best_lr:g})" for v, r in best.iterrows())
-            + (f"; `{winner}` is best (paired by seed, Holm: " if resolved else
+            + (f"; `{winner}` is best (paired by seed, Holm: " if won["resolved"] else
                f"; `{winner}` has the lowest mean, a ranking the paired tests do not resolve (")
             + ", ".join(f"`{v}` {_effect_words(r, ('higher', 'lower', 'not resolved'), verb_last=True)}"
                         for v, r in paired.iterrows()) + ").")
     if "lr_grid" in sections:
-        grid = sections["lr_grid"]
-        spiky = grid[grid["spikes_per_run"] > 0]
-        if len(spiky):
-            by_variant = spiky.groupby("variant", sort=False)["cfg.lr"].apply(lambda x: ", ".join(f"{v:g}" for v in x))
-            quiet = [v for v in grid["variant"].unique() if v not in by_variant.index]
-            lines.append("- Loss spikes on the LR grid: " + "; ".join(f"`{v}` at lr {lrs}" for v, lrs in by_variant.items())
-                         + (f"; no spikes for {', '.join(f'`{v}`' for v in quiet)}." if quiet else "."))
+        spikes = grid_spikes(sections["lr_grid"])
+        if spikes["spiky"]:
+            quiet = spikes["quiet"]
+            lines.append("- Loss spikes on the LR grid: " + "; ".join(
+                f"`{v}` at lr {', '.join(f'{x:g}' for x in lrs)}" for v, lrs in spikes["spiky"].items())
+                + (f"; no spikes for {', '.join(f'`{v}`' for v in quiet)}." if quiet else "."))
     if "stress" in sections:
-        div = sections["stress"].set_index("variant")
-        base = div.loc["none"] if "none" in div.index else None
-        if base is not None:
-            unstable = base["failed"] > 0 or base["spikes_after_warmup_per_run"] >= 1
-            fixers = [v for v, r in div.iterrows() if v != "none" and r["failed"] == 0
-                      and r["spikes_after_warmup_per_run"] < base["spikes_after_warmup_per_run"]]
-            if unstable and fixers:
-                lines.append(f"- **Use an embedding norm where the baseline is unstable**: in the stress regime the "
-                             f"baseline is unstable by the protocol's definition and {', '.join(f'`{v}`' for v in fixers)} "
-                             f"fix{'es' if len(fixers) == 1 else ''} it.")
-            elif unstable:
-                lines.append("- In the stress regime the baseline is unstable, but no variant fixes it "
-                             "(each still diverges or spikes as often): an embedding norm is not a cure there.")
-            else:
-                lines.append("- Even the stress regime leaves the baseline stable (no failure, < 1 spike/run after the warm-up), "
-                             "so that regime has no instability for an embedding norm to fix (stability v2's LR search "
-                             "finds where the baseline fails: `runs/stability-lr-v2/BOUNDARY.md`).")
+        decision = stress_decision(sections["stress"])
+        if decision is not None:
+            lines.append(_stress_line(decision))
     if "budget" in sections:
-        ln = sections["budget"][sections["budget"]["variant"] == "ln"]
-        costs = [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["significant"] and r["delta_vs_none"] > 0]
-        gains = [int(r["cfg.max_iters"]) for _, r in ln.iterrows() if r["significant"] and r["delta_vs_none"] < 0]
-        if costs and not gains:
-            lines.append(f"- **Otherwise keep the baseline**: in a stable regime LayerNorm costs validation loss at "
-                         f"every budget where the difference is resolved ({', '.join(map(str, costs))} iterations).")
-        elif gains and not costs:
-            lines.append(f"- LayerNorm improves validation loss at {', '.join(map(str, gains))} iterations in the "
-                         f"stable regime as well.")
-        elif gains and costs:
-            lines.append(f"- The budget decides: LayerNorm helps at {', '.join(map(str, gains))} and costs at "
-                         f"{', '.join(map(str, costs))} iterations — an early-speed effect, not a final-quality one.")
+        line = _budget_line(budget_decision(sections["budget"]))
+        if line:
+            lines.append(line)
     if "flip" in sections and sections["flip"]["flips"]:
         by = sections["flip"]["by_init"]
         helps = ", ".join(f"{k:g}" for k, v in by.items() if v == "helps")
@@ -310,7 +355,7 @@ def verdict(sections: dict) -> str:
         lines.append(f"- **The embedding's init scale decides the sign**: LayerNorm helps with embeddings initialised "
                      f"at std {helps} and hurts at std {hurts}; check the embedding scale before adding a norm.")
     if "init" in sections:
-        best = sections["init"].loc[sections["init"]["val_loss_mean"].idxmin()]
+        best = lowest_init_cell(sections["init"])
         lines.append(f"- Lowest mean cell of the init grid (a description, not a tested ranking): `{best['variant']}` "
                      f"with init std {best['cfg.emb_init_std']:g} (val loss {best['val_loss_mean']:.3f}).")
         scaled = sections["init"][sections["init"]["variant"] == "scaled"]
@@ -319,6 +364,11 @@ def verdict(sections: dict) -> str:
                 f"{_effect_words(r)} at init std {r['cfg.emb_init_std']:g}" for _, r in scaled.iterrows())
                 + " (Δ val loss vs none, nats/char).")
     return "\n".join(lines)
+
+
+def lowest_init_cell(init: pd.DataFrame) -> pd.Series:
+    """The init grid's cell (arm and init std) with the lowest mean validation loss: a description, not a test."""
+    return init.loc[init["val_loss_mean"].idxmin()]
 
 
 def analyse(out: Path) -> tuple[dict[str, pd.DataFrame], dict]:

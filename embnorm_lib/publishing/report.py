@@ -59,17 +59,24 @@ def not_run_yet(study: str) -> list[str]:
     return [f"- `{study}`: {STUDIES[study].description} Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
 
 
+def reused_data(study: str, out: Path) -> dict:
+    """A run study's counts: runs finished of those registered, copied from identical runs, diverged; the commits
+    and the sweeps' wall time its provenance records."""
+    runs = load_runs(study, out)
+    prov = study_provenance(study, out)
+    return {"finished": prov["runs"], "planned": planned(study), "reused": int(reused_mask(runs).sum()),
+            "diverged": int(runs["diverged"].astype(bool).sum()), "sweep_wall_s": prov["sweep_wall_s"], "prov": prov}
+
+
 def reused_entry(study: str, out: Path, section: Section) -> list[str]:
     """One study as a list item: its description, provenance, copied runs and divergences."""
     if not has_index(study, out):
         return not_run_yet(study)
-    runs = load_runs(study, out)
-    prov = study_provenance(study, out)
-    reused = int(reused_mask(runs).sum())
+    d = reused_data(study, out)
     return [f"- `{study}`: {STUDIES[study].description} Produced by `python -m embnorm_lib.sweep {study}` at commit(s) "
-            f"{commits_words(prov)}; {prov['runs']} of {planned(study)} runs finished "
-            f"({reused} copied from identical runs), {prov['sweep_wall_s'] / 60:.1f} min of sweep wall time; "
-            f"{int(runs['diverged'].astype(bool).sum())} diverged"
+            f"{commits_words(d['prov'])}; {d['finished']} of {d['planned']} runs finished "
+            f"({d['reused']} copied from identical runs), {d['sweep_wall_s'] / 60:.1f} min of sweep wall time; "
+            f"{d['diverged']} diverged"
             + (f"; zero-shot suite v2 on its scored runs: [`{study}/ZEROSHOT.md`]({study}/ZEROSHOT.md)"
                if (out / study / "ZEROSHOT.md").is_file() else "") + ".", ""]
 
