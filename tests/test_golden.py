@@ -1,6 +1,7 @@
 """A few golden renderings: what the ladder's reports and the findings page say about synthetic runs whose numbers are
 planted (tests/test_ladder.py's `synthetic`, `check_runs`, `replication_runs`), and what the stability report says
-about tests/test_stability.py's `four_studies`, compared byte for byte with the files
+about tests/test_stability.py's `four_studies`, and what the first screen says of the adequate-data ladder at each
+stage of tests/test_answer.py's `data_ladder_states`, compared byte for byte with the files
 under tests/golden/. The other tests assert on the data an analysis returns (its numbers and decisions); these pin
 the wording, so a change of wording edits a golden file, not a test.
 
@@ -14,10 +15,11 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from test_answer import data_ladder_states
 from test_ladder import check_runs, replication_runs, synthetic
 from test_stability import four_studies
 
-from embnorm_lib.analyses import ladder, stability
+from embnorm_lib.analyses import answer, ladder, stability
 from embnorm_lib.analyses.findings import findings_text
 from embnorm_lib.core.config import LADDER_RUNGS
 
@@ -114,8 +116,15 @@ def test_the_stability_report(request, tmp_path):
     check_golden(request, "stability_STABILITY.md", stability.write_report(tmp_path, tmp_path / "f").read_text())
 
 
+def test_the_data_ladders_progress_words(request):
+    """The first screen's sentence on the adequate-data ladder, at each planted stage: waiting for its confirmatory
+    grid, running, early (fewer registered than its design holds), done."""
+    text = "".join(f"{stage}: {answer.data_ladder_words(p)}\n" for stage, p in data_ladder_states().items())
+    check_golden(request, "answer_data_ladder.md", text)
+
+
 @pytest.mark.parametrize("name", ["ladder_LADDER.md", "ladder-bpe-lr_LADDER.md", "ladder_findings.md",
-                                  "stability_STABILITY.md"])
+                                  "stability_STABILITY.md", "answer_data_ladder.md"])
 def test_a_golden_file_can_fail(tmp_path, request, name):
     """The comparison is byte for byte: one changed digit in a rendering fails it."""
     if request.config.getoption("--update-golden"):

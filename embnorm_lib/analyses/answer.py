@@ -367,13 +367,20 @@ def size_words(s: dict) -> dict:
             "ln_within": max(abs(r["mean_diff"]) for r in ln), "passes_low": min(passes), "passes_high": max(passes)}
 
 
+def data_ladder_finished(p: dict) -> bool:
+    """Whether the adequate-data ladder's confirmatory runs are registered and all have finished (at least as many
+    as its design holds): only then does the first screen point at its result."""
+    confirm = p["studies"][DATA_LADDER[1]]
+    return bool(confirm["registered"] and confirm["finished"] >= max(confirm["registered"], p.get("planned", 0)))
+
+
 def data_ladder_words(p: dict) -> str:
     """Where the adequate-data ladder stands, from its registered and finished runs; never a result."""
     tuning, confirm = (p["studies"][s] for s in DATA_LADDER)
     a = p["amendment"]
     head = (f"An adequate-data ladder ({p['chars'] / 1e6:.1f}M characters of open English, "
             f"[amendment {a['number']}]({a['link']}); studies `{DATA_LADDER[0]}`, `{DATA_LADDER[1]}`)")
-    if confirm["registered"] and confirm["finished"] >= max(confirm["registered"], p.get("planned", 0)):
+    if data_ladder_finished(p):
         return (f"{head} has finished ({confirm['finished']} of {confirm['registered']} confirmatory runs): see "
                 f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md).")
     return (f"{head} is in progress: {tuning['finished']} of the {tuning['registered']} tuning runs registered so far "
@@ -405,20 +412,27 @@ def failure_words(f: dict) -> dict:
             "lr_low": min(r["lr"] for r in f["rows"])}
 
 
+def confidence_data(d: dict) -> dict:
+    """The registered regimes: whether every norm's difference is resolved, the most seeds, the largest Holm p, and
+    what the configurations differ in (per regime, in the headline's order: `layers`, `iters`, where they differ)."""
+    reg = list(d["registered"].values())
+    return {"resolved": all(r["significant"] for x in reg for r in x["loss"]), "seeds": max(x["seeds"] for x in reg),
+            "p_holm_max": max(r["p_holm"] for x in reg for r in x["loss"]),
+            "differ": {k: [x[k] for x in reg] for k in ("layers", "iters") if len({x[k] for x in reg}) > 1}}
+
+
 def confidence_words(d: dict) -> str:
     """How sure the headline is: registered and resolved in every regime, or not; and what its two registered
     configurations are (they differ in more than one thing, so they are two regimes, not two replications)."""
     from ..stats import p_text
 
-    reg = list(d["registered"].values())
-    resolved = all(r["significant"] for x in reg for r in x["loss"])
-    seeds = max(x["seeds"] for x in reg)
-    p = max(r["p_holm"] for x in reg for r in x["loss"])
+    c = confidence_data(d)
+    resolved, seeds, p = c["resolved"], c["seeds"], c["p_holm_max"]
     differ = []
-    if len({x["layers"] for x in reg}) > 1:
-        differ.append("depth (" + " vs ".join(str(x["layers"]) for x in reg) + " layers)")
-    if len({x["iters"] for x in reg}) > 1:
-        differ.append("budget (" + " vs ".join(str(x["iters"]) for x in reg) + " iterations)")
+    if "layers" in c["differ"]:
+        differ.append("depth (" + " vs ".join(str(v) for v in c["differ"]["layers"]) + " layers)")
+    if "iters" in c["differ"]:
+        differ.append("budget (" + " vs ".join(str(v) for v in c["differ"]["iters"]) + " iterations)")
     configs = (f"in both registered configurations, which differ in {' and '.join(differ)} at once: two regimes "
                "that each show the cost, not two independent confirmations of one setting" if differ else
                "in both registered configurations")
