@@ -113,14 +113,10 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
 
 
 def main(argv=None) -> int:
-    import argparse
+    from ..core.cli import report_main
+    from .h1b import STUDY
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out-dir", default=None)
-    p.add_argument("--figures-dir", default=None)
-    args = p.parse_args(argv)
-    print(write_report(args.out_dir, args.figures_dir).read_text())
-    return 0
+    return report_main(argv, __doc__, [STUDY], lambda study, a: write_report(a.out_dir, a.figures_dir))
 
 
 if __name__ == "__main__":
