@@ -253,3 +253,26 @@ def test_the_summary_names_the_commit_the_run_started_with(tmp_path, data_path, 
     train(tiny(max_iters=3, eval_interval=0, diag_interval=0, eval_at_init=False), tmp_path / "run", data_path,
           progress=False)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["git_commit"] == "commit-at-start"
+
+
+def test_a_run_is_dirty_when_code_differs_not_when_results_do(tmp_path):
+    """A sweep re-indexes runs/<study>/runs.csv after each run; the runs after it must not record '-dirty' for that."""
+    import subprocess
+
+    from embnorm_lib.core.io import git_commit
+
+    def git(*args):  # noqa: ANN202
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "runs" / "study").mkdir(parents=True)
+    (tmp_path / "runs" / "study" / "runs.csv").write_text("a\n1\n")
+    (tmp_path / "model.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+    clean = git_commit(tmp_path)
+    (tmp_path / "runs" / "study" / "runs.csv").write_text("a\n1\n2\n")
+    assert git_commit(tmp_path) == clean and not clean.endswith("-dirty")
+    assert git_commit(tmp_path / "runs" / "study") == clean  # asked from inside runs/ too
+    (tmp_path / "model.py").write_text("x = 2\n")
+    assert git_commit(tmp_path) == clean + "-dirty"

@@ -177,14 +177,16 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def git_commit(cwd: Path | None = None) -> str:
-    """HEAD of the checkout, with '-dirty' when tracked files differ; outside git, the commit a copied tree names in
-    $EMBNORM_SOURCE_COMMIT (a lent GPU gets the working tree without .git), else 'unknown'."""
+    """HEAD of the checkout, with '-dirty' when tracked files other than results differ; outside git, the commit a
+    copied tree names in $EMBNORM_SOURCE_COMMIT (a lent GPU gets the working tree without .git), else 'unknown'.
+    Results under runs/ do not count: a sweep re-indexes its study's runs.csv after each run, and that made every
+    later run of the sweep record '-dirty' although no code had changed."""
     cwd = cwd or PACKAGE_DIR
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)",
+                                ":(top,exclude)runs"], cwd=cwd, capture_output=True, text=True, timeout=10).stdout.strip()
         return head + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         named = os.environ.get("EMBNORM_SOURCE_COMMIT", "").strip()
