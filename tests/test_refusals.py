@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import tiny
+from conftest import REPO, tiny
 
 from embnorm_lib.analyses import paired as analysis
 from embnorm_lib.core import lm_eval_adapter
@@ -145,3 +145,17 @@ def test_failure_words_name_what_was_counted(tmp_path):
                                                                           index=False)
     words = "\n".join(analysis.plain_words(analysis.analyse("tolder", out_dir=tmp_path)[0]))
     assert "diverged = non-finite loss" in words and "0 diverged of 3" in words and "failed" not in words
+
+
+@pytest.mark.parametrize("page", ["readme", "paper"])
+@pytest.mark.parametrize("flag", ["--out-dir", "--figures-dir"])
+def test_the_checkouts_pages_are_not_published_from_scratch_runs(tmp_path, capsys, page, flag):
+    """README.md, FINDINGS.md, figures/ and paper/ quote the committed runs: `publish readme --out-dir X` rewrote them
+    from X's runs, and --figures-dir was ignored."""
+    from embnorm_lib.publishing import publish
+
+    before = {p: p.read_bytes() for p in (REPO / "README.md", REPO / "FINDINGS.md")}
+    assert publish.main([page, flag, str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(tmp_path) in err and "allowed:" in err
+    assert {p: p.read_bytes() for p in before} == before and not any(tmp_path.iterdir())

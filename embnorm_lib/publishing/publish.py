@@ -163,6 +163,14 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=None)
     p.add_argument("--figures-dir", default=None)
     args = p.parse_args(argv)
+    if args.study in ("paper", "readme") and (args.figures_dir or args.out_dir and
+                                              runs_root(args.out_dir).resolve() != default_runs_dir().resolve()):
+        # these pages are the checkout's own (README.md, FINDINGS.md, figures/, paper/): built from scratch runs they
+        # would overwrite what the committed runs say
+        print(f"error: publish {args.study} writes the checkout's pages from the committed runs directory, so it "
+              f"takes no --out-dir or --figures-dir (got {args.out_dir or args.figures_dir!r}); allowed: "
+              f"`python -m embnorm_lib publish {args.study}` alone", file=sys.stderr)
+        return 2
     try:
         if args.study in ("paper", "readme"):
             with transaction(runs_root(args.out_dir)):
