@@ -60,7 +60,8 @@ except ImportError:
 from embnorm_lib.core.notebook import brief_errors, pin_library
 
 brief_errors()  # a bad parameter reads as one line (what is wrong, what is allowed), not a traceback
-pin_library()  # the whole library loaded now: edits to the checkout while this run trains reach none of its cells
+if smoke is not True:  # a smoke run lasts seconds, so nothing to pin; importing every module would cost it ~2 s
+    pin_library()  # the whole library loaded now: edits to the checkout while this run trains reach none of its cells
 
 # %% [markdown]
 # ## Configuration
