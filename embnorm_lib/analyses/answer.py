@@ -389,7 +389,8 @@ def data_ladder_words(p: dict) -> str:
                                f", {confirm['finished']} of {confirm['registered']} confirmatory runs"
                                if confirm["registered"] else
                                "; its confirmatory runs are registered once the LRs are tuned")
-            + "; no result of it is quoted yet.")
+            + f"; this page quotes it once every rung has finished (each finished rung's comparison is in "
+              f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md)).")
 
 
 def zeroshot_words(z: dict) -> dict:

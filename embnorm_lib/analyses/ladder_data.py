@@ -111,14 +111,16 @@ def seed_rule_table(runs: pd.DataFrame) -> pd.DataFrame:
         mde = max(stats.power_figures(c.sd_diff, c.n, alpha=stats.ALPHA / (2 * len(ENDPOINTS)))[0]
                   for c in (stats.compare(five, "val_loss", variant) for variant in ("ln", "rms")))
         rows.append({"rung": rung, "mde_80_at_5_seeds": mde, "above_limit": bool(mde > ladder_data.MDE_LIMIT),
-                     "seeds_5_9_added": rung in ladder_data.SEEDS_ADDED})
+                     "seeds_5_9_added": rung in ladder_data.SEEDS_ADDED,
+                     "all_seeds_finished": _has_seeds(sub, ladder_data.confirmatory_seeds(rung))})
     return pd.DataFrame(rows)
 
 
 def seed_rule_lines(runs: pd.DataFrame) -> list[str]:
     return [f"- rung {r.rung}: MDE at seeds 0-4 {r.mde_80_at_5_seeds:.4f} nats/char, "
             + ("above" if r.above_limit else "within") + f" the {ladder_data.MDE_LIMIT:g} limit; seeds 5-9 "
-            + ("added: its comparison is quoted once they finish." if r.seeds_5_9_added else "not added.")
+            + (("added and finished: its comparison above is at 10 seeds." if r.all_seeds_finished else
+                "added: its comparison is quoted once they finish.") if r.seeds_5_9_added else "not added.")
             for r in seed_rule_table(runs).itertuples()]
 
 
