@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import REPO
 
@@ -262,3 +263,121 @@ def test_committed_logs_convert_losslessly_to_the_byte():
                 rows = read_jsonl(path)
                 assert same_rows(decode(encode(rows)), rows), path
                 assert steplog.jsonl_text(rows).encode() == path.read_bytes(), path
+
+
+# -- timings at their stated resolution (decimal columns) ----------------------------------------------------------
+
+def _timed_rows(n=200, places=None):
+    """Metrics-like rows with timer-like step_ms/wall_s (rounded to `places` per key, or at full float precision)."""
+    rows, wall = [], 3.0
+    for s in range(1, n + 1):
+        step_ms = 700.0 + 37.123456789 * math.sin(s) + s / 3
+        wall += step_ms / 1e3
+        rows.append({"step": s, "lr": 0.006 * min(1.0, s / 30), "train_loss": float(np.float32(4.2 - s / 100)),
+                     "step_ms": step_ms, "wall_s": wall})
+    return steplog.round_timings(rows) if places else rows
+
+
+def _meta(payload):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return json.loads(pq.ParquetFile(pa.BufferReader(payload)).metadata.metadata[steplog.META_KEY])
+
+
+def test_timings_at_their_resolution_are_stored_as_decimals_and_read_back_exactly():
+    fine, rounded = _timed_rows(), _timed_rows(places=True)
+    assert all(r["step_ms"] == round(r["step_ms"], 2) and r["wall_s"] == round(r["wall_s"], 3) for r in rounded)
+    assert not same_rows(fine, rounded)
+    payload = encode(rounded)
+    assert same_rows(decode(payload), rounded) and _json_text(decode(payload)) == _json_text(rounded)
+    meta = _meta(payload)
+    assert meta["format"] == 2 and meta["decimal"] == {"step_ms": 2, "wall_s": 3}  # lr and the loss stay floats
+    assert len(payload) < 0.8 * len(encode(fine))  # the point of it
+    # a log without a decimal column keeps format 1, which readers before format 2 read too
+    assert _meta(encode(fine))["format"] == 1
+
+
+@pytest.mark.parametrize("values", [[0.5, -0.0], [1.25, None, 2.5], [0.1 + 0.2], [1e-7], [2.0 ** 60 + 0.0],
+                                    [float("nan"), 1.5], [-3.75, 0.0]])
+def test_a_float_column_comes_back_as_the_same_floats_whether_or_not_it_is_decimal(values):
+    rows = [{"x": v} for v in values]
+    back = decode(encode(rows))
+    assert same_rows(back, rows) and all(type(b["x"]) is type(r["x"]) for b, r in zip(back, rows))
+
+
+def _fine_timed_run(root):
+    """A sealed run whose metrics.parquet holds timings at full precision (as runs before the resolution wrote)."""
+    run = sealed_run(root)
+    compact_logs.convert_run(run)
+    steplog.write_parquet_log(parquet_path(run, "metrics"), _timed_rows(n=30))
+    seal.seal_run(run)
+    return run
+
+
+def test_compact_logs_re_encodes_fine_timings_once_and_reseals(tmp_path, capsys):
+    run = _fine_timed_run(tmp_path / "s")
+    before = _logs(run)
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path), "--check"]) == 0
+    assert "would re-encode 1 run(s)' metrics.parquet" in capsys.readouterr().out
+    assert same_rows(read_step_log(run, "metrics"), before["metrics"])  # --check changed nothing
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
+    assert "re-encoded 1 run(s)' metrics.parquet" in capsys.readouterr().out
+    seal.verify_run(run)
+    after = _logs(run)
+    assert same_rows(after["metrics"], steplog.round_timings(before["metrics"]))
+    assert same_rows(after["diagnostics"], before["diagnostics"]) and same_rows(after["evals"], before["evals"])
+    files = {p.name: p.read_bytes() for p in run.root.iterdir()}
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
+    assert "re-encoded" not in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in run.root.iterdir()} == files  # a second pass changes nothing
+
+
+@pytest.mark.parametrize("where", ["before-file", "before-seal"])
+def test_a_re_encoding_killed_part_way_is_finished_by_a_rerun(tmp_path, monkeypatch, where):
+    run = _fine_timed_run(tmp_path / "s")
+    rows = steplog.round_timings(read_step_log(run, "metrics"))
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt("killed")
+    with monkeypatch.context() as m:
+        m.setattr(compact_logs, "reseal" if where == "before-seal" else "atomic_write_bytes", boom, raising=False)
+        if where == "before-file":
+            import embnorm_lib.core.io as io_module
+            m.setattr(io_module, "atomic_write_bytes", boom)
+        with pytest.raises(KeyboardInterrupt):
+            compact_logs.convert_locked(run)
+    assert (run.root / compact_logs.RETIME_MARKER).is_file()
+    compact_logs.convert_locked(run)
+    assert not (run.root / compact_logs.RETIME_MARKER).exists()
+    seal.verify_run(run)
+    assert same_rows(read_step_log(run, "metrics"), rows)
+
+
+def test_a_re_encoding_marker_beside_a_damaged_file_is_refused(tmp_path):
+    run = _fine_timed_run(tmp_path / "s")
+    (run.root / compact_logs.RETIME_MARKER).write_text(json.dumps({"sealed": "0" * 64, "new": "1" * 64}))
+    with pytest.raises(RunDirError, match="neither the sealed file nor its re-encoding"):
+        compact_logs.convert_locked(run)
+
+
+def test_compact_logs_slims_the_executed_notebook_and_leaves_the_seal_alone(tmp_path, capsys):
+    import nbformat
+
+    from embnorm_lib.runner.notebook_archive import read_archived_notebook
+
+    run = sealed_run(tmp_path / "s")
+    compact_logs.convert_run(run)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("show()", metadata={"papermill": {"duration": 2.0, "start_time": "t0"}})
+    cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/html": "<table/>", "text/plain": "table"})]
+    nb.cells = [cell]
+    nbformat.write(nb, run.notebook)
+    manifest, before = run.manifest.read_bytes(), run.notebook.stat().st_size
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
+    slim = read_archived_notebook(run.root)  # slimmed, then packed into the study's archive
+    assert f"slimmed 1 executed notebook(s), {before:,} -> {len(slim):,} bytes" in capsys.readouterr().out
+    assert nbformat.reads(slim.decode(), as_version=4).cells[0].outputs[0].data == {"text/plain": "table"}
+    assert run.manifest.read_bytes() == manifest  # the notebook is not sealed
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
+    assert "slimmed" not in capsys.readouterr().out

@@ -201,23 +201,44 @@ def test_slim_notebook_keeps_what_a_terminal_shows_and_drops_figures_and_timesta
     from embnorm_lib.runner.jobs import FIGURE_NOT_KEPT, slim_notebook
 
     nb = nbformat.v4.new_notebook(metadata={"widgets": {"state": {}}})
+    papermill = {"duration": 1.5, "start_time": "2026-11-29T00:00:00Z", "end_time": "2026-11-29T00:00:01.5Z",
+                 "exception": False, "status": "completed"}
     cell = nbformat.v4.new_code_cell("train()", metadata={"execution": {"iopub.status.busy": "2026-11-29T00:00:00Z"},
-                                                           "papermill": {"duration": 1.5}})
+                                                           "papermill": papermill})
+    failed = nbformat.v4.new_code_cell("1/0", metadata={"papermill": {**papermill, "exception": True,
+                                                                        "status": "failed"}})
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="step 0 val_loss 4.2\n"),
+                    nbformat.v4.new_output("execute_result", data={"text/html": "<table><tr><td>4.2</td></tr></table>",
+                                                                   "text/plain": "   val_loss\n0       4.2"}),
                     nbformat.v4.new_output("stream", name="stderr", text="\r  0%|     | 0/100"),
                     nbformat.v4.new_output("stream", name="stderr", text="\r100%|#####| 100/100\n"),
                     nbformat.v4.new_output("stream", name="stdout", text="step 50 val_loss 3.1\n"),
                     nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"})]
-    nb.cells = [cell]
+    nb.cells = [cell, failed]
     path = tmp_path / "02_train.ipynb"
     nbformat.write(nb, path)
+    indented = path.stat().st_size
     assert slim_notebook(path)
+    assert path.stat().st_size < indented and path.read_text().count("\n") == 1  # compact JSON, one line
     out = nbformat.read(path, as_version=4)
     kept = out.cells[0]
-    assert [(o.output_type, o.get("name"), o.get("text")) for o in kept.outputs[:3]] == [
-        ("stream", "stdout", "step 0 val_loss 4.2\n"), ("stream", "stderr", "100%|#####| 100/100\n"),
-        ("stream", "stdout", "step 50 val_loss 3.1\n")]
-    assert kept.outputs[3].data == {"text/plain": FIGURE_NOT_KEPT}
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in kept.outputs[:4]] == [
+        ("stream", "stdout", "step 0 val_loss 4.2\n"), ("execute_result", None, None),
+        ("stream", "stderr", "100%|#####| 100/100\n"), ("stream", "stdout", "step 50 val_loss 3.1\n")]
+    assert kept.outputs[1].data == {"text/plain": "   val_loss\n0       4.2"}  # the table as text, not twice
+    assert kept.outputs[4].data == {"text/plain": FIGURE_NOT_KEPT}
     assert "execution" not in kept.metadata and kept.metadata.papermill == {"duration": 1.5}
+    assert out.cells[1].metadata.papermill == {"duration": 1.5, "exception": True, "status": "failed"}
+    nbformat.validate(out)
     assert "widgets" not in out.metadata
     assert not slim_notebook(path)  # a slim notebook stays as it is
+
+
+def test_a_resumed_runs_result_line_says_so_instead_of_a_negative_overhead():
+    from embnorm_lib.runner.sweep import _result_line
+
+    fresh = {"status": "ok", "cell": "ln seed0", "val_loss": 1.75, "seconds": 500.0, "train_wall_s": 430.0}
+    assert "70.0 s outside the train loop" in _result_line(fresh)
+    resumed = {**fresh, "seconds": 134.2, "train_wall_s": 510.0}
+    line = _result_line(resumed)
+    assert "resumed: its train loop's 510.0 s include the time before it stopped" in line and "-" not in line.split("(")[1]

@@ -9,7 +9,7 @@ from embnorm_lib.core import data as data_module
 from embnorm_lib.core.checkpoint import ResumeError
 from embnorm_lib.core.data import DataError
 from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.steplog import read_step_log
+from embnorm_lib.core.steplog import read_step_log, round_timings, same_rows
 from embnorm_lib.core.train import lr_at, train
 
 
@@ -33,6 +33,7 @@ def test_run_directory_holds_config_metrics_and_provenance(tmp_path, data_path):
     assert [r["step"] for r in rows] == list(range(1, 13))
     for key in ("step", "tokens", "lr", "train_loss", "grad_norm_total", "block1_input_norm", "wall_s"):
         assert key in rows[0]
+    assert same_rows(rows, round_timings(rows))  # timings logged at their stated resolution (steplog)
     evals = read_step_log(run, "evals")
     assert [e["step"] for e in evals] == [0, 10, 12]
     assert evals[-1]["val_loss"] == summary["val_loss"]

@@ -69,6 +69,7 @@ from .fleet_ops import (  # noqa: F401 (the fleet's arithmetic, importable from 
 )
 from .io import cpu_info, git_commit
 from .rundir import RunDir
+from .steplog import round_timings
 from .train import _finish, check_fits_data, lr_at
 
 
@@ -166,10 +167,10 @@ def _log_steps(m: MemberRun, readings: list, k: int, step: int, stop: int, step_
         loss, norm, b1 = readings[j][k]
         lr = lr_at(m.cfg, s)
         max_norm = m.cfg.grad_clip if m.cfg.grad_clip > 0 else float("inf")
-        m.logs.metrics.append({"step": s, "tokens": s * m.cfg.tokens_per_iter, "lr": lr, "train_loss": loss,
-                               "grad_norm_total": norm, "clipped": bool(norm > max_norm),
-                               "block1_input_norm": b1, "step_ms": step_ms,
-                               "wall_s": wall - (stop - s) * step_ms / 1e3})
+        m.logs.metrics += round_timings([{"step": s, "tokens": s * m.cfg.tokens_per_iter, "lr": lr, "train_loss": loss,
+                                          "grad_norm_total": norm, "clipped": bool(norm > max_norm),
+                                          "block1_input_norm": b1, "step_ms": step_ms,
+                                          "wall_s": wall - (stop - s) * step_ms / 1e3}])
         if not (math.isfinite(loss) and math.isfinite(norm)):
             m.diverged_step, m.finished_at = s, wall
             break

@@ -7,10 +7,17 @@ and diagnostics as `<log>.parquet` instead (evals stay JSONL: a few dozen rows, 
 gives for the JSONL: the same keys in the same order, the same types (bool, int, float, None, str, lists and
 objects) and values, a key missing from a row still missing.
 
-The Parquet form (format `FORMAT`; zstd level 19, no statistics; floats byte-stream-split, ints delta-coded):
+Timings are logged at a stated resolution, `TIMING_DECIMALS` (step_ms to 10 µs, wall_s to 1 ms: finer digits are
+the timer's noise on a shared machine, and they were a third of a Parquet log's bytes); `round_timings` applies it, to
+a live run's rows as they are logged and to older runs' logs when compact_logs converts or re-encodes them.
+
+The Parquet form (format `FORMAT`, or 1 for a log without a decimal column; zstd level 19, no statistics; floats
+byte-stream-split, ints delta-coded):
 - a key's values keep their type where they share one (all bool, all int: int64, all float, all str; None is null);
-  floats are float32 where every value round-trips exactly (losses and norms come from float32 tensors), else
-  float64; a key with mixed types, lists or objects holds each value as its JSON text;
+  a float key whose every value is a decimal of at most `MAX_DECIMALS` places (the timings) is stored as the int64
+  count of its last place (`decimal` in the metadata: key -> places) and read back as that count divided by 10^places,
+  which gives the very float; other floats are float32 where every value round-trips exactly (losses and norms come
+  from float32 tensors), else float64; a key with mixed types, lists or objects holds each value as its JSON text;
 - `wide` layout (a log with at least as many rows as keys: metrics): one column per key in order of first
   appearance, null where a row lacks the key, plus `__keys__`: per row, which of the file's key lists (its metadata)
   the row has, in the row's order;
@@ -36,7 +43,10 @@ from .rundir import RunDir
 LOGS = ("metrics", "evals", "diagnostics")  # the per-step logs of a run (RunDir attributes, file stems)
 COMPACTED = ("metrics", "diagnostics")  # the logs a finished run keeps as Parquet
 PARQUET = ".parquet"
-FORMAT = 1
+FORMAT = 2  # 2 added decimal columns; a log without one is written as format 1, which every reader since reads
+READABLE_FORMATS = (1, 2)
+TIMING_DECIMALS = {"step_ms": 2, "wall_s": 3}  # the resolution timings are kept at (decimal places)
+MAX_DECIMALS = 6
 META_KEY = b"embnorm.steplog"
 KEYS_COLUMN = "__keys__"  # per row: the index of its key list in the metadata's "keysets"
 ZSTD_LEVEL = 19
@@ -68,6 +78,27 @@ def step_log_frame(run_dir: RunDir | str | os.PathLike, log: str):  # noqa: ANN2
     import pandas as pd
 
     return pd.DataFrame(read_step_log(run_dir, log))
+
+
+def round_timings(rows: list[dict]) -> list[dict]:
+    """`rows` with each float timing (TIMING_DECIMALS) rounded to its stated resolution; other values as they are."""
+    return [{k: round(v, TIMING_DECIMALS[k]) if k in TIMING_DECIMALS and type(v) is float and math.isfinite(v) else v
+             for k, v in row.items()} for row in rows]
+
+
+def _decimals(values: list) -> int | None:
+    """The fewest decimal places (0..MAX_DECIMALS) that hold every float of `values` exactly (count / 10^places gives
+    the very float back; None values aside), or None."""
+    floats = [v for v in values if v is not None]
+    if not floats or not all(math.isfinite(v) for v in floats):
+        return None
+    for places in range(MAX_DECIMALS + 1):
+        scale = 10 ** places
+        # -0.0 is no count's quotient (0 / scale is +0.0): a column holding it stays a float column
+        if all(abs(k := round(v * scale)) < 2 ** 53 and k / scale == v and math.copysign(1, v) == math.copysign(1, k)
+               for v in floats):
+            return places
+    return None
 
 
 # -- encoding -------------------------------------------------------------------------------------------------------
@@ -133,7 +164,7 @@ def encode(rows: list[dict]) -> bytes:
         meta, table = _wide(rows, keys)
     else:
         meta, table = _long(rows, keys)
-    return _write(table, {"format": FORMAT, **meta})
+    return _write(table, {"format": FORMAT if meta.get("decimal") else 1, **meta})
 
 
 def _wide(rows: list[dict], keys: list[str]) -> tuple[dict, Any]:
@@ -146,11 +177,16 @@ def _wide(rows: list[dict], keys: list[str]) -> tuple[dict, Any]:
         keysets.setdefault(tuple(row), len(keysets))
     columns = {key: [row.get(key, _MISSING) for row in rows] for key in keys}
     kinds = {key: _kind([v for v in values if v is not _MISSING]) for key, values in columns.items()}
+    decimal = {key: places for key in keys if kinds[key] in ("float32", "float64")
+               and (places := _decimals([v for v in columns[key] if v is not _MISSING])) is not None}
+    for key, places in decimal.items():
+        columns[key] = [v if v is _MISSING or v is None else round(v * 10 ** places) for v in columns[key]]
+        kinds[key] = "int"
     arrays = [pa.array([keysets[tuple(row)] for row in rows], type=pa.int32())]
     arrays += [_arrow_array(values, kinds[key]) for key, values in columns.items()]
     position = {key: i for i, key in enumerate(keys)}
     meta = {"layout": "wide", "keysets": [[position[k] for k in keyset] for keyset in keysets],
-            "json": [key for key in keys if kinds[key] == "json"]}
+            "json": [key for key in keys if kinds[key] == "json"], **({"decimal": decimal} if decimal else {})}
     return meta, pa.Table.from_arrays(arrays, names=[KEYS_COLUMN, *keys])
 
 
@@ -190,10 +226,13 @@ def _write(table, meta: dict) -> bytes:  # noqa: ANN001 (a pyarrow.Table)
 def _decode_table(table) -> list[dict]:  # noqa: ANN001 (a pyarrow.Table)
     raw = (table.schema.metadata or {}).get(META_KEY)
     meta = json.loads(raw) if raw else None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in READABLE_FORMATS:
         raise ValueError(f"not a format-{FORMAT} step log (metadata {META_KEY.decode()!r} missing or of another "
                          f"format)")
     columns = {name: table.column(name).to_pylist() for name in table.column_names}
+    for key, places in meta.get("decimal", {}).items():
+        scale = 10 ** places  # an int divided by an int is correctly rounded: the float that was written
+        columns[key] = [None if k is None else k / scale for k in columns[key]]
     if meta["layout"] == "wide":
         keys = table.column_names[1:]
         keysets = [[keys[i] for i in keyset] for keyset in meta["keysets"]]

@@ -38,6 +38,7 @@ from .io import cpu_info, environment_info, git_commit, save_torch, write_json
 from .model import GPT
 from .rundir import RunDir
 from .seal import finished_summary, seal_run
+from .steplog import TIMING_DECIMALS
 
 
 def lr_at(cfg: RunConfig, step: int) -> float:
@@ -180,7 +181,9 @@ class ActiveRun:
         logs.metrics.append({"step": step, "tokens": step * cfg.tokens_per_iter, "lr": lr, "train_loss": train_loss,
                              "grad_norm_total": grad_norm_total, "clipped": bool(grad_norm_total > self.max_norm),
                              "block1_input_norm": block1_input_norm,
-                             "step_ms": (time.perf_counter() - t_step) * 1e3, "wall_s": self.elapsed()})
+                             # timings at their stated resolution (steplog.TIMING_DECIMALS): finer digits are noise
+                             "step_ms": round((time.perf_counter() - t_step) * 1e3, TIMING_DECIMALS["step_ms"]),
+                             "wall_s": round(self.elapsed(), TIMING_DECIMALS["wall_s"])})
         if not math.isfinite(train_loss) or (self.precision.name != "fp16" and not math.isfinite(grad_norm_total)):
             self.diverged_step = step
             return True

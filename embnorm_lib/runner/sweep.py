@@ -222,9 +222,11 @@ def _result_line(result: dict) -> str:
     if result["status"] in ("ok", "diverged"):
         overhead = result["seconds"] - (result["train_wall_s"] or 0)
         loss = result["val_loss"]
+        # a resumed run's train loop counts its time before the interruption too, which this sweep did not spend
+        where = (f"{overhead:4.1f} s outside the train loop: kernel, imports, calibration, lm-eval" if overhead >= 0
+                 else f"resumed: its train loop's {result['train_wall_s']:.1f} s include the time before it stopped")
         return (f"{result['status']:9s} {result['cell']:28s} val_loss "
-                f"{'diverged' if loss is None else f'{loss:.4f}'}  {result['seconds']:6.1f} s "
-                f"({overhead:4.1f} s outside the train loop: kernel, imports, calibration, lm-eval)")
+                f"{'diverged' if loss is None else f'{loss:.4f}'}  {result['seconds']:6.1f} s ({where})")
     return f"{result['status']:9s} {result['cell']:28s} {result.get('error') or result.get('why', '')}"
 
 

@@ -5,7 +5,12 @@
                                                               # delete stays within 170 MB (10^6 bytes)
     python -m embnorm_lib.compact_logs --check                # change nothing: what would be converted
 
-Runs trained since steplog existed are written compact when they finish; this converts the ones before. Per run,
+Runs trained since steplog existed are written compact when they finish; this converts the ones before. It also
+re-encodes a finished run's metrics.parquet whose timings are finer than their stated resolution
+(steplog.TIMING_DECIMALS: runs trained before it), which stores them as decimal columns (~30% fewer bytes); nothing
+else in the log changes. And it slims the run's executed notebook (runner.jobs.slim_notebook: compact JSON, a table's
+HTML twin and per-cell timestamps dropped), as sweeps now leave it, then packs each study's loose executed notebooks
+into `runs/<study>/notebooks.tar.xz` (runner.notebook_archive; `tar -xJf` puts them back). Per run,
 under its lock: the run is verified against its seal; each log is written as `<log>.parquet` (atomically, read back
 and compared row by row with the JSONL: same keys, order, types and values); the seal is rewritten to name the
 Parquet files; only then are the JSONL files deleted. A run killed part-way holds whole files throughout (every
@@ -14,15 +19,26 @@ can be run any number of times. Live, unsealed or damaged runs are not touched (
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import ConfigError, RunDirError, entry
-from ..core.io import RunLock, read_jsonl, runs_root, shown_path
+from ..core.io import RunLock, atomic_write_bytes, read_json, read_jsonl, runs_root, shown_path, write_json
 from ..core.rundir import RunDir
-from ..core.seal import _read_manifest, reseal_replacing, run_dirs_of, verify_run
-from ..core.steplog import COMPACTED, parquet_path, read_parquet_log, same_rows, write_parquet_log
+from ..core.seal import _read_manifest, reseal, reseal_replacing, run_dirs_of, verify_run
+from ..core.steplog import (
+    COMPACTED,
+    decode,
+    encode,
+    parquet_path,
+    read_parquet_log,
+    round_timings,
+    same_rows,
+    write_parquet_log,
+)
+from ..runner.notebook_archive import ARCHIVE, pack_notebooks
 
 MB = 10 ** 6
 
@@ -37,6 +53,9 @@ class Outcome:
     """What converting one run did: bytes of JSONL deleted and of Parquet added (0 for a run already converted)."""
 
     converted: bool = False
+    retimed: bool = False  # metrics.parquet re-encoded with its timings at their stated resolution
+    retimed_bytes: tuple[int, int] = (0, 0)  # its bytes before and after
+    notebook_bytes: tuple[int, int] = (0, 0)  # the executed notebook's bytes before and after slimming
     jsonl_bytes: int = 0
     parquet_bytes: int = 0
     files: list[str] = field(default_factory=list)  # the file names written or deleted
@@ -53,7 +72,7 @@ def _sealed_forms(run: RunDir) -> tuple[dict, list[str]]:
 
 
 def _same_or_refuse(run: RunDir, jsonl: Path, parquet: Path) -> list[dict]:
-    rows = read_jsonl(jsonl)
+    rows = round_timings(read_jsonl(jsonl))
     if not same_rows(read_parquet_log(parquet), rows):
         raise RunDirError(f"run {run.root}: {parquet.name} does not hold the rows of {jsonl.name}; nothing was deleted "
                           f"(allowed: the Parquet form of the same log: delete {parquet.name} and run compact_logs "
@@ -79,7 +98,7 @@ def convert_run(run: RunDir, dry_run: bool = False) -> Outcome:
         jsonl.unlink()
         outcome.files.append(old)
     for old, new in todo.items():
-        rows = read_jsonl(run.root / old)
+        rows = round_timings(read_jsonl(run.root / old))
         write_parquet_log(run.root / new, rows)  # checked to read back as `rows` before it is put in place
         _same_or_refuse(run, run.root / old, run.root / new)  # and once more from the disk
     if todo:
@@ -93,6 +112,60 @@ def convert_run(run: RunDir, dry_run: bool = False) -> Outcome:
     return outcome
 
 
+RETIME_MARKER = ".retime.json"  # hidden (not sealed): written before metrics.parquet is replaced, gone once resealed
+
+
+def retime_run(run: RunDir, outcome: Outcome, dry_run: bool = False) -> None:
+    """Re-encode a finished run's metrics.parquet with its timings rounded to their stated resolution, then reseal
+    it; a run already at that resolution is left as it is. Crash-safe: the marker names the sealed and the new bytes'
+    sha256 before the file is replaced, so a run killed between the file and its seal is finished on the next call
+    (and a file that is neither is refused as damaged)."""
+    path = parquet_path(run, "metrics")
+    if not path.is_file() or _read_manifest(run)["files"].get(path.name) is None:
+        return
+    verify_run(run)
+    rows = read_parquet_log(path)
+    rounded = round_timings(rows)
+    if same_rows(rounded, rows):
+        return
+    outcome.retimed = True
+    if dry_run:
+        return
+    payload = encode(rounded)
+    if not same_rows(decode(payload), rounded):
+        raise RunDirError(f"run {run.root}: the re-encoded {path.name} does not read back as its rows; nothing was "
+                          f"written (report this with the file)")
+    sealed_bytes = path.stat().st_size
+    write_json(run.root / RETIME_MARKER, {"sealed": _read_manifest(run)["files"][path.name]["sha256"],
+                                          "new": hashlib.sha256(payload).hexdigest()})
+    atomic_write_bytes(path, payload)
+    reseal(run, path.name)
+    (run.root / RETIME_MARKER).unlink()
+    outcome.retimed_bytes = (sealed_bytes, len(payload))
+
+
+def finish_pending_retime(run: RunDir, outcome: Outcome, dry_run: bool = False) -> None:
+    """A re-encoding killed between the new metrics.parquet and its seal (RETIME_MARKER left): reseal it when the
+    file is the re-encoding the marker names, start over when it is still the sealed file, refuse anything else."""
+    path, marker = parquet_path(run, "metrics"), run.root / RETIME_MARKER
+    if marker.is_file():
+        pending = read_json(marker)
+        now = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        sealed = _read_manifest(run)["files"].get(path.name, {}).get("sha256")
+        if now == pending.get("new") and sealed == pending.get("sealed"):
+            if not dry_run:
+                reseal(run, path.name)  # verifies every other file against the seal first
+                marker.unlink()
+            outcome.retimed = True
+            return
+        if now != pending.get("sealed"):
+            raise RunDirError(f"run {run.root}: {path.name} is neither the sealed file nor its re-encoding named in "
+                              f"{RETIME_MARKER}; allowed: one of them (restore the run from git and run compact_logs "
+                              f"again)")
+        if not dry_run:
+            marker.unlink()  # killed before the file was replaced: start over
+
+
 def convert_locked(run: RunDir, dry_run: bool = False) -> Outcome:
     """convert_run under the run's lock (the one training takes), so no process writes the run meanwhile; a lock file
     this call had to create goes again."""
@@ -102,7 +175,17 @@ def convert_locked(run: RunDir, dry_run: bool = False) -> Outcome:
         raise RunDirError(f"run {run.root} is in use by another process (lock {run.lock.name} held); allowed: a "
                           f"finished run nobody is writing (run compact_logs again later)")
     try:
-        return convert_run(run, dry_run)
+        outcome = Outcome()
+        finish_pending_retime(run, outcome, dry_run)
+        outcome = convert_run(run, dry_run) if not outcome.retimed else outcome
+        retime_run(run, outcome, dry_run)
+        if run.notebook.is_file() and not dry_run:  # not sealed: the sweep's record of how the run went
+            from ..runner.jobs import slim_notebook
+
+            before = run.notebook.stat().st_size
+            if slim_notebook(run.notebook):
+                outcome.notebook_bytes = (before, run.notebook.stat().st_size)
+        return outcome
     finally:
         if not lock_existed:
             run.lock.unlink(missing_ok=True)  # while held: the way checkpoint.holding leaves no trace
@@ -129,14 +212,28 @@ def choose_studies(out: Path, studies: list[str], budget_mb: float | None) -> tu
     sizes = sorted(((name, jsonl_bytes(out / name)) for name in dict.fromkeys(names)), key=lambda s: (-s[1], s[0]))
     chosen, left, total = [], [], 0
     for name, size in sizes:
-        if size == 0:
-            continue
         if budget_mb is None or total + size <= budget_mb * MB:
             chosen.append((name, size))
             total += size
         else:
             left.append((name, size))
     return chosen, left
+
+
+def _said(counts: dict, verb: str, dry_run: bool) -> str:
+    said = f"{verb} {counts['runs']} run(s), JSONL {counts['jsonl']:,} bytes" + (
+        "" if dry_run else f" -> Parquet {counts['parquet']:,} bytes")
+    if counts["retimed"]:
+        said += f"; {'would re-encode' if dry_run else 're-encoded'} {counts['retimed']} run(s)' metrics.parquet with " \
+                f"timings at their stated resolution" + ("" if dry_run else f", {counts['before']:,} -> "
+                                                         f"{counts['after']:,} bytes")
+    if counts["notebooks"]:
+        said += f"; slimmed {counts['notebooks']} executed notebook(s), {counts['nb_before']:,} -> " \
+                f"{counts['nb_after']:,} bytes"
+    if counts["packed"]:
+        said += f"; packed {counts['packed']} executed notebook(s) ({counts['pk_before']:,} bytes) into " \
+                f"{ARCHIVE}, now {counts['pk_after']:,} bytes"
+    return said
 
 
 def main(argv=None) -> int:
@@ -153,29 +250,35 @@ def main(argv=None) -> int:
     out = runs_root(args.out_dir)
     chosen, left = choose_studies(out, args.study, args.budget_mb)
     verb = "would convert" if args.check else "converted"
-    totals = {"runs": 0, "jsonl": 0, "parquet": 0, "refused": 0}
+    totals = {"runs": 0, "jsonl": 0, "parquet": 0, "refused": 0, "retimed": 0, "before": 0, "after": 0,
+              "notebooks": 0, "nb_before": 0, "nb_after": 0, "packed": 0, "pk_before": 0, "pk_after": 0}
     for study, _size in chosen:
-        runs = refused = deleted = added = 0
+        counts = dict.fromkeys(totals, 0)
         for run in run_dirs_of(out / study):
             try:
                 outcome = convert_locked(run, dry_run=args.check)
             except RunDirError as e:
                 print(f"error: {e}", file=sys.stderr)
-                refused += 1
+                counts["refused"] += 1
                 continue
-            runs += outcome.converted
-            deleted += outcome.jsonl_bytes
-            added += outcome.parquet_bytes
-        print(f"{study}: {verb} {runs} run(s), JSONL {deleted:,} bytes" + ("" if args.check else
-              f" -> Parquet {added:,} bytes") + (f"; {refused} run(s) refused (named above)" if refused else ""))
-        totals["runs"] += runs
-        totals["jsonl"] += deleted
-        totals["parquet"] += added
-        totals["refused"] += refused
+            counts["runs"] += outcome.converted
+            counts["jsonl"] += outcome.jsonl_bytes
+            counts["parquet"] += outcome.parquet_bytes
+            counts["retimed"] += outcome.retimed
+            counts["before"] += outcome.retimed_bytes[0]
+            counts["after"] += outcome.retimed_bytes[1]
+            counts["notebooks"] += outcome.notebook_bytes != (0, 0)
+            counts["nb_before"] += outcome.notebook_bytes[0]
+            counts["nb_after"] += outcome.notebook_bytes[1]
+        if not args.check:
+            counts["packed"], counts["pk_before"], counts["pk_after"] = pack_notebooks(out / study)
+        print(f"{study}: {_said(counts, verb, args.check)}" + (f"; {counts['refused']} run(s) refused (named above)"
+                                                               if counts["refused"] else ""))
+        for key in totals:
+            totals[key] += counts[key]
     for study, size in left:
         print(f"{study}: left as JSONL ({size:,} bytes; over the budget of {args.budget_mb:g} MB)")
-    print(f"total: {verb} {totals['runs']} run(s) in {len(chosen)} studies of {shown_path(out)}, JSONL "
-          f"{totals['jsonl']:,} bytes" + ("" if args.check else f" -> Parquet {totals['parquet']:,} bytes")
+    print(f"total in {len(chosen)} studies of {shown_path(out)}: {_said(totals, verb, args.check)}"
           + (f"; {totals['refused']} run(s) refused" if totals["refused"] else ""))
     return 2 if totals["refused"] else 0
 

@@ -1,0 +1,94 @@
+"""A study's executed run notebooks, packed into one archive: `runs/<study>/notebooks.tar.xz`.
+
+Each finished run's executed 02_train.ipynb (the sweep's record of how the run went; not sealed, not read by any
+analysis) is ~9 KB, nine tenths of it the training notebook's own source, the same in every run. Packed per study and
+xz-compressed they take ~3% of that (1,175 notebooks: 10.6 MB loose, 0.34 MB packed), which keeps runs/ light enough
+to clone (issue 73). Nothing is lost: the archive holds each notebook's bytes at its path under the study, and
+
+    tar -xJf runs/<study>/notebooks.tar.xz -C runs/<study>     # puts every notebook back beside its run
+
+(`read_archived_notebook` reads one from Python). `pack_notebooks` (run by `python -m embnorm_lib.compact_logs`)
+moves a study's loose notebooks of finished runs into its archive: a loose notebook replaces its archived copy; the
+archive is written atomically and read back before any loose file is deleted, so a kill leaves every notebook in one
+place or both. The archive's bytes are a function of the notebooks alone (members sorted, owner, mode and times
+fixed), so packing the same notebooks again writes the same file."""
+from __future__ import annotations
+
+import io
+import lzma
+import tarfile
+from pathlib import Path
+
+from ..core.errors import RunDirError
+from ..core.rundir import RunDir, StudyDir, finished_run_dirs
+from ..core.writes import atomic_write_bytes
+
+ARCHIVE = "notebooks.tar.xz"
+
+
+def archive_path(study_root: Path) -> Path:
+    return StudyDir(study_root).root / ARCHIVE
+
+
+def archived_notebooks(study_root: Path) -> dict[str, bytes]:
+    """The archive's notebooks: path under the study (`<arm>/seed<k>/02_train.ipynb`) -> bytes ({} without one)."""
+    path = archive_path(study_root)
+    if not path.is_file():
+        return {}
+    try:
+        with tarfile.open(path, "r:xz") as tar:
+            return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    except (OSError, tarfile.TarError, lzma.LZMAError, EOFError) as e:
+        raise RunDirError(f"unreadable notebook archive {path} ({type(e).__name__}); allowed: a tar.xz written by "
+                          f"compact_logs (restore it from git)") from None
+
+
+def read_archived_notebook(run_dir: Path) -> bytes | None:
+    """A run's executed notebook: the loose file when there is one, else its copy in the study's archive, else None."""
+    run = RunDir(Path(run_dir))
+    if run.notebook.is_file():
+        return run.notebook.read_bytes()
+    study_root = run.root.parent.parent
+    return archived_notebooks(study_root).get(run.notebook.relative_to(study_root).as_posix())
+
+
+def archive_bytes(notebooks: dict[str, bytes]) -> bytes:
+    """The archive of `notebooks` (path -> bytes): the same bytes for the same notebooks."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(notebooks):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode, info.uid, info.gid = len(notebooks[name]), 0, 0o644, 0, 0
+            info.uname = info.gname = ""
+            tar.addfile(info, io.BytesIO(notebooks[name]))
+    return lzma.compress(raw.getvalue(), format=lzma.FORMAT_XZ, preset=9)
+
+
+def pack_notebooks(study_root: Path) -> tuple[int, int, int]:
+    """Move the loose executed notebooks of a study's finished runs into its archive (see the module docstring); a
+    run whose cell a sweep holds is left for later. Returns (notebooks packed, their loose bytes, archive bytes)."""
+    study_root = Path(study_root)
+    loose: dict[str, Path] = {}
+    for run in finished_run_dirs(study_root):
+        if not run.notebook.is_file():
+            continue
+        existed, lock = run.cell_lock_path.exists(), run.cell_lock()
+        if not lock.acquire():
+            continue  # a sweep still owns the cell: it may rewrite the notebook
+        if not existed:
+            run.cell_lock_path.unlink(missing_ok=True)  # while held: no lock file left behind by looking
+        lock.release()
+        loose[run.notebook.relative_to(study_root).as_posix()] = run.notebook
+    if not loose:
+        return 0, 0, archive_path(study_root).stat().st_size if archive_path(study_root).is_file() else 0
+    notebooks = {**archived_notebooks(study_root), **{name: path.read_bytes() for name, path in loose.items()}}
+    payload = archive_bytes(notebooks)
+    atomic_write_bytes(archive_path(study_root), payload)
+    back = archived_notebooks(study_root)
+    if back != notebooks:
+        raise RunDirError(f"the notebook archive {archive_path(study_root)} does not read back as the notebooks "
+                          f"packed into it; no loose notebook was deleted (report this with the file)")
+    loose_bytes = sum(path.stat().st_size for path in loose.values())
+    for path in loose.values():
+        path.unlink()
+    return len(loose), loose_bytes, len(payload)
