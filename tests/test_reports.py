@@ -194,3 +194,14 @@ def test_a_publication_parses_each_studys_runs_csv_once(tmp_path, monkeypatch):
     assert (results.load_runs("ladder", tmp_path)["val_loss"] != 0).all() and len(parsed) == 1
     synthetic(seeds=3).to_csv(tmp_path / "ladder" / "runs.csv", index=False)  # rewritten: parsed again, not stale
     assert results.load_runs("ladder", tmp_path)["seed"].max() == 2 and len(parsed) == 2
+
+
+@pytest.mark.parametrize("name", ["ladder-data", "ladder", "ladder-bpe"])
+def test_the_first_design_line_names_arms_and_seeds_only_where_every_setting_shares_them(name):
+    cells = study_cells(name)
+    lines = study_header.design_lines(name)
+    settings = {}
+    for c in cells:
+        settings.setdefault((c.preset, dict(c.overrides).get("tokenizer", "char")), set()).add((c.variant, c.seed))
+    shared = len({frozenset(s) for s in settings.values()}) == 1
+    assert (" arms " in f" {lines[0]}") == (shared or len(settings) == 1), lines[0]

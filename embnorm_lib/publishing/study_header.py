@@ -98,7 +98,9 @@ def design_lines(study: str) -> list[str]:
         return [f"Preset {names[key]}: {shared_words}; {arms} = {len(cells)} runs registered."]
     own = {key: ", ".join(v for k, v in p.items() if k not in shared and k != "arms")
            + ("" if "arms" in shared else f"; {p['arms']}") for key, p in parts.items()}
-    return [f"Every run: {shared_words}; {arms}; {len(cells)} runs registered in {len(groups)} settings:", ""] + [
+    # arms and seeds on the first line only where every setting has the same ones (else each setting's line says)
+    head = f"Every run: {shared_words}; " + (f"{arms}; " if "arms" in shared else "")
+    return [f"{head}{len(cells)} runs registered in {len(groups)} settings:", ""] + [
         f"- {names[key]}: {own[key]} ({len(groups[key])} runs)." for key in groups]
 
 
