@@ -61,7 +61,8 @@ EXTENSIONS: dict[int, dict[str, list[float]]] = {
 BEST_LR: dict[int, dict[str, float]] = {
     0: {"none": 0.00707,  # rung 0: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
         "ln": 0.006},  # rung 0: lowest mean over seeds 100-102, bracketed by 0.00424 and 0.00849 (three extensions)
-    1: {"none": 0.00667},  # rung 1: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
+    1: {"none": 0.00667,  # rung 1: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
+        "ln": 0.00566},  # rung 1: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
 }
 
 
