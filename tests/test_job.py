@@ -38,7 +38,7 @@ def test_reproduction_check_tells_bitwise_from_rounding_from_different(tmp_path)
     assert drifted["status"] == "rounding" and drifted["max_step_drift"] == pytest.approx(3e-4, rel=1e-3)
     assert job.compare_runs(committed, _run(tmp_path / "outcome", val_loss=2.5 * (1 + 1e-3)))["status"] == "differs"
     different = job.compare_runs(committed, _run(tmp_path / "different", loss_step2=3.1))
-    assert different["status"] == "differs" and different["differences"] == ["metrics.jsonl"]
+    assert different["status"] == "differs" and different["differences"] == ["the metrics log"]
     flipped = job.compare_runs(committed, _run(tmp_path / "flipped", acc=0.31))
     assert flipped["status"] == "differs" and flipped["lm_accuracies_changed"] == 1
     # runs committed before lm-eval became its own stage carry its scalars in summary.json too; a re-run keeps

@@ -112,7 +112,7 @@ def compare_runs(committed: Path, reproduced: Path) -> dict:
     for log in ("metrics", "evals", "diagnostics"):
         rel = _max_rel(read_step_log(ours, log), read_step_log(theirs, log))
         if rel:
-            differences.append(getattr(ours, log).name)
+            differences.append(f"the {log} log")  # in whichever form (JSONL or Parquet) each run holds it
             drift = max(drift, rel)
     a, b = read_json(ours.summary), read_json(theirs.summary)
     for k in RESULT_KEYS:
