@@ -3,6 +3,7 @@ every notebook back, byte for byte), the same notebooks give the same archive, a
 unfinished run stays loose, a damaged archive is named in one line."""
 import io
 import json
+import re
 import subprocess
 import tarfile
 
@@ -106,3 +107,36 @@ def test_no_packed_notebook_names_an_absolute_path():
     for archive in archives:
         for name, data in na.archived_notebooks(archive.parent).items():
             assert not pattern.search(data.decode()), f"{archive.parent.name}/{name}"
+
+
+@pytest.mark.parametrize("member", ["../evil/seed0/02_train.ipynb", "/tmp/abs.txt", "junk.txt", "ln/seed0/x.ipynb"])
+def test_an_archive_holding_anything_but_run_notebooks_is_refused(tmp_path, member):
+    study = tmp_path / "s"
+    run = _run(study, "ln", 0)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        info = tarfile.TarInfo(member)
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"{}"))
+    import lzma
+    na.archive_path(study).write_bytes(lzma.compress(raw.getvalue()))
+    with pytest.raises(RunDirError, match=f"holds {re.escape(repr(member))}; allowed: only files"):
+        na.pack_notebooks(study)
+    assert run.notebook.is_file()
+
+
+def test_a_refused_run_keeps_its_notebook_and_a_bad_notebook_is_named_per_run(tmp_path, capsys):
+    import nbformat
+    from test_steplog import sealed_run
+
+    study = tmp_path / "s"
+    damaged, unreadable, good = (sealed_run(study, seed=k) for k in range(3))
+    for run in (damaged, good):
+        nbformat.write(nbformat.v4.new_notebook(), run.notebook)
+    unreadable.notebook.write_text('{"cells": [')
+    damaged.summary.write_text(damaged.summary.read_text() + " ")  # no longer what the seal says
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"run {unreadable.root}: 02_train.ipynb is not a readable notebook" in err and str(damaged.root) in err
+    assert damaged.notebook.is_file() and unreadable.notebook.is_file() and not good.notebook.exists()
+    assert list(na.archived_notebooks(study)) == ["ln/seed2/02_train.ipynb"]

@@ -381,3 +381,39 @@ def test_compact_logs_slims_the_executed_notebook_and_leaves_the_seal_alone(tmp_
     assert run.manifest.read_bytes() == manifest  # the notebook is not sealed
     assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
     assert "slimmed" not in capsys.readouterr().out
+
+
+def test_a_re_encoding_killed_after_its_seal_leaves_a_marker_a_rerun_just_removes(tmp_path, monkeypatch):
+    run = _fine_timed_run(tmp_path / "s")
+    marker = run.root / compact_logs.RETIME_MARKER
+    with monkeypatch.context() as m:
+        real_unlink = type(marker).unlink
+
+        def die_on_marker(self, *a, **k):
+            if self.name == compact_logs.RETIME_MARKER:
+                raise KeyboardInterrupt("killed")
+            return real_unlink(self, *a, **k)
+        m.setattr(type(marker), "unlink", die_on_marker)
+        with pytest.raises(KeyboardInterrupt):
+            compact_logs.convert_locked(run)
+    assert marker.is_file()
+    seal.verify_run(run)  # resealed: the run is whole
+    files = {p.name: p.read_bytes() for p in run.root.iterdir() if p != marker}
+    again = compact_logs.convert_locked(run)
+    assert not marker.exists() and not again.retimed
+    assert {p.name: p.read_bytes() for p in run.root.iterdir()} == files
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "\"x\"", "{}"])
+def test_a_marker_that_is_not_a_re_encoding_record_is_refused_in_one_line(tmp_path, text):
+    run = _fine_timed_run(tmp_path / "s")
+    (run.root / compact_logs.RETIME_MARKER).write_text(text)
+    with pytest.raises(RunDirError, match="is not a re-encoding record") as bad:
+        compact_logs.convert_locked(run)
+    assert "\n" not in str(bad.value)
+
+
+def test_a_missing_runs_directory_is_named_in_one_line(tmp_path, capsys):
+    assert entry(compact_logs.main, ["--out-dir", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid --out-dir ") and "allowed: a runs directory" in err and err.count("\n") == 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import lzma
+import re
 import tarfile
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from ..core.rundir import RunDir, StudyDir, finished_run_dirs
 from ..core.writes import atomic_write_bytes
 
 ARCHIVE = "notebooks.tar.xz"
+# what an archive may hold: a run's notebook at its path under the study, never a path that leaves it
+MEMBER = re.compile(r"(?!\.)[^/\\]+/seed\d+/02_train\.ipynb")
 
 
 def archive_path(study_root: Path) -> Path:
@@ -37,10 +40,15 @@ def archived_notebooks(study_root: Path) -> dict[str, bytes]:
         return {}
     try:
         with tarfile.open(path, "r:xz") as tar:
-            return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+            members = tar.getmembers()
+            odd = next((m.name for m in members if not (m.isfile() and MEMBER.fullmatch(m.name))), None)
+            if odd is None:
+                return {m.name: tar.extractfile(m).read() for m in members}
     except (OSError, tarfile.TarError, lzma.LZMAError, EOFError) as e:
         raise RunDirError(f"unreadable notebook archive {path} ({type(e).__name__}); allowed: a tar.xz written by "
                           f"compact_logs (restore it from git)") from None
+    raise RunDirError(f"notebook archive {path} holds {odd!r}; allowed: only files <arm>/seed<k>/"
+                      f"{RunDir(Path()).notebook.name} (restore the archive from git)")
 
 
 def read_archived_notebook(run_dir: Path) -> bytes | None:
@@ -64,13 +72,14 @@ def archive_bytes(notebooks: dict[str, bytes]) -> bytes:
     return lzma.compress(raw.getvalue(), format=lzma.FORMAT_XZ, preset=9)
 
 
-def pack_notebooks(study_root: Path) -> tuple[int, int, int]:
+def pack_notebooks(study_root: Path, skip: set[Path] = frozenset()) -> tuple[int, int, int]:
     """Move the loose executed notebooks of a study's finished runs into its archive (see the module docstring); a
-    run whose cell a sweep holds is left for later. Returns (notebooks packed, their loose bytes, archive bytes)."""
+    run whose cell a sweep holds, or one in `skip` (refused as damaged), is left as it is. Returns (notebooks packed,
+    their loose bytes, archive bytes)."""
     study_root = Path(study_root)
     loose: dict[str, Path] = {}
     for run in finished_run_dirs(study_root):
-        if not run.notebook.is_file():
+        if not run.notebook.is_file() or run.root in skip:
             continue
         existed, lock = run.cell_lock_path.exists(), run.cell_lock()
         if not lock.acquire():

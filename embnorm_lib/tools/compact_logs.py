@@ -150,8 +150,16 @@ def finish_pending_retime(run: RunDir, outcome: Outcome, dry_run: bool = False) 
     path, marker = parquet_path(run, "metrics"), run.root / RETIME_MARKER
     if marker.is_file():
         pending = read_json(marker)
+        if not isinstance(pending, dict) or not {"sealed", "new"} <= set(pending):
+            raise RunDirError(f"run {run.root}: {RETIME_MARKER} is not a re-encoding record; allowed: the JSON object "
+                              f"compact_logs wrote (restore the run from git, delete the marker, run compact_logs "
+                              f"again)")
         now = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
         sealed = _read_manifest(run)["files"].get(path.name, {}).get("sha256")
+        if now == sealed == pending["new"]:  # killed after the seal, before the marker went: nothing left to do
+            if not dry_run:
+                marker.unlink()
+            return
         if now == pending.get("new") and sealed == pending.get("sealed"):
             if not dry_run:
                 reseal(run, path.name)  # verifies every other file against the seal first
@@ -183,7 +191,13 @@ def convert_locked(run: RunDir, dry_run: bool = False) -> Outcome:
             from ..runner.jobs import slim_notebook
 
             before = run.notebook.stat().st_size
-            if slim_notebook(run.notebook):
+            try:
+                slimmed = slim_notebook(run.notebook)
+            except Exception as e:  # nbformat/JSON/decoding errors: the file is not a notebook we can read
+                raise RunDirError(f"run {run.root}: {run.notebook.name} is not a readable notebook ({type(e).__name__})"
+                                  f"; allowed: the executed notebook a sweep wrote (restore it from git, or delete "
+                                  f"it)") from None
+            if slimmed:
                 outcome.notebook_bytes = (before, run.notebook.stat().st_size)
         return outcome
     finally:
@@ -248,18 +262,22 @@ def main(argv=None) -> int:
     if args.budget_mb is not None and not args.budget_mb > 0:
         raise ConfigError(f"invalid --budget-mb {args.budget_mb}; allowed: a number of MB above 0")
     out = runs_root(args.out_dir)
+    if not out.is_dir():
+        raise ConfigError(f"invalid --out-dir {args.out_dir or out}: no such directory; allowed: a runs directory")
     chosen, left = choose_studies(out, args.study, args.budget_mb)
     verb = "would convert" if args.check else "converted"
     totals = {"runs": 0, "jsonl": 0, "parquet": 0, "refused": 0, "retimed": 0, "before": 0, "after": 0,
               "notebooks": 0, "nb_before": 0, "nb_after": 0, "packed": 0, "pk_before": 0, "pk_after": 0}
     for study, _size in chosen:
         counts = dict.fromkeys(totals, 0)
+        refused: set[Path] = set()
         for run in run_dirs_of(out / study):
             try:
                 outcome = convert_locked(run, dry_run=args.check)
             except RunDirError as e:
                 print(f"error: {e}", file=sys.stderr)
                 counts["refused"] += 1
+                refused.add(run.root)
                 continue
             counts["runs"] += outcome.converted
             counts["jsonl"] += outcome.jsonl_bytes
@@ -271,7 +289,11 @@ def main(argv=None) -> int:
             counts["nb_before"] += outcome.notebook_bytes[0]
             counts["nb_after"] += outcome.notebook_bytes[1]
         if not args.check:
-            counts["packed"], counts["pk_before"], counts["pk_after"] = pack_notebooks(out / study)
+            try:  # a refused run's notebook stays where it is, with the run
+                counts["packed"], counts["pk_before"], counts["pk_after"] = pack_notebooks(out / study, skip=refused)
+            except RunDirError as e:
+                print(f"error: {e}", file=sys.stderr)
+                counts["refused"] += 1
         print(f"{study}: {_said(counts, verb, args.check)}" + (f"; {counts['refused']} run(s) refused (named above)"
                                                                if counts["refused"] else ""))
         for key in totals:
