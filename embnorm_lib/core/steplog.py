@@ -307,14 +307,19 @@ def _same(x: Any, y: Any) -> bool:
     return x == y
 
 
-def write_parquet_log(path: str | os.PathLike, rows: list[dict]) -> Path:
-    """`rows` as a Parquet step log at `path`, written atomically after checking that the bytes read back as the
-    same rows (nothing is written otherwise)."""
+def checked_encode(path: str | os.PathLike, rows: list[dict]) -> bytes:
+    """encode(rows), checked to read back as the same rows (RunDirError naming `path`, the file it is meant for)."""
     payload = encode(rows)
     if not same_rows(decode(payload), rows):
         raise RunDirError(f"the Parquet form of {path} does not read back as the rows it was written from; nothing "
                           f"was written (allowed: rows of JSON values; report this with the file)")
-    return atomic_write_bytes(path, payload)
+    return payload
+
+
+def write_parquet_log(path: str | os.PathLike, rows: list[dict]) -> Path:
+    """`rows` as a Parquet step log at `path`, written atomically after checking that the bytes read back as the
+    same rows (nothing is written otherwise)."""
+    return atomic_write_bytes(path, checked_encode(path, rows))
 
 
 def jsonl_text(rows: list[dict]) -> str:
