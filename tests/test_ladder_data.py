@@ -259,3 +259,20 @@ def test_seeds_added_are_what_item_6s_rule_gives():
         if not set(range(10)) <= set(finished["cfg.seed"]):
             table = analysis.confirmatory_table(runs)
             assert not len(table) or rung not in set(table["rung"])
+
+
+def test_compute_table_sums_each_rungs_run_time_and_prices_what_is_left():
+    """The report's compute section: hours spent are the finished runs' train-loop time, and the runs registered but
+    not finished are priced at the rung's measured speed (at amendment 16's estimate where none has finished)."""
+    from embnorm_lib.analyses import ladder_data as analysis
+    from embnorm_lib.runner.registry import Cell
+
+    runs = pd.DataFrame({"cfg.preset": ["ladder-data-0"] * 3, "wall_s": [3600.0, 1800.0, 1800.0],
+                         "train_ms_per_iter": [100.0, 200.0, 300.0]})
+    cells = [Cell("s", "ladder-data-0", "none", seed) for seed in range(5)] + [Cell("s", "ladder-data-1", "ln", 0)]
+    table = analysis.compute_table(runs, cells).set_index("rung")
+    assert table.loc[0, "runs_finished"] == 3 and table.loc[0, "run_hours"] == pytest.approx(2.0)
+    assert table.loc[0, "hours_left"] == pytest.approx(2 * ladder_data.iters(0) * 200.0 / 3.6e6)
+    assert table.loc[1, "runs_finished"] == 0 and table.loc[1, "runs_left"] == 1
+    assert table.loc[1, "hours_left"] == pytest.approx(ladder_data.iters(1) * ladder_data.committed_ms_per_iter(1) / 3.6e6)
+    assert 2 not in table.index and 3 not in table.index  # nothing registered or finished there yet

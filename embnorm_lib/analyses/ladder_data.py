@@ -142,6 +142,43 @@ def data_bound_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def compute_table(runs: pd.DataFrame, cells) -> pd.DataFrame:
+    """Per rung: the runs finished and their run time (every run uses one thread, so run-hours are core-hours), the
+    measured median ms per iteration beside amendment 16 item 8's estimate, and the registered runs still to train
+    with the hours they need at the measured speed (the rung's estimate where nothing has finished yet)."""
+    rows = []
+    for rung in range(len(ladder_data.RUNGS)):
+        preset = f"ladder-data-{rung}"
+        done = runs[runs["cfg.preset"] == preset] if len(runs) else runs
+        registered = sum(cell.preset == preset for cell in cells)
+        if not registered and not len(done):
+            continue
+        estimate = ladder_data.committed_ms_per_iter(rung)
+        measured = float(done["train_ms_per_iter"].median()) if len(done) else math.nan
+        left = max(registered - len(done), 0)
+        speed = measured if len(done) else estimate
+        rows.append({"rung": rung, "runs_finished": len(done),
+                     "run_hours": float(done["wall_s"].sum()) / 3600 if len(done) else 0.0,
+                     "ms_per_iter": measured, "ms_per_iter_estimated": estimate, "runs_left": left,
+                     "hours_left": left * ladder_data.iters(rung) * speed / 3.6e6})
+    return pd.DataFrame(rows)
+
+
+def compute_lines(runs: pd.DataFrame, cells) -> list[str]:
+    from ..publishing.render import compact_markdown
+
+    table = compute_table(runs, cells)
+    if not len(table):
+        return []
+    shown = table.assign(**{column: table[column].map(f"{{:.{places}f}}".format) for column, places in
+                            (("run_hours", 2), ("hours_left", 2), ("ms_per_iter", 0), ("ms_per_iter_estimated", 0))})
+    return ["## Compute", "", "Train-loop time of the finished runs per rung (one thread each, so run-hours are "
+            "core-hours; a resumed run's time is summed over its resumes), the measured median ms per iteration "
+            "beside amendment 16's estimate, and what the registered runs not yet finished need at the measured "
+            "speed.", "", compact_markdown(shown), "", f"Total: {table['run_hours'].sum():.2f} run-hours spent, "
+            f"{table['hours_left'].sum():.2f} left for the runs registered so far.", ""]
+
+
 def _words(r) -> str:
     direction = ("costs" if r["mean_diff"] > 0 else "helps") if r["significant"] else "not resolved"
     if not r["significant"] and -stats_mei() <= r["ci_low"] and r["ci_high"] <= stats_mei():
@@ -212,4 +249,5 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         lines += ["## Data-bound check", "", "A rung enters the trend only if `none`'s mean final validation loss "
                   "falls from the rung below by more than the larger of the two rungs' seed SDs.", ""]
         lines += [compact_markdown(bound) if len(bound) else "No rung has `none` runs yet.", ""]
+    lines += compute_lines(runs, STUDIES[study].cells())
     return write_text_stable(study_dir_for(study, out).root / "LADDER-DATA.md", "\n".join(lines).rstrip("\n") + "\n")
