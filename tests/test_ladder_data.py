@@ -250,6 +250,8 @@ def test_seeds_added_are_what_item_6s_rule_gives():
     rule = analysis.seed_rule_table(runs)
     for r in rule.itertuples():
         assert r.above_limit or not r.seeds_5_9_added, f"rung {r.rung}: seeds added although its MDE is within"
+        # the other way round: a rung above the limit is never quoted at 5 seeds (the compute has allowed so far)
+        assert r.seeds_5_9_added or not r.above_limit, f"rung {r.rung}: MDE above the limit but no seeds added"
     assert set(ladder_data.SEEDS_ADDED) <= set(rule["rung"]), "seeds added to a rung before its seeds 0-4 finished"
     for rung in ladder_data.SEEDS_ADDED:
         assert ladder_data.confirmatory_seeds(rung) == (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
@@ -276,3 +278,56 @@ def test_compute_table_sums_each_rungs_run_time_and_prices_what_is_left():
     assert table.loc[1, "runs_finished"] == 0 and table.loc[1, "runs_left"] == 1
     assert table.loc[1, "hours_left"] == pytest.approx(ladder_data.iters(1) * ladder_data.committed_ms_per_iter(1) / 3.6e6)
     assert 2 not in table.index and 3 not in table.index  # nothing registered or finished there yet
+
+
+def _rung_runs(rung: int, seeds, none_loss, diff: dict[str, float] | None = None) -> pd.DataFrame:
+    """A synthetic runs.csv frame for one rung: none at the given losses per seed, ln/rms shifted by diff."""
+    rows = []
+    for seed, loss in zip(seeds, none_loss):
+        for variant in ("none", "ln", "rms"):
+            value = loss + (0.0 if variant == "none" else (diff or {}).get(variant, 0.0) + 0.001 * seed)
+            rows.append({"cfg.preset": f"ladder-data-{rung}", "variant": variant, "seed": seed, "cfg.seed": seed,
+                         "val_loss": value, "best_val_loss": value})
+    return pd.DataFrame(rows)
+
+
+def test_the_data_bound_check_waits_for_complete_rungs_and_then_decides():
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    below = _rung_runs(0, range(10), [2.5 + 0.01 * (s % 2) for s in range(10)])
+    falls = _rung_runs(1, range(10), [2.0 + 0.01 * (s % 2) for s in range(10)])
+    flat = _rung_runs(1, range(10), [2.499 + 0.01 * (s % 2) for s in range(10)])
+    verdict = lambda runs: analysis.data_bound_table(runs).set_index("rung")["trend"].to_dict()  # noqa: E731
+    assert verdict(pd.concat([below, falls])) == {0: "enters (lowest rung)", 1: "enters"}
+    assert verdict(pd.concat([below, flat]))[1] == "data-bound"
+    assert verdict(pd.concat([below, falls[falls["cfg.seed"] < 5]]))[1].startswith("pending")  # seeds 5-9 to come
+    assert verdict(falls)[1].startswith("pending")  # no rung below yet: not a pass by default
+    one_seed = pd.concat([below, falls[falls["cfg.seed"] == 0]])
+    assert analysis.data_bound_table(one_seed).set_index("rung").loc[1, "margin"] > 0  # a NaN SD is not the max
+
+
+def test_comparisons_use_confirmatory_seeds_and_refuse_tuning_seeds():
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    runs = _rung_runs(0, range(10), [2.5] * 10, {"ln": 0.05})
+    assert set(analysis.confirmatory_table(runs)["seeds"]) == {10}
+    stray = _rung_runs(0, [100], [2.0], {"ln": -1.0})
+    with pytest.raises(ValueError, match="tuning seeds"):
+        analysis.confirmatory_table(pd.concat([runs, stray]))
+
+
+def test_an_interval_that_excludes_zero_without_holm_says_why():
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    row = {"variant": "ln", "mean_diff": 0.07, "ci_low": 0.002, "ci_high": 0.15, "p_t": 0.045, "p_holm": 0.18,
+           "alpha_holm": 0.0125, "significant": False, "mde_80": 0.13}
+    assert "excludes 0, but p = 0.045 is above its Holm level 0.0125" in analysis._words(row)
+    assert "costs" in analysis._words({**row, "significant": True, "p_holm": 0.01})
+    assert "excludes" not in analysis._words({**row, "ci_low": -0.001})
+
+
+def test_best_lr_rule_counts_distinct_tuning_seeds():
+    lr = ladder_data.grid(0, "none")[0]
+    twice = pd.DataFrame([{"cfg.preset": "ladder-data-0", "cfg.variant": "none", "cfg.lr": lr, "cfg.seed": seed,
+                           "failed": False, "val_loss": 2.0} for seed in (100, 101, 101)])
+    assert not ladder_data.best_lrs(twice, 0)["none"].get("complete")

@@ -125,7 +125,7 @@ def best_lrs(runs, rung: int) -> dict[str, dict]:
         for lr in lrs:
             at = sub[(sub["cfg.lr"] - lr).abs() < 1e-12]
             finished = at[at["cfg.seed"].isin(TUNING_SEEDS)]
-            if len(finished) < len(TUNING_SEEDS):
+            if finished["cfg.seed"].nunique() < len(TUNING_SEEDS):  # distinct seeds: a duplicate hides no gap
                 complete = False
                 continue
             failed = finished["failed"].astype(bool).any()  # amendment 1: non-finite, or worse than at init
@@ -194,7 +194,8 @@ ENTRIES = (
           status="tuning", amendment=16,
           question="Which learning rate is each arm's best at each size of the adequate-data ladder?"),
     registry.Study("ladder-data", "Adequate-data ladder, confirmatory (amendment 16): none/ln/rms x fresh seeds 0-4 per "
-                         "rung, each arm at its tuned LR (rms at ln's), on the open-English corpus.", "ladder-data",
+                         "rung (5-9 added where item 6's rule asks), each arm at its tuned LR (rms at ln's), on the "
+                         "open-English corpus.", "ladder-data",
           lambda: _data_ladder_cells("ladder-data", tuning=False),
           note="Per rung: paired differences, 95% t intervals, Holm within the rung; the trend across rungs is "
                "exploratory and covers only rungs that pass the data-bound check.",
