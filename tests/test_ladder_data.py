@@ -331,3 +331,16 @@ def test_best_lr_rule_counts_distinct_tuning_seeds():
     twice = pd.DataFrame([{"cfg.preset": "ladder-data-0", "cfg.variant": "none", "cfg.lr": lr, "cfg.seed": seed,
                            "failed": False, "val_loss": 2.0} for seed in (100, 101, 101)])
     assert not ladder_data.best_lrs(twice, 0)["none"].get("complete")
+
+
+def test_the_trend_fits_only_rungs_that_pass_the_data_bound_check():
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    rungs = [_rung_runs(rung, range(10), [2.5 - 0.5 * rung + 0.01 * (s % 2) for s in range(10)],
+                        {"ln": 0.05 - 0.04 * math.log10(ladder_data.non_embedding_params(rung) / 98_304),
+                         "rms": 0.05}) for rung in range(3)]
+    fits = analysis.trend_table(pd.concat(rungs)).set_index("variant")
+    assert fits.loc["ln", "rungs"] == 3 and fits.loc["ln", "slope_ci_high"] < 0  # the cost shrinks with size
+    assert not any(c.startswith("extrapolated") for c in fits.columns)  # item 7: no extrapolation
+    flat = _rung_runs(2, range(10), [1.999 + 0.01 * (s % 2) for s in range(10)], {"ln": 0.01})
+    assert analysis.trend_table(pd.concat([*rungs[:2], flat])).empty  # rung 2 data-bound: 2 rungs are too few

@@ -220,6 +220,40 @@ def compute_lines(runs: pd.DataFrame, cells) -> list[str]:
             f"{table['hours_left'].sum():.2f} left for the runs registered so far.", ""]
 
 
+def trend_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Amendment 16 item 7 (exploratory): per variant, the WLS line of each quoted rung's mean difference in the final
+    validation loss on log10 non-embedding parameters, over the rungs the data-bound check lets in, with the 1 MB
+    ladder's fit (`ladder.trend`: weights from each rung's standard error, Knapp-Hartung's truncation at 1); it
+    needs 3 such rungs. The line's extrapolation is dropped: item 7 makes none beyond the largest rung."""
+    from . import ladder
+
+    table, bound = confirmatory_table(runs), data_bound_table(runs)
+    if not len(table) or not len(bound):
+        return pd.DataFrame()
+    entering = set(bound.loc[bound["trend"].str.startswith("enters"), "rung"])
+    rows = table[(table["metric"] == "val_loss") & table["rung"].isin(entering)].assign(tokenizer="char")
+    if rows.empty:
+        return pd.DataFrame()
+    fits = ladder.trend(rows, seeds=len(ladder_data.CONFIRMATORY_SEEDS))  # a quoted rung has all its seeds
+    return fits.drop(columns=[c for c in fits.columns if c.startswith(("at_params", "extrapolated", "tokenizer"))])
+
+
+def trend_lines(runs: pd.DataFrame) -> list[str]:
+    from ..publishing.render import compact_markdown
+    from . import ladder
+
+    fits = trend_table(runs)
+    head = ["## Trend across rungs (exploratory)", "", "Per variant, the line of each quoted rung's difference on "
+            "log10 non-embedding parameters, over the rungs that pass the data-bound check; no extrapolation beyond "
+            "the largest rung.", ""]
+    if not len(fits):
+        return head + ["Needs 3 rungs quoted with every seed and passing the data-bound check.", ""]
+    words = [f"- `{r['variant']}`: {ladder.trend_words(r)} (slope {r['slope_per_decade']:+.4f} "
+             f"[{r['slope_ci_low']:+.4f}, {r['slope_ci_high']:+.4f}] nats/char per decade, {r['rungs']} rungs)."
+             for _, r in fits.iterrows()]
+    return head + words + ["", compact_markdown(fits), ""]
+
+
 def _words(r) -> str:
     from ..stats import p_text
 
@@ -298,5 +332,6 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         lines += ["## Data-bound check", "", "A rung enters the trend only if `none`'s mean final validation loss "
                   "falls from the rung below by more than the larger of the two rungs' seed SDs.", ""]
         lines += [compact_markdown(bound) if len(bound) else "No rung has `none` runs yet.", ""]
+        lines += trend_lines(runs)
     lines += compute_lines(runs, STUDIES[study].cells())
     return write_text_stable(study_dir_for(study, out).root / "LADDER-DATA.md", "\n".join(lines).rstrip("\n") + "\n")
