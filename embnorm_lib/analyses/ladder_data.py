@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import stats
 from ..studies import ladder_data
 
 ENDPOINTS = ("val_loss", "best_val_loss")  # amendment 16 item 6: one Holm family per rung, 2 arms x 2 endpoints
 # Item 6's MDE is at "the Holm-adjusted alpha for the family": read as alpha / m, the family's strictest level, which
 # does not depend on how the p-values rank, so the seed rule built on it is a decision on the variance alone; the
 # unadjusted MDE and the seeds needed at the MEI (amendment 1 item 4) are shown beside it.
-FAMILY_ALPHA = 0.05 / (2 * len(ENDPOINTS))
+FAMILY_ALPHA = stats.ALPHA / (2 * len(ENDPOINTS))
 
 
 def _rung_of(preset: str) -> int:
@@ -72,8 +73,6 @@ def tuning_lines(runs: pd.DataFrame) -> list[str]:
 def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per finished rung (every arm with every confirmatory seed), variant and endpoint: the paired difference from
     none, its 95% t interval, Holm within the rung, and the MDE at 80% power for the family's smallest alpha."""
-    from .. import stats
-
     rows = []
     if not len(runs):
         return pd.DataFrame()
@@ -117,8 +116,9 @@ def endpoint_note(runs: pd.DataFrame) -> str:
         return f"The best validation loss is below the final one in {len(runs) - same} of {len(runs)} runs."
     return (f"In all {len(runs)} runs the best validation loss equals the final one: the ladder's presets score the "
             f"whole validation split only at the end (interim evaluations use {', '.join(map(str, sorted(windows)))} "
-            "windows), so the registered secondary endpoint repeats the primary, and each rung's Holm family of 4 holds 2 distinct tests counted "
-            "twice. That makes its Holm p-values and MDEs conservative; they are kept as registered.")
+            "windows), so the registered secondary endpoint repeats the primary, and each rung's Holm family of 4 "
+            "holds 2 distinct tests counted twice. That makes its Holm p-values and MDEs conservative; they are kept "
+            "as registered.")
 
 
 def _has_seeds(sub: pd.DataFrame, seeds) -> bool:
@@ -129,8 +129,6 @@ def _has_seeds(sub: pd.DataFrame, seeds) -> bool:
 def seed_rule_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Amendment 16 item 6, per rung whose arms have all finished seeds 0-4: the larger MDE of `ln` and `rms` on the
     primary endpoint at those five seeds, whether it exceeds the limit, and whether seeds 5-9 are registered."""
-    from .. import stats
-
     rows = []
     for preset, sub in (runs.groupby("cfg.preset") if len(runs) else []):
         rung, first = _rung_of(preset), ladder_data.CONFIRMATORY_SEEDS
@@ -321,7 +319,7 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
                              f"validation loss vs `none`: " + "; ".join(_words(r) for _, r in part.iterrows()) + ".")
             lines += ["", compact_markdown(table), "", f"`mde_80` and `seeds_at_mei` (seeds for 80% power at the "
                       f"MEI, {stats_mei():g}) are at alpha {FAMILY_ALPHA:g}, the family's strictest Holm level (item "
-                      "6); `mde_80_unadjusted` at alpha 0.05; `alpha_holm` is the level Holm compares each p with.",
+                      f"6); `mde_80_unadjusted` at alpha {stats.ALPHA:g}; `alpha_holm` is the level Holm compares each p with.",
                       "", endpoint_note(runs), ""]
         else:
             lines += ["No rung has all its registered runs yet.", ""]
