@@ -308,7 +308,22 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
         index = REPO / "runs" / study / "runs.csv"
         finished = len(pd.read_csv(index)) if index.is_file() else 0
         assert progress["studies"][study] == {"finished": finished, "registered": len(study_cells(study))}, study
-    assert not answer.data_ladder_finished(progress)  # in progress: no result of it is quoted yet
+    assert not answer.data_ladder_finished(progress)  # in progress: each size is quoted once all its runs are in
+    # every quoted size is the paired difference this file computes from the rung's confirmatory runs, and the
+    # README's size line and regime table carry it
+    confirm = runs_of("ladder-data")
+    readme = first_screen()
+    for r in progress["rungs"]:
+        rung = confirm[confirm["cfg.preset"] == f"ladder-data-{r['rung']}"]
+        assert r["seeds"] == rung["seed"].nunique() and not set(rung["seed"]) & {100, 101, 102}
+        assert_interval(r, rung, variant=r["variant"])
+    for rung in {r["rung"] for r in progress["rungs"]}:
+        ln = pick(progress["rungs"], rung=rung, variant="ln")
+        row = [line for line in readme.splitlines() if line.startswith(f"| adequate data: size "
+                                                                      f"{answer._millions(ln['params'])} params")]
+        assert len(row) == 1 and answer.interval(ln) in row[0]
+        if ln["significant"]:
+            assert answer.interval(ln) in tldr_line("Size") and answer.interval(ln) in readme.split("![", 1)[0]
 
 
 def data_ladder_states() -> dict[str, dict]:
@@ -320,8 +335,21 @@ def data_ladder_states() -> dict[str, dict]:
         return {"chars": 58e6, "amendment": link, **more,
                 "studies": {**tuning, "ladder-data": {"finished": finished, "registered": registered}}}
 
+    def row(rung, variant, diff, low, high, significant):
+        params, shape, iters = {0: (98_304, "2 × 64", 480), 1: (331_776, "3 × 96", 1620)}[rung]
+        return {"rung": rung, "params": params, "shape": shape, "iters": iters, "passes": 0.03 * (rung + 1),
+                "seeds": 10, "variant": variant, "none": 2.5 - rung, "mean_diff": diff, "ci_low": low, "ci_high": high,
+                "p_holm": 0.18 if not significant else 2.6e-09, "significant": significant, "mde_80": 0.1,
+                "data_bound": False}
+
+    quoted = [row(0, "ln", 0.076, 0.002, 0.151, False), row(0, "rms", 0.099, -0.001, 0.198, False),
+              row(1, "ln", 0.052, 0.048, 0.057, True), row(1, "rms", -0.048, -0.057, -0.039, True)]
+    design = {"sizes": 4, "tokens_per_param": 20, "trend_min_sizes": 3}
     return {"waiting": stage(0, 0), "running": stage(19, 60), "early": stage(5, 5, planned=60),
-            "done": stage(60, 60)}
+            "two sizes quoted": stage(60, 60, planned=90, rungs=quoted, **design),
+            "done": stage(60, 60), "done, quoted": stage(90, 90, planned=90, rungs=quoted, **design, trend=[
+                {"variant": "ln", "rungs": 3, "slope_per_decade": -0.03, "slope_ci_low": -0.05, "slope_ci_high": -0.01},
+                {"variant": "rms", "rungs": 3, "slope_per_decade": 0.01, "slope_ci_low": -0.02, "slope_ci_high": 0.04}])}
 
 
 def test_the_adequate_data_ladder_is_quoted_as_in_progress_until_its_confirmatory_runs_finish():
@@ -330,7 +358,8 @@ def test_the_adequate_data_ladder_is_quoted_as_in_progress_until_its_confirmator
     from embnorm_lib.analyses.answer import data_ladder_finished
 
     finished = {name: data_ladder_finished(p) for name, p in data_ladder_states().items()}
-    assert finished == {"waiting": False, "running": False, "early": False, "done": True}
+    assert finished == {"waiting": False, "running": False, "early": False, "two sizes quoted": False, "done": True,
+                        "done, quoted": True}
 
 
 @pytest.mark.committed

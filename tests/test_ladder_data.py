@@ -344,3 +344,25 @@ def test_the_trend_fits_only_rungs_that_pass_the_data_bound_check():
     assert not any(c.startswith("extrapolated") for c in fits.columns)  # item 7: no extrapolation
     flat = _rung_runs(2, range(10), [1.999 + 0.01 * (s % 2) for s in range(10)], {"ln": 0.01})
     assert analysis.trend_table(pd.concat([*rungs[:2], flat])).empty  # rung 2 data-bound: 2 rungs are too few
+
+
+def test_a_rung_is_quoted_once_its_runs_are_in_and_the_seed_rule_is_settled():
+    """quoted_table (what README, FINDINGS and the paper quote): every finished rung whose MDE at seeds 0-4 is within
+    the limit, or whose added seeds 5-9 have finished; never a rung still waiting for the rule's seeds."""
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    rung = max(set(range(len(ladder_data.RUNGS))) - set(ladder_data.SEEDS_ADDED))  # seeds 0-4 only, as registered
+    quiet = _rung_runs(rung, range(5), [1.5] * 5, {"ln": 0.05, "rms": 0.05})
+    noisy = quiet.copy()
+    noisy.loc[noisy["variant"] == "ln", "val_loss"] += [0.0, 0.2, -0.2, 0.1, -0.1]  # MDE far above the limit
+    noisy["best_val_loss"] = noisy["val_loss"]
+    assert set(analysis.quoted_table(quiet)["rung"]) == {rung}
+    assert analysis.seed_rule_table(noisy)["above_limit"].all()
+    assert analysis.quoted_table(noisy).empty  # above the limit and no seeds added yet: not quoted at 5 seeds
+    added = ladder_data.SEEDS_ADDED[0]
+    five = _rung_runs(added, range(5), [2.5] * 5, {"ln": 0.05})
+    ten = _rung_runs(added, range(10), [2.5] * 10, {"ln": 0.05})
+    assert analysis.quoted_table(five).empty  # its seeds 5-9 are registered and not in
+    quoted = analysis.quoted_table(ten)
+    assert list(quoted["variant"]) == ["ln", "rms"] and set(quoted["metric"]) == {"val_loss"}
+    assert set(quoted["seeds"]) == {10} and list(quoted["iters"]) == [ladder_data.iters(added)] * 2

@@ -260,16 +260,41 @@ def size_data(out: Path) -> dict:
 
 
 def data_ladder_progress(out: Path) -> dict:
-    """The adequate-data ladder (amendment 16): its corpus and, per study, how many of the runs registered so far
-    have finished. Its grids are registered rung by rung (the confirmatory runs once the LRs are tuned), so the
-    registered count grows; the first screen quotes no result of it."""
+    """The adequate-data ladder (amendment 16): its corpus, per study how many of the runs registered so far have
+    finished, and each finished rung's registered comparison on the primary endpoint (`ladder_data.quoted_table`:
+    every confirmatory seed in, item 6's seed rule settled). Its grids are registered rung by rung (the
+    confirmatory runs once the LRs are tuned), so the registered count grows."""
+    from ..core.presets import DATA_TOKENS_PER_PARAM
     from ..studies import study_cells
-    from ..studies.ladder_data import confirmatory_runs_planned, corpus_record
+    from ..studies.ladder_data import (
+        LR_STEP,
+        RUNGS,
+        TUNING_SEEDS,
+        confirmatory_runs_planned,
+        corpus_record,
+        non_embedding_params,
+    )
+    from .ladder import TREND_MIN_SIZES
+    from .ladder_data import quoted_table, trend_table
 
+    confirm = DATA_LADDER[1]
+    runs = load_runs(confirm, out) if has_index(confirm, out) else pd.DataFrame()
+    quoted = quoted_table(runs) if len(runs) else pd.DataFrame()
+    fits = trend_table(runs) if len(runs) else pd.DataFrame()
     return {"chars": corpus_record()["characters"], "amendment": amendment(f"`{DATA_LADDER[0]}`"),
-            "planned": confirmatory_runs_planned(),
+            "planned": confirmatory_runs_planned(), "sizes": len(RUNGS),
+            "params_all": [non_embedding_params(r) for r in range(len(RUNGS))],
+            "tokens_per_param": DATA_TOKENS_PER_PARAM, "lr_step": LR_STEP, "tuning_seeds": len(TUNING_SEEDS),
+            "trend_min_sizes": TREND_MIN_SIZES,
+            "trend": _rows(fits, ["variant", "rungs", "slope_per_decade", "slope_ci_low", "slope_ci_high"])
+            if len(fits) else [],
             "studies": {s: {"finished": len(load_runs(s, out)) if has_index(s, out) else 0,
-                            "registered": len(study_cells(s))} for s in DATA_LADDER}}
+                            "registered": len(study_cells(s))} for s in DATA_LADDER},
+            # p_holm at 6 significant digits: _clean's 6 decimals would write a p of 2.6e-09 as 0
+            "rungs": [{**r, "p_holm": float(f"{p_holm:.6g}")} for r, p_holm in zip(
+                _rows(quoted, ["rung", "params", "shape", "iters", "passes", "seeds", "variant", "lr", "lr_none",
+                               "none", "mean_diff", "ci_low", "ci_high", "significant", "mde_80", "data_bound"]),
+                quoted["p_holm"], strict=True)] if len(quoted) else []}
 
 
 def answer_data(out_dir=None) -> dict:
@@ -374,23 +399,87 @@ def data_ladder_finished(p: dict) -> bool:
     return bool(confirm["registered"] and confirm["finished"] >= max(confirm["registered"], p.get("planned", 0)))
 
 
+def data_ladder_rungs(p: dict) -> list[dict]:
+    """The quoted rungs of the adequate-data ladder, smallest first: per rung its regime and each norm's row."""
+    rungs = []
+    for rung in sorted({r["rung"] for r in p.get("rungs", [])}):
+        ln, rms = (_pick(p["rungs"], rung=rung, variant=v)[0] for v in NORMS)
+        rungs.append({**{k: ln[k] for k in ("rung", "params", "shape", "iters", "passes", "seeds", "none",
+                                            "data_bound")}, "ln": ln, "rms": rms})
+    return rungs
+
+
+def data_ladder_short(p: dict) -> str:
+    """The TL;DR's clause on the adequate-data ladder: LayerNorm at each quoted size, with its budget; the interval
+    where the size resolves a direction (the regime table has every interval)."""
+    rungs = data_ladder_rungs(p)
+    if not rungs:
+        return ("An adequate-data ladder has finished: "
+                f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md)."
+                if data_ladder_finished(p) else "An adequate-data ladder is in progress.")
+    sizes = ", ".join(f"{effect_word(r['ln'])}" + (f" {interval(r['ln'])}" if r["ln"]["significant"] else "")
+                      + f" at {_millions(r['params'])} ({r['iters']:,} iterations)" for r in rungs)
+    return (f"On {p['chars'] / 1e6:.1f}M characters of open English ({len(rungs)} of {p['sizes']} "
+            f"[sizes](runs/{DATA_LADDER[1]}/LADDER-DATA.md)): `ln` {sizes}.")
+
+
+def data_ladder_scope(p: dict) -> str:
+    """The scope the adequate-data ladder's quoted sizes add: '' while none is quoted."""
+    rungs = data_ladder_rungs(p)
+    if not rungs:
+        return ""
+    return (f"; on open English {_millions(rungs[0]['params'])}–{_millions(rungs[-1]['params'])}, "
+            f"{rungs[0]['iters']:,}–{rungs[-1]['iters']:,} iterations")
+
+
+def data_ladder_result_words(p: dict) -> str:
+    """Each quoted rung's registered comparison with its regime, and where the exploratory trend stands."""
+    from ..stats import p_text
+    from .ladder import trend_words
+
+    rungs = data_ladder_rungs(p)
+    if not rungs:
+        return ""
+
+    def arm(r: dict) -> str:
+        return (f"`{r['variant']}` {effect_word(r)} {interval(r)} (Holm p {p_text(r['p_holm'])}, MDE "
+                f"{r['mde_80']:.3f})")
+
+    sizes = "; ".join(f"{r['shape']} ({_millions(r['params'])}, {r['iters']:,} iterations = {r['passes']:.2f} passes, "
+                      f"{r['seeds']} seeds, `none` at {r['none']:.3f}"
+                      + (", data-bound" if r["data_bound"] else "") + f"): {arm(r['ln'])}, {arm(r['rms'])}"
+                      for r in rungs)
+    entering = [r for r in rungs if not r["data_bound"]]
+    trend = (" The trend across sizes (exploratory; a weighted line on log10 parameters over the sizes that pass the "
+             "data-bound check, no extrapolation): " + "; ".join(
+                 f"`{t['variant']}` {trend_words(t)} (slope {t['slope_per_decade']:+.4f} [{t['slope_ci_low']:+.4f}, "
+                 f"{t['slope_ci_high']:+.4f}] nats/char per decade, {t['rungs']} sizes)" for t in p["trend"]) + "."
+             if p.get("trend") else
+             f" The trend across sizes (exploratory) waits for {p['trend_min_sizes']} sizes that pass the data-bound "
+             f"check ({len(entering)} so far).")
+    return (f" Its finished sizes (registered, Holm within each size, each arm at its own tuned LR, `rms` at `ln`'s; "
+            f"Δ in nats/char): {sizes}.{trend}")
+
+
 def data_ladder_words(p: dict) -> str:
-    """Where the adequate-data ladder stands, from its registered and finished runs; never a result."""
+    """Where the adequate-data ladder stands, from its registered and finished runs, and each finished size's
+    registered comparison (a size is quoted once all its registered runs have finished)."""
     tuning, confirm = (p["studies"][s] for s in DATA_LADDER)
     a = p["amendment"]
+    report = f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md)"
     head = (f"An adequate-data ladder ({p['chars'] / 1e6:.1f}M characters of open English, "
             f"[amendment {a['number']}]({a['link']}); studies `{DATA_LADDER[0]}`, `{DATA_LADDER[1]}`)")
     if data_ladder_finished(p):
-        return (f"{head} has finished ({confirm['finished']} of {confirm['registered']} confirmatory runs): see "
-                f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md).")
+        return (f"{head} has finished ({confirm['finished']} of {confirm['registered']} confirmatory runs)."
+                + data_ladder_result_words(p) + f" Details: {report}.")
     return (f"{head} is in progress: {tuning['finished']} of the {tuning['registered']} tuning runs registered so far "
             "have finished" + (f", {confirm['finished']} of {confirm['registered']} confirmatory runs (of the "
                                f"{p['planned']} its design holds)" if confirm["registered"] and p.get("planned") else
                                f", {confirm['finished']} of {confirm['registered']} confirmatory runs"
                                if confirm["registered"] else
                                "; its confirmatory runs are registered once the LRs are tuned")
-            + f"; this page quotes it once every rung has finished (each finished rung's comparison is in "
-              f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md)).")
+            + "; each size is quoted here once all its registered runs have finished." + data_ladder_result_words(p)
+            + f" Details: {report}.")
 
 
 def zeroshot_words(z: dict) -> dict:
@@ -458,8 +547,6 @@ def tldr_lines(d: dict) -> list[str]:
     fixed = (f"{', '.join(f'`{v}`' for v in f['fixed'])} removed the failures" if f["fixed"] else
              "no norm removed the failures")
     seed_agrees = i["seed_setup"] and d["init"]["seed_study"]["ln_lowered_ppl"] and effect_word(i["large"]) == "helps"
-    bound = (f"; from {_millions(s['plateau_params'])} up the 1 MB corpus, not the model, limits the baseline"
-             if s["plateau_params"] else "")
     return [
         f"- **Answer: {regime}, {hw['verdict']}.** A LayerNorm after the embedding "
         f"**{effect_word(ln_head, 'raises', 'lowers')}** validation loss by {interval(ln_head)} nats/char "
@@ -477,11 +564,13 @@ def tldr_lines(d: dict) -> list[str]:
         f"{effect_word(i['large'])} ({interval(i['large'])})"
         + ("; the earlier 3-seed study's LayerNorm gain would fit this if it used PyTorch's default N(0, 1) init."
            if seed_agrees else "."),
-        f"- **Size**: {'no' if not s['resolved'] else s['resolved']} difference resolved at {s['sizes']} sizes "
-        f"({_millions(s['low'])}–{_millions(s['high'])} non-embedding parameters; `ln` within "
-        f"±{s['ln_within']:.3f}){bound}; an adequate-data ladder is in progress.",
+        f"- **Size**: on 1 MB of text, {'no' if not s['resolved'] else s['resolved']} difference resolved at "
+        f"{s['sizes']} sizes ({_millions(s['low'])}–{_millions(s['high'])}; `ln` within ±{s['ln_within']:.3f})"
+        + (f", data-bound from {_millions(s['plateau_params'])}" if s["plateau_params"] else "") + ". "
+        + data_ladder_short(d["size"]["data_ladder"]),
         f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare, {_millions(s['low'])}–{_millions(s['high'])} "
-        f"parameters, {min(b['first']['max_iters'], head['iters'])}–{b['last']['max_iters']} iterations. "
+        f"parameters, {min(b['first']['max_iters'], head['iters'])}–{b['last']['max_iters']} iterations"
+        f"{data_ladder_scope(d['size']['data_ladder'])}. "
         f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the cost at GPT-2 init and short "
         "budgets; the rest as labelled. Every design and interval: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
     ]
@@ -551,7 +640,8 @@ def detail_lines(d: dict) -> list[str]:
            f"{seed['unit_init_norm']:.1f}, a unit-variance embedding's), this grid "
            + ("agrees with its LayerNorm gain." if seed["ln_lowered_ppl"] and effect_word(i["large"]) == "helps"
               else "does not reproduce its result.") if i["seed_setup"] else ""),
-        f"- **Size**: {'no' if not s['resolved'] else s['resolved']} difference resolved at any of {s['sizes']} sizes "
+        f"- **Size**: on 1 MB of text, {'no' if not s['resolved'] else s['resolved']} difference resolved at any of "
+        f"{s['sizes']} sizes "
         f"({_millions(s['low'])}–{_millions(s['high'])} non-embedding parameters, {sd['seeds']} seeds each; "
         f"`ln` within ±{s['ln_within']:.3f}). The ladder trains each size on {sd['tokens_per_param']} tokens per "
         f"non-embedding parameter, capped at {sd['passes_cap']} passes over the {sd['train_chars'] / 1e6:.1f}M "
@@ -565,8 +655,8 @@ def detail_lines(d: dict) -> list[str]:
         + " " + data_ladder_words(sd["data_ladder"]),
         f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare ({d['corpus']['chars'] / 1e6:.1f}M "
         f"characters), {_millions(s['low'])}–{_millions(s['high'])} non-embedding parameters, "
-        f"{min(b['first']['max_iters'], head['iters'], idata['iters'])}–{b['last']['max_iters']} iterations. "
-        f"**Confidence**: {confidence_words(d)}. The budget trend, the init grid and the LR search are exploratory "
+        f"{min(b['first']['max_iters'], head['iters'], idata['iters'])}–{b['last']['max_iters']} iterations"
+        f"{data_ladder_scope(sd['data_ladder'])}. **Confidence**: {confidence_words(d)}. The budget trend, the init grid and the LR search are exploratory "
         f"({min(bd['seeds'], idata['seeds'], fd['seeds'])} seeds); H1b, zero-shot v2 and each ladder size's "
         f"comparison are registered ([amendment {sd['amendment']['number']}]({sd['amendment']['link']}); the trend "
         "across sizes is exploratory).",
@@ -609,6 +699,10 @@ def regime_table(d: dict) -> str:
         rows.append((f"size {_millions(rung['params'])} params, {rung['passes']:.0f} passes (registered, "
                      f"{s['seeds']} seeds" + (", data-bound" if bound else "") + ")", interval(ln), interval(rms),
                      effect_word(ln)))
+    for r in data_ladder_rungs(s["data_ladder"]):
+        rows.append((f"adequate data: size {_millions(r['params'])} params, {r['iters']:,} it = {r['passes']:.2f} "
+                     f"passes of open English (registered, {r['seeds']} seeds, tuned LRs)", interval(r["ln"]),
+                     interval(r["rms"]), effect_word(r["ln"])))
     z = zeroshot_words(d["zeroshot"])
     zrms = _pick(d["zeroshot"]["family"], variant="rms", task="macro")[0]
     rows.append((f"zero-shot macro **accuracy** (higher is better), suite v2 (registered, {d['zeroshot']['seeds']} "
@@ -721,22 +815,48 @@ def _failure_panel(ax, d: dict):
     ax.legend(fontsize=7, loc="center left")
 
 
+OPEN_ENGLISH_MARKERS = {"ln": "o", "rms": "D"}  # the adequate-data ladder's points, apart from the 1 MB ladder's
+
+
 def _size_panel(ax, d: dict):
+    from ..publishing.plots import arm_color
+
     s, sw = d["size"], size_words(d["size"])
     if s["plateau_from"] is not None:
         ax.axvspan(sw["plateau_params"] / 1.6, sw["high"] * 1.6, color="0.92", lw=0)
-        ax.text(sw["plateau_params"] / 1.5, 0.02, "data-bound: the baseline's\nloss stops falling with size",
+        ax.text(sw["plateau_params"] / 1.5, 0.3, "1 MB ladder data-bound:\nthe baseline's loss\nstops falling with size",
                 transform=ax.get_xaxis_transform(), va="bottom", fontsize=7, color="0.35")
     for k, variant in enumerate(NORMS):
         rows = sorted(_pick(s["rows"], variant=variant), key=lambda r: r["params"])
         _errorbars(ax, np.array([r["params"] for r in rows], float) * (1 + 0.08 * k), rows, variant)
+    open_rungs = data_ladder_rungs(s["data_ladder"])
+    for k, variant in enumerate(NORMS):  # beside the 1 MB ladder's points of the same size, dotted
+        rows = [r[variant] for r in open_rungs]
+        if not rows:
+            continue
+        x = np.array([r["params"] for r in rows], float) * (1.25 + 0.08 * k)
+        ys = np.array([r["mean_diff"] for r in rows])
+        err = np.vstack([ys - [r["ci_low"] for r in rows], np.array([r["ci_high"] for r in rows]) - ys])
+        marker, color = OPEN_ENGLISH_MARKERS[variant], arm_color(variant)
+        ax.errorbar(x, ys, yerr=err, fmt=marker, ls=":", color=color, capsize=2, mfc="white",
+                    label=f"{ARM_NAMES[variant]}, open English")
+        sig = [j for j, r in enumerate(rows) if r["significant"]]
+        ax.plot(x[sig], ys[sig], marker, color=color, zorder=3)
     ax.axhline(0, color="0.5", lw=0.8)
-    ax.set(xscale="log", xlabel=f"non-embedding parameters ({s['tokens_per_param']} tokens/param, ≤ {s['passes_cap']} "
-                                f"passes over {s['train_chars'] / 1e6:.1f}M chars)",
+    ax.set(xscale="log", xlabel=f"non-embedding parameters ({s['tokens_per_param']} tokens/param)\n1 MB: ≤ "
+                                f"{s['passes_cap']} passes; open English: < 1 pass",
            ylabel="Δ final val loss vs no norm (nats/char)")
-    ax.set_title(f"Size ladder ({s['seeds']} seeds per size, {sw['passes_low']:.1f}–{sw['passes_high']:.0f} passes): "
-                 f"no size effect\nresolved at {sw['sizes']} sizes ({_millions(sw['low'])}–{_millions(sw['high'])})",
-                 fontsize=9)
+    title = (f"Size ladder on 1 MB ({s['seeds']} seeds per size, {sw['passes_low']:.1f}–{sw['passes_high']:.0f} "
+             f"passes): no size effect\nresolved at {sw['sizes']} sizes ({_millions(sw['low'])}–{_millions(sw['high'])})")
+    if open_rungs:
+        costs = [_millions(r["params"]) for r in open_rungs if r["ln"]["significant"] and r["ln"]["mean_diff"] > 0]
+        helps = [_millions(r["params"]) for r in open_rungs if r["ln"]["significant"] and r["ln"]["mean_diff"] < 0]
+        said = "; ".join(filter(None, [f"LayerNorm costs at {', '.join(costs)}" if costs else "",
+                                        f"helps at {', '.join(helps)}" if helps else ""])) or "no effect resolved"
+        title = (f"Size, 1 MB ({s['seeds']} seeds, {sw['passes_low']:.1f}–{sw['passes_high']:.0f} passes): no effect "
+                 f"resolved at {sw['sizes']} sizes;\nopen English (dotted; {len(open_rungs)} of "
+                 f"{s['data_ladder']['sizes']} sizes, {min(r['seeds'] for r in open_rungs)} seeds): {said}")
+    ax.set_title(title, fontsize=9)
 
 
 def answer_figure(d: dict) -> plt.Figure:

@@ -31,6 +31,7 @@ METRICS = ("val_loss", "val_loss_per_char", "best_val_loss")  # per token, per c
 # the studies whose gradient-norm peaks are a registered test (docs/PROTOCOL.md, by amendment); in every other
 # ladder report the peak table is an exploratory reading beside the registered loss comparison
 CONFIRMATORY_PEAKS = {"ladder-bpe-rep2": 11}
+TREND_MIN_SIZES = 3  # the fewest sizes a trend line is fitted to: two leave no residual degree of freedom
 
 
 def _tokenizers(runs: pd.DataFrame) -> pd.Series:
@@ -368,7 +369,7 @@ def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS, seeds: int | N
     rows = []
     for (tokenizer, variant), sub in primary(finished(table, seeds)).groupby(["tokenizer", "variant"], sort=False):
         sub = sub.dropna(subset=["mean_diff", "ci_low"])
-        if len(sub) < 3:
+        if len(sub) < TREND_MIN_SIZES:
             continue
         t_crit = scipy_stats.t.ppf(0.975, sub["seeds"] - 1)
         se = (sub["ci_high"] - sub["ci_low"]) / (2 * t_crit)

@@ -326,6 +326,10 @@ def ladder_data(out: Path) -> dict:
         found["family"] = family
     found["scale"] = scale
     found["unfinished_rungs"] = [r for r in range(len(LADDER_RUNGS)) if r not in finished_rungs]
+    if has_index("ladder-data", out):  # amendment 16: each rung once all its registered runs have finished
+        from .answer import data_ladder_progress
+
+        found["data_ladder"] = data_ladder_progress(out)
     if has_index("ladder-bpe-rep", out):  # amendment 9's replication on fresh seeds, quoted once it has finished
         rep = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-rep", out))),
                               registered_seeds("ladder-bpe-rep"))
