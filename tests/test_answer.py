@@ -319,7 +319,7 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
         assert_interval(r, rung, variant=r["variant"])
     for rung in {r["rung"] for r in progress["rungs"]}:
         ln = pick(progress["rungs"], rung=rung, variant="ln")
-        row = [line for line in readme.splitlines() if line.startswith(f"| adequate data: size "
+        row = [line for line in readme.splitlines() if line.startswith(f"| open English: size "
                                                                       f"{answer._millions(ln['params'])} params")]
         assert len(row) == 1 and answer.interval(ln) in row[0]
         if ln["significant"]:

@@ -26,7 +26,7 @@ REGISTERED_STUDY = "main"  # the registered paired study: both training regimes,
 REGIMES = ("seeds-final", "nanogpt-cpu")  # its regimes, the headline's first
 NORMS = ("ln", "rms")
 STUDIES_QUOTED = ("main", "stability-budget", "stability-budget-v2", "stability-scale-v2", "stability-lr-v2",
-                  "stability-h1b-v2", "ladder")
+                  "stability-h1b-v2", "ladder", "ladder-data")
 DATA_LADDER = ("ladder-data-lr", "ladder-data")  # the adequate-data ladder (issue 76): tuning, then confirmatory
 ARM_NAMES = {"none": "no norm", "ln": "LayerNorm", "rms": "RMSNorm", "scaled": "scaled (tok·√d)"}
 PROTOCOL = Path("docs") / "PROTOCOL.md"
@@ -293,7 +293,8 @@ def data_ladder_progress(out: Path) -> dict:
             # p_holm at 6 significant digits: _clean's 6 decimals would write a p of 2.6e-09 as 0
             "rungs": [{**r, "p_holm": float(f"{p_holm:.6g}")} for r, p_holm in zip(
                 _rows(quoted, ["rung", "params", "shape", "iters", "passes", "seeds", "variant", "lr", "lr_none",
-                               "none", "mean_diff", "ci_low", "ci_high", "significant", "mde_80", "data_bound"]),
+                               "none", "none_sd", "mean_diff", "ci_low", "ci_high", "significant", "mde_80",
+                               "data_bound"]),
                 quoted["p_holm"], strict=True)] if len(quoted) else []}
 
 
@@ -419,8 +420,8 @@ def data_ladder_short(p: dict) -> str:
                 if data_ladder_finished(p) else "An adequate-data ladder is in progress.")
     sizes = ", ".join(f"{effect_word(r['ln'])}" + (f" {interval(r['ln'])}" if r["ln"]["significant"] else "")
                       + f" at {_millions(r['params'])} ({r['iters']:,} iterations)" for r in rungs)
-    return (f"On {p['chars'] / 1e6:.1f}M characters of open English ({len(rungs)} of {p['sizes']} "
-            f"[sizes](runs/{DATA_LADDER[1]}/LADDER-DATA.md)): `ln` {sizes}.")
+    return (f"On {p['chars'] / 1e6:.1f}M characters of open English ({len(rungs)} of {p['sizes']} planned sizes; "
+            f"[details](runs/{DATA_LADDER[1]}/LADDER-DATA.md)): `ln` {sizes}.")
 
 
 def data_ladder_scope(p: dict) -> str:
@@ -564,7 +565,7 @@ def tldr_lines(d: dict) -> list[str]:
         f"{effect_word(i['large'])} ({interval(i['large'])})"
         + ("; the earlier 3-seed study's LayerNorm gain would fit this if it used PyTorch's default N(0, 1) init."
            if seed_agrees else "."),
-        f"- **Size**: on 1 MB of text, {'no' if not s['resolved'] else s['resolved']} difference resolved at "
+        f"- **Size**: on tiny Shakespeare, {'no' if not s['resolved'] else s['resolved']} difference resolved at "
         f"{s['sizes']} sizes ({_millions(s['low'])}–{_millions(s['high'])}; `ln` within ±{s['ln_within']:.3f})"
         + (f", data-bound from {_millions(s['plateau_params'])}" if s["plateau_params"] else "") + ". "
         + data_ladder_short(d["size"]["data_ladder"]),
@@ -658,8 +659,10 @@ def detail_lines(d: dict) -> list[str]:
         f"{min(b['first']['max_iters'], head['iters'], idata['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(sd['data_ladder'])}. **Confidence**: {confidence_words(d)}. The budget trend, the init grid and the LR search are exploratory "
         f"({min(bd['seeds'], idata['seeds'], fd['seeds'])} seeds); H1b, zero-shot v2 and each ladder size's "
-        f"comparison are registered ([amendment {sd['amendment']['number']}]({sd['amendment']['link']}); the trend "
-        "across sizes is exploratory).",
+        f"comparison are registered ([amendment {sd['amendment']['number']}]({sd['amendment']['link']})"
+        + (f"; open English: [amendment {sd['data_ladder']['amendment']['number']}]"
+           f"({sd['data_ladder']['amendment']['link']})" if data_ladder_rungs(sd["data_ladder"]) else "")
+        + "; the trend across sizes is exploratory).",
     ]
     return lines
 
@@ -700,9 +703,10 @@ def regime_table(d: dict) -> str:
                      f"{s['seeds']} seeds" + (", data-bound" if bound else "") + ")", interval(ln), interval(rms),
                      effect_word(ln)))
     for r in data_ladder_rungs(s["data_ladder"]):
-        rows.append((f"adequate data: size {_millions(r['params'])} params, {r['iters']:,} it = {r['passes']:.2f} "
-                     f"passes of open English (registered, {r['seeds']} seeds, tuned LRs)", interval(r["ln"]),
-                     interval(r["rms"]), effect_word(r["ln"])))
+        rows.append((f"open English: size {_millions(r['params'])} params, {r['iters']:,} it = {r['passes']:.2f} "
+                     f"passes (registered, {r['seeds']} seeds, tuned LRs, `rms` at `ln`'s)", interval(r["ln"]),
+                     interval(r["rms"]), effect_word(r["ln"])
+                     + ("" if r["ln"]["significant"] else f" (MDE {r['ln']['mde_80']:.3f})")))
     z = zeroshot_words(d["zeroshot"])
     zrms = _pick(d["zeroshot"]["family"], variant="rms", task="macro")[0]
     rows.append((f"zero-shot macro **accuracy** (higher is better), suite v2 (registered, {d['zeroshot']['seeds']} "
@@ -711,6 +715,21 @@ def regime_table(d: dict) -> str:
     lines = ["| regime | Δ val loss `ln` [95% CI] | Δ `rms` [95% CI] | decision |", "|---|---|---|---|"]
     lines += [f"| {a} | {b_} | {c} | {e} |" for a, b_, c, e in rows]
     return "\n".join(lines)
+
+
+def stats_power_percent() -> int:
+    from ..stats import MDE_POWER
+
+    return round(100 * MDE_POWER)
+
+
+def open_english_note(d: dict) -> str:
+    """What the adequate-data ladder's corpus is, for the reading note."""
+    p = d["size"]["data_ladder"]
+    a = p["amendment"]
+    return (f"{p['chars'] / 1e6:.1f}M characters of openly licensed text (dictionary entries, glosses, quotations, "
+            f"tiny Shakespeare), enough that every size sees it less than once ([amendment {a['number']}]"
+            f"({a['link']})); *MDE*: the smallest difference a test detects with {stats_power_percent()}% power")
 
 
 def reading_note(d: dict) -> str:
@@ -726,7 +745,7 @@ def reading_note(d: dict) -> str:
             f"failures at an acceptable cost ([amendment {h1b['number']}]({h1b['link']}), "
             f"[Stability]({findings_link('stability')})). *Data-bound*: the baseline's loss no longer falls as the "
             "model grows, so the 1 MB corpus, not capacity, limits it "
-            f"([Scale]({findings_link('scale')})). `swapped`: zero-shot v2's spelling task "
+            f"([Scale]({findings_link('scale')})). *Open English*: {open_english_note(d)}. `swapped`: zero-shot v2's spelling task "
             f"([Zero-shot]({findings_link('zero-shot')})). The figure's footer gives the first 12 hex digits of the "
             "sha256 of each quoted study's `runs/<study>/runs.csv`, naming the exact runs it was drawn from.")
 
@@ -818,6 +837,20 @@ def _failure_panel(ax, d: dict):
 OPEN_ENGLISH_MARKERS = {"ln": "o", "rms": "D"}  # the adequate-data ladder's points, apart from the 1 MB ladder's
 
 
+def open_english_said(rungs: list[dict]) -> str:
+    """Per resolved direction, which norms and at which sizes of the adequate-data ladder (the panel's title)."""
+    said = []
+    for word, sign in (("cost", 1), ("help", -1)):
+        at = {}
+        for r in rungs:
+            arms = [v for v in NORMS if r[v]["significant"] and np.sign(r[v]["mean_diff"]) == sign]
+            if arms:
+                at.setdefault(" and ".join(ARM_NAMES[v] for v in arms) if len(arms) == 1 else "both norms",
+                              []).append(_millions(r["params"]))
+        said += [f"{who} {word}{'s' if who != 'both norms' else ''} at {', '.join(sizes)}" for who, sizes in at.items()]
+    return "; ".join(said) or "no effect resolved"
+
+
 def _size_panel(ax, d: dict):
     from ..publishing.plots import arm_color
 
@@ -830,15 +863,16 @@ def _size_panel(ax, d: dict):
         rows = sorted(_pick(s["rows"], variant=variant), key=lambda r: r["params"])
         _errorbars(ax, np.array([r["params"] for r in rows], float) * (1 + 0.08 * k), rows, variant)
     open_rungs = data_ladder_rungs(s["data_ladder"])
-    for k, variant in enumerate(NORMS):  # beside the 1 MB ladder's points of the same size, dotted
+    joined = bool(s["data_ladder"].get("trend"))  # no line between sizes before the exploratory trend is quoted
+    for k, variant in enumerate(NORMS):  # just left of the true size, the 1 MB ladder's points just right
         rows = [r[variant] for r in open_rungs]
         if not rows:
             continue
-        x = np.array([r["params"] for r in rows], float) * (1.25 + 0.08 * k)
+        x = np.array([r["params"] for r in rows], float) * (0.86 + 0.06 * k)
         ys = np.array([r["mean_diff"] for r in rows])
         err = np.vstack([ys - [r["ci_low"] for r in rows], np.array([r["ci_high"] for r in rows]) - ys])
         marker, color = OPEN_ENGLISH_MARKERS[variant], arm_color(variant)
-        ax.errorbar(x, ys, yerr=err, fmt=marker, ls=":", color=color, capsize=2, mfc="white",
+        ax.errorbar(x, ys, yerr=err, fmt=marker, ls=":" if joined else "none", color=color, capsize=2, mfc="white",
                     label=f"{ARM_NAMES[variant]}, open English")
         sig = [j for j, r in enumerate(rows) if r["significant"]]
         ax.plot(x[sig], ys[sig], marker, color=color, zorder=3)
@@ -849,13 +883,10 @@ def _size_panel(ax, d: dict):
     title = (f"Size ladder on 1 MB ({s['seeds']} seeds per size, {sw['passes_low']:.1f}–{sw['passes_high']:.0f} "
              f"passes): no size effect\nresolved at {sw['sizes']} sizes ({_millions(sw['low'])}–{_millions(sw['high'])})")
     if open_rungs:
-        costs = [_millions(r["params"]) for r in open_rungs if r["ln"]["significant"] and r["ln"]["mean_diff"] > 0]
-        helps = [_millions(r["params"]) for r in open_rungs if r["ln"]["significant"] and r["ln"]["mean_diff"] < 0]
-        said = "; ".join(filter(None, [f"LayerNorm costs at {', '.join(costs)}" if costs else "",
-                                        f"helps at {', '.join(helps)}" if helps else ""])) or "no effect resolved"
         title = (f"Size, 1 MB ({s['seeds']} seeds, {sw['passes_low']:.1f}–{sw['passes_high']:.0f} passes): no effect "
-                 f"resolved at {sw['sizes']} sizes;\nopen English (dotted; {len(open_rungs)} of "
-                 f"{s['data_ladder']['sizes']} sizes, {min(r['seeds'] for r in open_rungs)} seeds): {said}")
+                 f"resolved at {sw['sizes']} sizes;\nopen English (circles, diamonds; {len(open_rungs)} of "
+                 f"{s['data_ladder']['sizes']} sizes, {min(r['seeds'] for r in open_rungs)} seeds): "
+                 f"{open_english_said(open_rungs)}")
     ax.set_title(title, fontsize=9)
 
 
@@ -873,7 +904,8 @@ def answer_figure(d: dict) -> plt.Figure:
             a.legend(fontsize=7, loc="best")
         a.tick_params(labelsize=8)
     reg, hw = d["registered"][REGIMES[0]], headline_words(d)
-    fig.suptitle(f"Embedding norm in a Pre-LN GPT on tiny Shakespeare: {reg['verdict']} at GPT-2 init and "
+    also = " (size panel: also open English)" if data_ladder_rungs(d["size"]["data_ladder"]) else ""
+    fig.suptitle(f"Embedding norm in a Pre-LN GPT on tiny Shakespeare{also}: {reg['verdict']} at GPT-2 init and "
                  f"≤ {hw['max_epochs']:.2f} epochs\n(95% t intervals; filled marker = resolved after Holm's "
                  "correction, open = not resolved)", fontsize=11)
     fig.tight_layout(rect=(0, 0.02, 1, 1))

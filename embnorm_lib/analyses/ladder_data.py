@@ -193,7 +193,8 @@ def quoted_table(runs: pd.DataFrame) -> pd.DataFrame:
     rule = seed_rule_table(runs)
     settled = {int(r.rung) for r in rule.itertuples()
                if not r.above_limit or (r.seeds_5_9_added and r.all_seeds_finished)}
-    verdict = data_bound_table(runs).set_index("rung")["trend"]
+    bound = data_bound_table(runs).set_index("rung")
+    verdict = bound["trend"]
     rows = table[(table["metric"] == ENDPOINTS[0]) & table["rung"].isin(settled)]
     return rows.assign(
         shape=[f"{ladder_data.RUNGS[r][0]} × {ladder_data.RUNGS[r][1]}" for r in rows["rung"]],
@@ -201,6 +202,7 @@ def quoted_table(runs: pd.DataFrame) -> pd.DataFrame:
         lr=[ladder_data.lr_of(r, v) for r, v in zip(rows["rung"], rows["variant"], strict=True)],
         lr_none=[ladder_data.lr_of(r, "none") for r in rows["rung"]],
         data_bound=[verdict.get(r, "pending") == "data-bound" for r in rows["rung"]],
+        none_sd=[bound.loc[r, "none_sd"] for r in rows["rung"]],
     ).reset_index(drop=True)
 
 
