@@ -324,6 +324,9 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
         assert len(row) == 1 and answer.interval(ln) in row[0]
         if ln["significant"]:
             assert answer.interval(ln) in tldr_line("Size") and answer.interval(ln) in readme.split("![", 1)[0]
+    scale = (REPO / "FINDINGS.md").read_text().split("### Scale", 1)[1].split("\n### ", 1)[0]
+    for r in progress["rungs"]:  # the Scale section lists each quoted size, both norms, at the report's precision
+        assert f"`{r['variant']}` {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]" in scale
 
 
 def data_ladder_states() -> dict[str, dict]:

@@ -207,7 +207,28 @@ def ladder_paragraphs(out: Path) -> list[str]:
                                  "the size where the subword ladder's rung-1 gain turned into an unresolved cost")
                               + ", on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
     paragraphs += [_subword_check_paragraph(out, study) for study in later_checks]
+    paragraphs.append(data_ladder_paragraph(out))
     return [p for p in paragraphs if p]
+
+
+def data_ladder_paragraph(out: Path) -> str:
+    """The adequate-data ladder (amendment 16): each size once all its registered runs are in (quoted_lines)."""
+    from ..core.presets import DATA_TOKENS_PER_PARAM
+    from ..studies.ladder_data import corpus_record
+    from . import ladder
+    from . import ladder_data as analysis
+
+    study = "ladder-data"
+    lines = analysis.quoted_lines(load_runs(study, out)) if has_index(study, out) else []
+    if not lines:
+        return ""
+    return (f"The adequate-data ladder, confirmatory (docs/PROTOCOL.md amendment 16; "
+            f"[`runs/{study}/LADDER-DATA.md`](runs/{study}/LADDER-DATA.md)): {corpus_record()['characters'] / 1e6:.1f}M "
+            f"characters of open English, {DATA_TOKENS_PER_PARAM} tokens per non-embedding parameter (under one pass), "
+            "`none` and `ln` each "
+            "at its own tuned LR and `rms` at `ln`'s, Holm within each size; a size is quoted once all its registered "
+            f"runs are in, and the trend once {ladder.TREND_MIN_SIZES} sizes pass the data-bound check:\n\n"
+            + "\n".join(lines))
 
 
 def zeroshot_paragraphs(out: Path, scopes) -> list[str]:

@@ -206,6 +206,27 @@ def quoted_table(runs: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
+def quoted_lines(runs: pd.DataFrame) -> list[str]:
+    """One bullet per quoted rung (quoted_table): its regime and each norm's registered comparison, then the
+    exploratory trend once it is fitted."""
+    table = quoted_table(runs)
+    lines = []
+    for rung, part in (table.groupby("rung") if len(table) else []):
+        first = part.iloc[0]
+        lrs = ", ".join(f"`{r['variant']}` {r['lr']:g}" for _, r in part.iterrows())
+        lines.append(f"- rung {rung} ({first['shape']}, {first['params'] / 1e6:.2f}M non-embedding parameters, "
+                     f"{first['iters']:,} iterations = {first['passes']:.2f} passes, {first['seeds']} seeds; LR `none` "
+                     f"{first['lr_none']:g}, {lrs}): final val loss vs `none` "
+                     + "; ".join(_words(r) for _, r in part.iterrows()) + ".")
+    if lines:
+        from . import ladder
+
+        lines += [f"- trend (exploratory), `{r['variant']}`: {ladder.trend_words(r)} (slope "
+                  f"{r['slope_per_decade']:+.4f} [{r['slope_ci_low']:+.4f}, {r['slope_ci_high']:+.4f}] nats/char per "
+                  f"decade, {r['rungs']} rungs)." for _, r in trend_table(runs).iterrows()]
+    return lines
+
+
 def compute_table(runs: pd.DataFrame, cells) -> pd.DataFrame:
     """Per rung: the runs finished and their run time (every run uses one thread, so run-hours are core-hours), the
     measured median ms per iteration beside amendment 16 item 8's estimate, and the registered runs still to train
