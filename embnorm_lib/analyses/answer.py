@@ -704,7 +704,8 @@ def regime_table(d: dict) -> str:
                      effect_word(ln)))
     for r in data_ladder_rungs(s["data_ladder"]):
         rows.append((f"open English: size {_millions(r['params'])} params, {r['iters']:,} it = {r['passes']:.2f} "
-                     f"passes (registered, {r['seeds']} seeds, tuned LRs, `rms` at `ln`'s)", interval(r["ln"]),
+                     f"passes (registered, {r['seeds']} seeds, tuned LRs, `rms` at `ln`'s"
+                     + (", data-bound" if r["data_bound"] else "") + ")", interval(r["ln"]),
                      interval(r["rms"]), effect_word(r["ln"])
                      + ("" if r["ln"]["significant"] else f" (MDE {r['ln']['mde_80']:.3f})")))
     z = zeroshot_words(d["zeroshot"])
