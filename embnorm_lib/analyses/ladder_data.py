@@ -218,13 +218,16 @@ def quoted_lines(runs: pd.DataFrame) -> list[str]:
                      f"{first['iters']:,} iterations = {first['passes']:.2f} passes, {first['seeds']} seeds; LR `none` "
                      f"{first['lr_none']:g}, {lrs}): final val loss vs `none` "
                      + "; ".join(_words(r) for _, r in part.iterrows()) + ".")
-    if lines:
-        from . import ladder
+    return lines + trend_bullets(trend_table(runs), "trend (exploratory), ") if lines else lines
 
-        lines += [f"- trend (exploratory), `{r['variant']}`: {ladder.trend_words(r)} (slope "
-                  f"{r['slope_per_decade']:+.4f} [{r['slope_ci_low']:+.4f}, {r['slope_ci_high']:+.4f}] nats/char per "
-                  f"decade, {r['rungs']} rungs)." for _, r in trend_table(runs).iterrows()]
-    return lines
+
+def trend_bullets(fits: pd.DataFrame, prefix: str = "") -> list[str]:
+    """One bullet per variant's fitted trend (trend_table): its reading and slope with its interval."""
+    from . import ladder
+
+    return [f"- {prefix}`{r['variant']}`: {ladder.trend_words(r)} (slope {r['slope_per_decade']:+.4f} "
+            f"[{r['slope_ci_low']:+.4f}, {r['slope_ci_high']:+.4f}] nats/char per decade, {r['rungs']} rungs)."
+            for _, r in fits.iterrows()]
 
 
 def compute_table(runs: pd.DataFrame, cells) -> pd.DataFrame:
@@ -293,10 +296,7 @@ def trend_lines(runs: pd.DataFrame) -> list[str]:
     if not len(fits):
         return head + [f"Needs {ladder.TREND_MIN_SIZES} rungs quoted with every seed and passing the data-bound check.",
                        ""]
-    words = [f"- `{r['variant']}`: {ladder.trend_words(r)} (slope {r['slope_per_decade']:+.4f} "
-             f"[{r['slope_ci_low']:+.4f}, {r['slope_ci_high']:+.4f}] nats/char per decade, {r['rungs']} rungs)."
-             for _, r in fits.iterrows()]
-    return head + words + ["", compact_markdown(fits), ""]
+    return head + trend_bullets(fits) + ["", compact_markdown(fits), ""]
 
 
 def _words(r) -> str:

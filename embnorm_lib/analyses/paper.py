@@ -332,7 +332,7 @@ def ladder_data(out: Path) -> dict:
 
         found["data_ladder"] = data_ladder_progress(out)
         # the 1 MB ladder's smallest size beside the adequate-data ladder's: shape, iterations, passes over its text
-        found["runs_rung0"] = {"shape": found["shape"]["0"], "iters": PRESETS["ladder-0"]["max_iters"],
+        found["rung0_1mb"] = {"shape": found["shape"]["0"], "iters": PRESETS["ladder-0"]["max_iters"],
                                "passes": tokens[0] / TRAIN_CHARS_TINY_SHAKESPEARE}
     if has_index("ladder-bpe-rep", out):  # amendment 9's replication on fresh seeds, quoted once it has finished
         rep = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-rep", out))),
