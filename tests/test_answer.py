@@ -339,7 +339,8 @@ def data_ladder_states() -> dict[str, dict]:
                 "studies": {**tuning, "ladder-data": {"finished": finished, "registered": registered}}}
 
     def row(rung, variant, diff, low, high, significant):
-        params, shape, iters = {0: (98_304, "2 × 64", 480), 1: (331_776, "3 × 96", 1620)}[rung]
+        params, shape, iters = {0: (98_304, "2 × 64", 480), 1: (331_776, "3 × 96", 1620), 2: (786_432, "4 × 128", 3840),
+                                3: (1_843_200, "6 × 160", 9000)}[rung]
         return {"rung": rung, "params": params, "shape": shape, "iters": iters, "passes": 0.03 * (rung + 1),
                 "seeds": 10, "variant": variant, "none": 2.5 - rung, "mean_diff": diff, "ci_low": low, "ci_high": high,
                 "p_holm": 0.18 if not significant else 2.6e-09, "significant": significant, "mde_80": 0.1,
@@ -347,9 +348,14 @@ def data_ladder_states() -> dict[str, dict]:
 
     quoted = [row(0, "ln", 0.076, 0.002, 0.151, False), row(0, "rms", 0.099, -0.001, 0.198, False),
               row(1, "ln", 0.052, 0.048, 0.057, True), row(1, "rms", -0.048, -0.057, -0.039, True)]
+    more = [row(2, "ln", 0.021, 0.012, 0.030, True), row(2, "rms", 0.004, -0.003, 0.011, False),
+            row(3, "ln", 0.009, 0.004, 0.014, True), row(3, "rms", 0.002, -0.004, 0.008, False)]
     design = {"sizes": 4, "tokens_per_param": 20, "trend_min_sizes": 3}
     return {"waiting": stage(0, 0), "running": stage(19, 60), "early": stage(5, 5, planned=60),
             "two sizes quoted": stage(60, 60, planned=90, rungs=quoted, **design),
+            "four sizes quoted": stage(120, 120, planned=120, rungs=quoted + more, **design, trend=[
+                {"variant": "ln", "rungs": 4, "slope_per_decade": -0.03, "slope_ci_low": -0.05, "slope_ci_high": -0.01},
+                {"variant": "rms", "rungs": 4, "slope_per_decade": 0.01, "slope_ci_low": -0.02, "slope_ci_high": 0.04}]),
             "done": stage(60, 60), "done, quoted": stage(90, 90, planned=90, rungs=quoted, **design, trend=[
                 {"variant": "ln", "rungs": 3, "slope_per_decade": -0.03, "slope_ci_low": -0.05, "slope_ci_high": -0.01},
                 {"variant": "rms", "rungs": 3, "slope_per_decade": 0.01, "slope_ci_low": -0.02, "slope_ci_high": 0.04}])}
@@ -361,8 +367,33 @@ def test_the_adequate_data_ladder_is_quoted_as_in_progress_until_its_confirmator
     from embnorm_lib.analyses.answer import data_ladder_finished
 
     finished = {name: data_ladder_finished(p) for name, p in data_ladder_states().items()}
-    assert finished == {"waiting": False, "running": False, "early": False, "two sizes quoted": False, "done": True,
-                        "done, quoted": True}
+    assert finished == {"waiting": False, "running": False, "early": False, "two sizes quoted": False,
+                        "four sizes quoted": True, "done": True, "done, quoted": True}
+
+
+@pytest.mark.parametrize("quoted", [1, 2, 3, 4])
+def test_the_size_bullet_stays_within_its_cap_whatever_each_size_shows(quoted):
+    """The TL;DR's Size bullet (the README's tiny-Shakespeare clause, then the open-English clause) stays within the
+    45-word cap for every outcome of every quoted size (costs, helps, not resolved), and names each size once."""
+    import itertools
+
+    from embnorm_lib.analyses import answer
+
+    bullet = next(b for b in first_screen().splitlines() if b.startswith("- **Size**"))
+    prefix = bullet.split(". On ", 1)[0] + "."  # the tiny-Shakespeare clause
+    sizes = {0: 98_304, 1: 331_776, 2: 786_432, 3: 1_843_200}
+    names = [f"{sizes[i] / 1e6:.2f}M" if sizes[i] < 1e6 else f"{sizes[i] / 1e6:.1f}M" for i in range(quoted)]
+    for outcome in itertools.product((-1, 0, 1), repeat=quoted):
+        rows = [{"rung": i, "params": sizes[i], "shape": "", "iters": 480 * 2 ** i, "passes": 0.1, "seeds": 10,
+                 "variant": v, "none": 2.0, "mean_diff": 0.05 * o + 0.001, "ci_low": 0.05 * o - 0.01,
+                 "ci_high": 0.05 * o + 0.01, "p_holm": 0.01 if o else 0.5, "significant": bool(o), "mde_80": 0.01,
+                 "data_bound": False} for i, o in enumerate(outcome) for v in ("ln", "rms")]
+        clause = answer.data_ladder_short({"chars": 58.7e6, "sizes": 4, "rungs": rows,
+                                           "studies": {"ladder-data": {"finished": 1, "registered": 1}}})
+        assert len(f"{prefix} {clause}".split()) <= 45, (outcome, clause)
+        named = re.sub(r"(\d+\.\d+M)–(\d+\.\d+M)", lambda m: " ".join(
+            names[names.index(m.group(1)):names.index(m.group(2)) + 1]), clause)  # a span names every size in it
+        assert all(named.count(name) == 1 for name in names), (outcome, clause)
 
 
 @pytest.mark.committed

@@ -410,18 +410,41 @@ def data_ladder_rungs(p: dict) -> list[dict]:
     return rungs
 
 
+def _size_list(positions: list[int], sizes: list[str]) -> str:
+    """Sizes (at their positions in the quoted ladder): 'a', 'a and b', 'a, b and c', or the span 'a–c' where three
+    or more sit next to each other."""
+    if len(sizes) >= 3 and positions == list(range(positions[0], positions[-1] + 1)):
+        return f"{sizes[0]}–{sizes[-1]}"
+    return sizes[0] if len(sizes) == 1 else f"{', '.join(sizes[:-1])} and {sizes[-1]}"
+
+
 def data_ladder_short(p: dict) -> str:
-    """The TL;DR's clause on the adequate-data ladder: LayerNorm at each quoted size, with its budget; the interval
-    where the size resolves a direction (the regime table has every interval)."""
+    """The TL;DR's clause on the adequate-data ladder: the sizes where LayerNorm costs, helps, or is not resolved,
+    each outcome said once (so the clause stays one line at every size of the ladder); a lone resolved size carries
+    its interval, several their point differences (the regime table has every interval). The reading note under
+    the TL;DR says what open English is."""
     rungs = data_ladder_rungs(p)
     if not rungs:
         return ("An adequate-data ladder has finished: "
                 f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md)."
                 if data_ladder_finished(p) else "An adequate-data ladder is in progress.")
-    sizes = ", ".join(f"{effect_word(r['ln'])}" + (f" {interval(r['ln'])}" if r["ln"]["significant"] else "")
-                      + f" at {_millions(r['params'])} ({r['iters']:,} iterations)" for r in rungs)
-    return (f"On {p['chars'] / 1e6:.1f}M characters of open English ({len(rungs)} of {p['sizes']} planned sizes; "
-            f"[details](runs/{DATA_LADDER[1]}/LADDER-DATA.md)): `ln` {sizes}.")
+
+    def outcome(word: str) -> str:
+        members = [(i, r) for i, r in enumerate(rungs) if effect_word(r["ln"]) == word]
+        at = "at " + _size_list([i for i, _ in members], [_millions(r["params"]) for _, r in members])
+        if word == "not resolved":
+            return f"{word} {at}"
+        if len(resolved) == 1:
+            return f"{word} {interval(members[0][1]['ln'])} {at}"
+        return f"{word} {at} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")"
+
+    words = [w for w in ("costs", "helps", "not resolved") if any(effect_word(r["ln"]) == w for r in rungs)]
+    resolved = [r for r in rungs if r["ln"]["significant"]]
+    iters = sorted({r["iters"] for r in rungs})
+    budget = f"{iters[0]:,}" + (f"–{iters[-1]:,}" if len(iters) > 1 else "")
+    sizes = f"{len(rungs)} sizes" if len(rungs) == p["sizes"] else f"{len(rungs)} of {p['sizes']} planned sizes"
+    return (f"On open English ({sizes}, {budget} iterations; [details](runs/{DATA_LADDER[1]}/LADDER-DATA.md)): `ln` "
+            + ", ".join(outcome(w) for w in words) + ".")
 
 
 def data_ladder_scope(p: dict) -> str:
