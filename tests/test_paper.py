@@ -323,3 +323,36 @@ def test_each_claims_registration_status_agrees_with_the_git_history(fresh_data)
             assert all(descends), claim["claim"]
         else:
             assert not all(descends), claim["claim"]
+
+
+@pytest.mark.committed
+def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_label_and_the_trend(tmp_path, fresh_data):
+    """Planted finished sizes: every size gets its sentence and table row, a data-bound size says it is left out of
+    the trend, and once a trend is fitted its direction and slope are quoted (no extrapolation) instead of the
+    waiting sentence."""
+    data = json.loads(json.dumps(fresh_data))
+    dl = data["ladder"]["data_ladder"]
+
+    def row(rung, variant, diff, significant, data_bound=False):
+        return {"rung": rung, "params": [98304, 331776, 786432][rung], "shape": ["2 × 64", "3 × 96", "4 × 128"][rung],
+                "iters": [480, 1620, 3840][rung], "passes": 0.1, "seeds": 10, "variant": variant, "lr": 0.006,
+                "lr_none": 0.007, "none": 2.0 - rung / 4, "none_sd": 0.0123, "mean_diff": diff, "ci_low": diff - 0.01,
+                "ci_high": diff + 0.01, "significant": significant, "p_holm": 0.001 if significant else 0.4,
+                "mde_80": 0.0234, "data_bound": data_bound}
+
+    dl["rungs"] = [row(0, "ln", 0.076, False), row(0, "rms", 0.099, False), row(1, "ln", 0.052, True),
+                   row(1, "rms", 0.048, True), row(2, "ln", 0.0321, True, True), row(2, "rms", 0.0111, False, True)]
+    dl["trend"] = []
+    text, _ = planted_paper(tmp_path, data)
+    assert "3 of the 4 sizes have finished" in text and "is drawn only once 3 sizes" in text
+    assert text.count("This size is data-bound") == 1 and "4 × 128" in text and "+0.032" in text
+    dl["trend"] = [{"variant": "ln", "rungs": 3, "slope_per_decade": -0.0456, "slope_ci_low": -0.0789,
+                    "slope_ci_high": -0.0123, "direction": "falls"},
+                   {"variant": "rms", "rungs": 3, "slope_per_decade": 0.0111, "slope_ci_low": -0.0222,
+                    "slope_ci_high": 0.0333, "direction": "not resolved"}]
+    dl["rungs"] = [{**r, "data_bound": False} for r in dl["rungs"]]
+    text, _ = planted_paper(tmp_path, data)
+    assert "is drawn only once" not in text and "This size is data-bound" not in text
+    assert "Across the 3 sizes that pass the data-bound check, ln ’s difference falls as the model grows" in text
+    assert "slope −0.046 [−0.079, −0.012] nats/char per decade" in text
+    assert "rms ’s difference shows no change with size that the data resolve" in text

@@ -274,7 +274,7 @@ def data_ladder_progress(out: Path) -> dict:
         corpus_record,
         non_embedding_params,
     )
-    from .ladder import TREND_MIN_SIZES
+    from .ladder import TREND_MIN_SIZES, trend_direction
     from .ladder_data import quoted_table, trend_table
 
     confirm = DATA_LADDER[1]
@@ -286,8 +286,8 @@ def data_ladder_progress(out: Path) -> dict:
             "params_all": [non_embedding_params(r) for r in range(len(RUNGS))],
             "tokens_per_param": DATA_TOKENS_PER_PARAM, "lr_step": LR_STEP, "tuning_seeds": len(TUNING_SEEDS),
             "trend_min_sizes": TREND_MIN_SIZES,
-            "trend": _rows(fits, ["variant", "rungs", "slope_per_decade", "slope_ci_low", "slope_ci_high"])
-            if len(fits) else [],
+            "trend": [{**t, "direction": trend_direction(t)} for t in _rows(
+                fits, ["variant", "rungs", "slope_per_decade", "slope_ci_low", "slope_ci_high"])] if len(fits) else [],
             "studies": {s: {"finished": len(load_runs(s, out)) if has_index(s, out) else 0,
                             "registered": len(study_cells(s))} for s in DATA_LADDER},
             # p_holm at 6 significant digits: _clean's 6 decimals would write a p of 2.6e-09 as 0

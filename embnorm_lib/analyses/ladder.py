@@ -388,13 +388,16 @@ def trend(table: pd.DataFrame, at_params: float = LE_SCAO_PARAMS, seeds: int | N
     return pd.DataFrame(rows)
 
 
+def trend_direction(row) -> str:
+    """`falls` / `rises` where the slope's interval excludes zero, else `not resolved` (a cost is a positive
+    difference)."""
+    return "falls" if row["slope_ci_high"] < 0 else "rises" if row["slope_ci_low"] > 0 else "not resolved"
+
+
 def trend_words(row) -> str:
-    """Shrinks / grows / not resolved, from the slope's interval (a cost is a positive difference)."""
-    if row["slope_ci_high"] < 0:
-        return "the difference falls as the model grows"
-    if row["slope_ci_low"] > 0:
-        return "the difference rises as the model grows"
-    return "no trend resolved across sizes"
+    direction = trend_direction(row)
+    return ("no trend resolved across sizes" if direction == "not resolved" else
+            f"the difference {direction} as the model grows")
 
 
 def scale_answer(table: pd.DataFrame, fits: pd.DataFrame | None = None, seeds: int | None = None) -> pd.DataFrame:
