@@ -234,7 +234,7 @@ def test_the_tldr_is_short_and_links_to_the_answer_in_detail():
     assert all(len(b.split()) <= 45 for b in bullets), max(bullets, key=lambda b: len(b.split()))
     assert len(tldr.split()) <= 250
     assert "(FINDINGS.md#the-answer-in-detail)" in tldr
-    for label in ("Answer", "Zero-shot", "Stability", "Init scale", "Size", "Scope"):  # each has its long form
+    for label in ("Answer", "Zero-shot", "Calibration", "Stability", "Init scale", "Size", "Scope"):  # each has its long form
         assert any(b.startswith(f"- **{label}") for b in bullets) and tldr_line(label), label
 
 
@@ -250,6 +250,34 @@ def tuned_runs(h1b: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.committed
+@pytest.mark.committed
+def test_the_calibration_line_quotes_each_regimes_brier_and_ece_as_the_runs_and_holm_give_them():
+    """The TL;DR answers the question's calibration part: every registered regime's Brier score and top-label ECE,
+    each norm's paired difference recomputed from the runs, worded by the family's Holm decision."""
+    from embnorm_lib.analyses import answer
+
+    reg = committed("registered")
+    main = runs_of("main")
+    for preset, r in reg.items():
+        family = pd.read_csv(REPO / "runs" / "main" / "analysis" / preset / "family.csv")
+        sub = main[main["cfg.preset"] == preset]
+        assert {(x["metric"], x["variant"]) for x in r["calibration"]} == {
+            (m, v) for m in ("brier", "ece_equal_width") for v in ("ln", "rms")}
+        for x in r["calibration"]:
+            assert_interval(x, sub, column=x["metric"], variant=x["variant"])
+            decided = family[(family["metric"] == x["metric"]) & (family["variant"] == x["variant"])].iloc[0]
+            assert x["significant"] == bool(decided["significant"])
+    line = next(b for b in first_screen().splitlines() if b.startswith("- **Calibration**"))
+    assert line == answer.tldr_lines(answer_data())[3]
+    brier = [pick(r["calibration"], metric="brier", variant="ln") for r in reg.values()]
+    if all(x["significant"] and x["mean_diff"] > 0 for x in brier):  # today's runs: worse in both regimes
+        assert "**worsens** the Brier score in both regimes" in line
+    ece = [(r["iters"], pick(r["calibration"], metric="ece_equal_width", variant="ln")) for r in reg.values()]
+    for iters, x in ece:
+        word = "not resolved" if not x["significant"] else "better" if x["mean_diff"] < 0 else "worse"
+        assert f"{word}" + (f" by {abs(x['mean_diff']):.3f}" if x["significant"] else "") + f" at {iters}" in line
+
+
 def test_the_headline_states_the_budget_where_it_holds_and_that_the_cost_shrinks_with_training():
     from embnorm_lib.analyses import answer
 
@@ -498,7 +526,7 @@ def test_every_link_on_the_first_screen_opens_a_file_and_an_existing_heading():
 def test_the_first_screen_explains_its_terms():
     screen = first_screen()
     note = next(line for line in screen.splitlines() if line.startswith("How to read"))
-    for term in ("*Resolved*", "Holm's correction", "*H1b*", "*Data-bound*", "`swapped`", "footer", "sha256",
+    for term in ("*Resolved*", "Holm's correction", "*H1b*", "*Data-bound*", "*ECE*", "*Brier score*", "footer", "sha256",
                  "filled marker"):
         assert term in note, term
     assert len(screen.split("<!-- answer:end -->")[0].splitlines()) <= 45  # the commands still fit the screen

@@ -24,6 +24,8 @@ from ..runner.results import has_index, load_runs
 FIGURE = Path("figures") / "answer"  # .png (embedded in the README) and .pdf
 REGISTERED_STUDY = "main"  # the registered paired study: both training regimes, seeds-final's seeds included
 REGIMES = ("seeds-final", "nanogpt-cpu")  # its regimes, the headline's first
+# the registered family's calibration endpoints (secondary; lower is better), in the order the answer says them
+CALIBRATION = {"brier": "the Brier score", "ece_equal_width": "ECE"}
 NORMS = ("ln", "rms")
 STUDIES_QUOTED = ("main", "stability-budget", "stability-budget-v2", "stability-scale-v2", "stability-lr-v2",
                   "stability-h1b-v2", "ladder", "ladder-data")
@@ -68,7 +70,9 @@ def _clean(value):
 
 
 def _rows(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
-    return [{k: _clean(v) for k, v in r.items()} for r in frame[columns].to_dict("records")]
+    """Records with clean values; a p value at 6 significant digits (6 decimals would write 2.6e-09 as 0)."""
+    return [{k: float(f"{v:.6g}") if k.startswith("p_") and np.isfinite(v) else _clean(v) for k, v in r.items()}
+            for r in frame[columns].to_dict("records")]
 
 
 # -- the data --------------------------------------------------------------------------------------------------------
@@ -87,6 +91,7 @@ def registered_data(out: Path) -> dict:
         sub = runs[runs["cfg.preset"] == regime]
         rows = family[(family["metric"] == "val_loss") & family["variant"].isin(NORMS)]
         v1 = family[(family["metric"] == "lm_macro_acc") & family["variant"].isin(NORMS)]
+        calibration = family[family["metric"].isin(CALIBRATION) & family["variant"].isin(NORMS)]
         found[regime] = {"layers": int(sub["cfg.n_layer"].iloc[0]), "width": int(sub["cfg.n_embd"].iloc[0]),
                          "iters": int(sub["cfg.max_iters"].iloc[0]), "seeds": int(sub["seed"].nunique()),
                          "epochs": _clean(sub["tokens"].mean() / train),
@@ -95,7 +100,9 @@ def registered_data(out: Path) -> dict:
                          "none_loss": _clean(rows["baseline_mean"].iloc[0]),
                          "loss": _rows(rows, ["variant", "mean_diff", "ci_low", "ci_high", "p_holm", "significant"]),
                          "zeroshot_v1": _rows(v1, ["variant", "mean_diff", "ci_low", "ci_high", "p_holm",
-                                                   "significant"])}
+                                                   "significant"]),
+                         "calibration": _rows(calibration, ["metric", "variant", "mean_diff", "ci_low", "ci_high",
+                                                            "p_holm", "significant"])}
     return found
 
 
@@ -290,12 +297,9 @@ def data_ladder_progress(out: Path) -> dict:
                 fits, ["variant", "rungs", "slope_per_decade", "slope_ci_low", "slope_ci_high"])] if len(fits) else [],
             "studies": {s: {"finished": len(load_runs(s, out)) if has_index(s, out) else 0,
                             "registered": len(study_cells(s))} for s in DATA_LADDER},
-            # p_holm at 6 significant digits: _clean's 6 decimals would write a p of 2.6e-09 as 0
-            "rungs": [{**r, "p_holm": float(f"{p_holm:.6g}")} for r, p_holm in zip(
-                _rows(quoted, ["rung", "params", "shape", "iters", "passes", "seeds", "variant", "lr", "lr_none",
-                               "none", "none_sd", "mean_diff", "ci_low", "ci_high", "significant", "mde_80",
-                               "data_bound"]),
-                quoted["p_holm"], strict=True)] if len(quoted) else []}
+            "rungs": _rows(quoted, ["rung", "params", "shape", "iters", "passes", "seeds", "variant", "lr", "lr_none",
+                                    "none", "none_sd", "mean_diff", "ci_low", "ci_high", "p_holm", "significant",
+                                    "mde_80", "data_bound"]) if len(quoted) else []}
 
 
 def answer_data(out_dir=None) -> dict:
@@ -326,6 +330,25 @@ def effect_word(r: dict, cost: str = "costs", gain: str = "helps") -> str:
     if not r["significant"]:
         return "not resolved"
     return cost if r["mean_diff"] > 0 else gain
+
+
+def calibration_words(d: dict, variant: str = "ln") -> str:
+    """The TL;DR's calibration clause: per endpoint, the norm's Holm-resolved direction in every registered regime
+    (said once, with the headline regime's interval, where all agree), else per regime."""
+    regimes = list(d["registered"].values())
+    parts = []
+    for metric, name in CALIBRATION.items():
+        rows = [(r["iters"], _pick(r["calibration"], metric=metric, variant=variant)[0]) for r in regimes]
+        said = {effect_word(x, "worse", "better") for _, x in rows}
+        if len(said) == 1 and "not resolved" not in said:
+            verb = "**worsens**" if said == {"worse"} else "**improves**"
+            parts.append(f"{verb} {name} in {'both' if len(rows) == 2 else 'all'} regimes, "
+                         f"{interval(rows[0][1])} at {rows[0][0]} iterations")
+        else:
+            parts.append(f"{name} " + ", ".join(
+                f"{effect_word(x, 'worse', 'better')}" + (f" by {abs(x['mean_diff']):.3f}" if x["significant"] else "")
+                + f" at {iters}" for iters, x in rows) + " iterations")
+    return f"`{variant}` " + "; ".join(parts)
 
 
 def _millions(params: float) -> str:
@@ -419,8 +442,8 @@ def _size_list(positions: list[int], sizes: list[str]) -> str:
 
 
 def data_ladder_short(p: dict) -> str:
-    """The TL;DR's clause on the adequate-data ladder: the sizes where LayerNorm costs, helps, or is not resolved,
-    each outcome said once (so the clause stays one line at every size of the ladder); a lone resolved size carries
+    """The TL;DR's clause on the adequate-data ladder: the sizes where LayerNorm costs, helps, or is not resolved
+    (in the order the smallest size of each outcome comes), each outcome said once (so the clause stays one line at every size of the ladder); a lone resolved size carries
     its interval, several their point differences (the regime table has every interval). The reading note under
     the TL;DR says what open English is."""
     rungs = data_ladder_rungs(p)
@@ -438,7 +461,7 @@ def data_ladder_short(p: dict) -> str:
             return f"{word} {interval(members[0][1]['ln'])} {at}"
         return f"{word} {at} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")"
 
-    words = [w for w in ("costs", "helps", "not resolved") if any(effect_word(r["ln"]) == w for r in rungs)]
+    words = list(dict.fromkeys(effect_word(r["ln"]) for r in rungs))  # smallest size first, as in the scope
     resolved = [r for r in rungs if r["ln"]["significant"]]
     iters = sorted({r["iters"] for r in rungs})
     budget = f"{iters[0]:,}" + (f"–{iters[-1]:,}" if len(iters) > 1 else "")
@@ -569,7 +592,7 @@ def tldr_lines(d: dict) -> list[str]:
               "at GPT-2 init")
     h1b = fd["h1b"]
     fixed = (f"{', '.join(f'`{v}`' for v in f['fixed'])} removed the failures" if f["fixed"] else
-             "no norm removed the failures")
+             "no arm removed the failures")
     seed_agrees = i["seed_setup"] and d["init"]["seed_study"]["ln_lowered_ppl"] and effect_word(i["large"]) == "helps"
     return [
         f"- **Answer: {regime}, {hw['verdict']}.** A LayerNorm after the embedding "
@@ -581,6 +604,7 @@ def tldr_lines(d: dict) -> list[str]:
         f"{bd['seeds']} seeds).",
         f"- **Zero-shot**: `ln` **{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, Δ "
         f"{interval(z['macro'])} (registered suite v2, {zd['seeds']} seeds).",
+        f"- **Calibration** (registered): {calibration_words(d)}.",
         f"- **Stability: {'no benefit detected' if not f['fixed'] else 'a benefit'}.** Where `none` fails (peak LR "
         f"{h1b['lr']:g}: {f['none']} of {h1b['seeds']} seeds), {fixed}"
         + (", and every arm costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
@@ -596,13 +620,15 @@ def tldr_lines(d: dict) -> list[str]:
         f"parameters, {min(b['first']['max_iters'], head['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(d['size']['data_ladder'])}. "
         f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the cost at GPT-2 init and short "
-        "budgets; the rest as labelled. Every design and interval: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
+        "budgets; the rest as labelled. Designs and intervals: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
     ]
 
 
 def detail_lines(d: dict) -> list[str]:
     """The answer in detail (FINDINGS.md's opening): each TL;DR line with its design, tasks, registration and every
     interval, the regime where it holds, its scope and its confidence."""
+    from ..stats import p_text
+
     reg = d["registered"]
     head, other = reg[REGIMES[0]], reg[REGIMES[1]]
     ln_head = _pick(head["loss"], variant="ln")[0]
@@ -641,6 +667,14 @@ def detail_lines(d: dict) -> list[str]:
         f"pilot runs outside the study. Suite v1 (`ln` {interval(v1)}) is superseded: {len(z['v1_at_edge'])} of its "
         f"{z['v1_tasks']} tasks sit at chance or ceiling, so it cannot detect less than {zd['mde_v1']:.3f} "
         f"(v2: {zd['mde_v2']:.3f}).",
+        "- **Calibration** (registered secondary endpoints of each regime's family, Holm across the family; lower "
+        "is better: the Brier score and the top-label ECE of next-character predictions): "
+        + "; ".join(f"{_model(r)}, {r['iters']} iterations, {r['seeds']} seeds: " + ", ".join(
+            f"`{x['variant']}` {CALIBRATION[x['metric']].removeprefix('the ')} {interval(x, 4)} (Holm p "
+            f"{p_text(x['p_holm'])}, {effect_word(x, 'worse', 'better')})"
+            for x in sorted(r["calibration"], key=lambda x: (list(CALIBRATION).index(x["metric"]), x["variant"])))
+            for r in reg.values())
+        + ". Every comparison: [Calibration](#calibration-are-the-predicted-probabilities-as-trustworthy).",
         f"- **Stability: {'no benefit detected' if not f['fixed'] else 'a benefit'}.** In the exploratory LR search "
         f"(`{fd['study']}`: {_model(fd)}, peak LR {f['lr_low']:g}–{fd['largest_lr']:g}, {fd['seeds']} seeds per arm "
         f"and LR) no arm fails below peak LR {fd['lowest_failing_lr']:g}; there, the registered H1b test "
@@ -769,8 +803,10 @@ def reading_note(d: dict) -> str:
             f"failures at an acceptable cost ([amendment {h1b['number']}]({h1b['link']}), "
             f"[Stability]({findings_link('stability')})). *Data-bound*: the baseline's loss no longer falls as the "
             "model grows, so the 1 MB corpus, not capacity, limits it "
-            f"([Scale]({findings_link('scale')})). *Open English*: {open_english_note(d)}. `swapped`: zero-shot v2's spelling task "
-            f"([Zero-shot]({findings_link('zero-shot')})). The figure's footer gives the first 12 hex digits of the "
+            f"([Scale]({findings_link('scale')})). *Open English*: {open_english_note(d)}. *Brier score*: the squared "
+            "error of the predicted next-character probabilities; *ECE* (expected calibration error): the gap between "
+            f"the top prediction's confidence and its accuracy; lower is better ([Calibration]"
+            f"({findings_link('calibration')})). The figure's footer gives the first 12 hex digits of the "
             "sha256 of each quoted study's `runs/<study>/runs.csv`, naming the exact runs it was drawn from.")
 
 
