@@ -794,7 +794,9 @@ def reading_note(d: dict) -> str:
     """What the first screen's terms mean, each with a link to where it is defined."""
     h1b = d["failures"]["h1b"]["amendment"]
     return ("How to read: Δ is the norm's final validation loss minus `none`'s on the same seed (nats/char; 95% "
-            "paired t interval), so positive means the norm costs; `8 × 128` is layers × width. *Registered* results test hypotheses fixed "
+            "paired t interval), so positive means the norm costs; `8 × 128` is layers × width; *epochs*: passes "
+            "over the 1 MB training text (the same iterations give different epochs where two regimes' batches "
+            "differ). *Registered* results test hypotheses fixed "
             f"before the runs ([docs/PROTOCOL.md]({PROTOCOL.as_posix()})); *exploratory* ones describe. *Resolved* "
             "(a direction word in the text, a filled marker in the figure) means significant at α = 0.05 after "
             "Holm's correction for all the comparisons tested together in one family "
@@ -937,8 +939,11 @@ def _size_panel(ax, d: dict):
         sig = [j for j, r in enumerate(rows) if r["significant"]]
         ax.plot(x[sig], ys[sig], marker, color=color, zorder=3)
     ax.axhline(0, color="0.5", lw=0.8)
-    ax.set(xscale="log", xlabel=f"non-embedding parameters ({s['tokens_per_param']} tokens/param)\n1 MB: ≤ "
-                                f"{s['passes_cap']} passes; open English: < 1 pass",
+    # the 1 MB ladder's budget rule is capped in passes (so its large sizes get fewer tokens per parameter)
+    one_mb = f"{s['tokens_per_param']} tokens/param, at most {s['passes_cap']} passes"
+    ax.set(xscale="log", xlabel="non-embedding parameters\n" + (
+        f"1 MB: {one_mb}\nopen English: {s['data_ladder']['tokens_per_param']} tokens/param, < 1 pass"
+        if open_rungs else one_mb),
            ylabel="Δ final val loss vs no norm (nats/char)")
     title = (f"Size ladder on 1 MB ({s['seeds']} seeds per size, {sw['passes_low']:.1f}–{sw['passes_high']:.0f} "
              f"passes): no size effect\nresolved at {sw['sizes']} sizes ({_millions(sw['low'])}–{_millions(sw['high'])})")
