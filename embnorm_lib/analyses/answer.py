@@ -443,14 +443,15 @@ def _size_list(positions: list[int], sizes: list[str]) -> str:
 
 def data_ladder_short(p: dict) -> str:
     """The TL;DR's clause on the adequate-data ladder: the sizes where LayerNorm costs, helps, or is not resolved
-    (in the order the smallest size of each outcome comes), each outcome said once (so the clause stays one line at every size of the ladder); a lone resolved size carries
-    its interval, several their point differences (the regime table has every interval). The reading note under
-    the TL;DR says what open English is."""
+    (in the order of each outcome's smallest size), each outcome said once so the clause stays one line at every
+    size of the ladder; a lone resolved size carries its interval, several their point differences (the regime table
+    has every interval). The reading note under the TL;DR says what open English is."""
     rungs = data_ladder_rungs(p)
     if not rungs:
         return ("An adequate-data ladder has finished: "
                 f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md)."
                 if data_ladder_finished(p) else "An adequate-data ladder is in progress.")
+    resolved = [r for r in rungs if r["ln"]["significant"]]
 
     def outcome(word: str) -> str:
         members = [(i, r) for i, r in enumerate(rungs) if effect_word(r["ln"]) == word]
@@ -462,7 +463,6 @@ def data_ladder_short(p: dict) -> str:
         return f"{word} {at} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")"
 
     words = list(dict.fromkeys(effect_word(r["ln"]) for r in rungs))  # smallest size first, as in the scope
-    resolved = [r for r in rungs if r["ln"]["significant"]]
     iters = sorted({r["iters"] for r in rungs})
     budget = f"{iters[0]:,}" + (f"–{iters[-1]:,}" if len(iters) > 1 else "")
     sizes = f"{len(rungs)} sizes" if len(rungs) == p["sizes"] else f"{len(rungs)} of {p['sizes']} planned sizes"
