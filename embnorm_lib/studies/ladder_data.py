@@ -64,7 +64,8 @@ BEST_LR: dict[int, dict[str, float]] = {
         "ln": 0.006},  # rung 0: lowest mean over seeds 100-102, bracketed by 0.00424 and 0.00849 (three extensions)
     1: {"none": 0.00667,  # rung 1: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
         "ln": 0.00566},  # rung 1: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
-    2: {"none": 0.00354},  # rung 2: lowest mean over seeds 100-102 (1.4483), bracketed by 0.0025 and 0.005
+    2: {"none": 0.00354,  # rung 2: lowest mean over seeds 100-102 (1.4483), bracketed by 0.0025 and 0.005
+        "ln": 0.00425},  # rung 2: lowest mean over seeds 100-102 (1.4447), bracketed by 0.003 and 0.006
 }
 
 
