@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from embnorm_lib.core import seal, steplog
+from embnorm_lib.core import schedule, seal, steplog
 from embnorm_lib.core.errors import RunDirError, entry
 from embnorm_lib.core.io import read_jsonl, write_jsonl
 from embnorm_lib.core.rundir import RunDir
@@ -417,3 +417,116 @@ def test_a_missing_runs_directory_is_named_in_one_line(tmp_path, capsys):
     assert entry(compact_logs.main, ["--out-dir", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: invalid --out-dir ") and "allowed: a runs directory" in err and err.count("\n") == 1
+
+
+# -- the learning rate stored as its schedule (derived columns, format 3) -------------------------------------------
+
+def _scheduled_run(root, n=120, nudge=None):
+    """A run directory whose metrics log the schedule's lr at every step (as the trainer does); `nudge`: a step whose
+    logged lr is one ulp off the schedule."""
+    from embnorm_lib.core.config import RunConfig
+    from embnorm_lib.core.schedule import lr_at
+
+    cfg = RunConfig(max_iters=n, lr=0.00354)
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps(cfg.to_dict()))
+    rows = [{"step": s, "lr": math.nextafter(lr_at(cfg, s), 1.0) if s == nudge else lr_at(cfg, s),
+             "train_loss": float(np.float32(4.2 - s / 100))} for s in range(1, n + 1)]
+    rows[5].pop("lr")  # a row without the key stays without it
+    return cfg, rows
+
+
+def test_an_lr_column_the_schedule_reproduces_is_stored_as_its_recipe_and_read_back_exactly(tmp_path):
+    cfg, rows = _scheduled_run(tmp_path / "run")
+    path = tmp_path / "run" / "metrics.parquet"
+    steplog.write_parquet_log(path, rows)
+    meta = _meta(path.read_bytes())
+    assert meta["format"] == 3 and list(meta["derived"]) == ["lr"]
+    back = steplog.read_parquet_log(path)
+    assert same_rows(back, rows) and _json_text(back) == _json_text(rows)
+    assert same_rows(decode(path.read_bytes(), cfg), rows)
+    assert path.stat().st_size < 0.75 * len(encode(rows))  # without the config: every value stored
+    assert "derived" not in _meta(encode(rows))
+
+
+def test_an_lr_column_one_ulp_off_its_schedule_is_stored_value_by_value(tmp_path):
+    cfg, rows = _scheduled_run(tmp_path / "run", nudge=77)
+    payload = encode(rows, cfg)
+    assert "derived" not in _meta(payload)
+    assert same_rows(decode(payload), rows)
+
+
+def test_a_derived_log_without_its_config_is_refused_in_one_line_naming_it(tmp_path):
+    _, rows = _scheduled_run(tmp_path / "run")
+    path = tmp_path / "run" / "metrics.parquet"
+    steplog.write_parquet_log(path, rows)
+    (tmp_path / "run" / "config.json").unlink()
+    with pytest.raises(RunDirError, match=r"metrics.parquet .*need the run's config.json") as e:
+        steplog.read_parquet_log(path)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="config.json"):
+        decode(path.read_bytes())
+
+
+def test_a_schedule_that_rounds_differently_on_reading_is_warned_of(tmp_path, monkeypatch):
+    cfg, rows = _scheduled_run(tmp_path / "run")
+    payload = encode(rows, cfg)
+    lr_at = schedule.DERIVED["lr"]
+    monkeypatch.setitem(schedule.DERIVED, "lr", lambda c, s: math.nextafter(lr_at(c, s), 0.0) if s == 50 else
+                        lr_at(c, s))
+    with pytest.warns(RuntimeWarning, match="'lr' recomputed from config.json differs"):
+        decode(payload, cfg)
+
+
+def _format2_run(root):
+    """A sealed run whose metrics.parquet stores its schedule's lr value by value (as runs before format 3 did)."""
+    cfg, rows = _scheduled_run(root / "ln" / "seed0")
+    run = RunDir(root / "ln" / "seed0")
+    run.summary.write_text(json.dumps({"variant": "ln", "seed": 0, "steps": len(rows)}))
+    steplog.atomic_write_bytes(parquet_path(run, "metrics"), encode(rows))
+    seal.seal_run(run)
+    return run, rows
+
+
+def test_compact_logs_stores_a_sealed_runs_lr_as_its_schedule_once_and_reseals(tmp_path, capsys):
+    run, rows = _format2_run(tmp_path / "s")
+    before = parquet_path(run, "metrics").stat().st_size
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
+    assert "re-encoded 1 run(s)' metrics.parquet" in capsys.readouterr().out
+    seal.verify_run(run)
+    assert same_rows(read_step_log(run, "metrics"), rows)
+    assert _meta(parquet_path(run, "metrics").read_bytes())["derived"].keys() == {"lr"}
+    assert parquet_path(run, "metrics").stat().st_size < before
+    files = {p.name: p.read_bytes() for p in run.root.iterdir()}
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
+    assert "re-encoded" not in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in run.root.iterdir()} == files
+
+
+def test_every_committed_metrics_log_stores_lr_as_the_schedule_that_gives_it_back():
+    """Committed runs keep `lr` as its recipe (compact_logs re-encodes a landed run), and today's schedule and config
+    loading still give every run's logged values: a change to either shows up here as a digest mismatch."""
+    import pyarrow.parquet as pq
+
+    from embnorm_lib.core.config import RunConfig
+
+    files = subprocess.run(["git", "ls-files", "runs/*metrics.parquet"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert len(files) > 1000
+    stored = []
+    for name in files:
+        path = REPO / name
+        meta = json.loads(pq.ParquetFile(path).metadata.metadata[steplog.META_KEY])
+        if "lr" not in meta.get("derived", {}):
+            stored.append(name)
+            continue
+        cfg = RunConfig.load(path.parent / "config.json")
+        steps = pq.read_table(path, columns=["step", KEYS]).to_pydict()
+        keysets = [set(k) for k in meta["keysets"]]
+        lr_at = pq.read_schema(path).names.index("lr") - 1  # keysets index the columns after __keys__
+        values = [schedule.DERIVED["lr"](cfg, s) for s, k in zip(steps["step"], steps[KEYS]) if lr_at in keysets[k]]
+        assert schedule.digest(values) == meta["derived"]["lr"], name
+    assert not stored, f"{len(stored)} committed metrics logs store lr value by value (run compact_logs): {stored[:3]}"
+
+
+KEYS = steplog.KEYS_COLUMN

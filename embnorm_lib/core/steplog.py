@@ -16,7 +16,11 @@ byte-stream-split, ints delta-coded):
 - a key's values keep their type where they share one (all bool, all int: int64, all float, all str; None is null);
   a float key whose every value is a decimal of at most `MAX_DECIMALS` places (the timings) is stored as the int64
   count of its last place (`decimal` in the metadata: key -> places) and read back as that count divided by 10^places,
-  which gives the very float; other floats are float32 where every value round-trips exactly (losses and norms come
+  which gives the very float; a key of `schedule.DERIVED` (the learning rate) whose every value is what its function gives
+  for the run's config and the row's step is stored as a column of nulls (`derived` in the metadata: key -> a
+  digest of the values) and read back by calling the function again with the run's config.json, which gives the
+  very floats (format 3; the digest is checked, and a platform whose `math.cos` rounds differently is warned of;
+  it was 30% of a metrics log's bytes); other floats are float32 where every value round-trips exactly (losses and norms come
   from float32 tensors), else float64; a key with mixed types, lists or objects holds each value as its JSON text;
 - `wide` layout (a log with at least as many rows as keys: metrics): one column per key in order of first
   appearance, null where a row lacks the key, plus `__keys__`: per row, which of the file's key lists (its metadata)
@@ -24,7 +28,8 @@ byte-stream-split, ints delta-coded):
 - `long` layout (a short log with many keys: diagnostics, ~100 keys and a few dozen rows, where Parquet's overhead of
   ~150 bytes per column would outweigh the data): one row per (row, key) in the rows' own order, columns `row`,
   `key` and one `value.<type>` column per type.
-`pandas.read_parquet` reads either (a long file pivots to the wide table: `.pivot(index="row", columns="key")`).
+`pandas.read_parquet` reads either (a long file pivots to the wide table: `.pivot(index="row", columns="key")`; a
+derived column reads as nulls there, since only `read_step_log` computes it).
 The bytes are deterministic for a pyarrow version (the footer names it: `created_by`) and may differ under another
 one; what holds across versions is the rows, and a finished run's seal records the bytes it has."""
 from __future__ import annotations
@@ -39,12 +44,13 @@ from typing import Any
 from .errors import RunDirError
 from .io import atomic_write_bytes
 from .rundir import RunDir
+from .schedule import DERIVED, config_beside, derivable, fill_derived
 
 LOGS = ("metrics", "evals", "diagnostics")  # the per-step logs of a run (RunDir attributes, file stems)
 COMPACTED = ("metrics", "diagnostics")  # the logs a finished run keeps as Parquet
 PARQUET = ".parquet"
-FORMAT = 2  # 2 added decimal columns; a log without one is written as format 1, which every reader since reads
-READABLE_FORMATS = (1, 2)
+FORMAT = 3  # 2 added decimal columns, 3 derived ones; a log is written at the lowest format that holds it
+READABLE_FORMATS = (1, 2, 3)
 TIMING_DECIMALS = {"step_ms": 2, "wall_s": 3}  # the resolution timings are kept at (decimal places)
 MAX_DECIMALS = 6
 META_KEY = b"embnorm.steplog"
@@ -152,8 +158,9 @@ def _arrow_array(values: list, kind: str):  # noqa: ANN202 (a pyarrow.Array)
 _MISSING = object()
 
 
-def encode(rows: list[dict]) -> bytes:
-    """The Parquet bytes of `rows` (dicts with str keys); read back with `decode`, they give the same rows.
+def encode(rows: list[dict], config=None) -> bytes:  # noqa: ANN001 (a RunConfig, or None)
+    """The Parquet bytes of `rows` (dicts with str keys); read back with `decode` (given the same `config`), they give
+    the same rows. With the run's `config`, a `DERIVED` column that its function reproduces is stored as its recipe.
 
     Two layouts, chosen by shape: a log with at least as many rows as keys (metrics) is `wide`, one column per key;
     a short log with many keys (diagnostics: ~100 keys, a few dozen rows) is `long`, one row per (row, key) in the
@@ -161,13 +168,15 @@ def encode(rows: list[dict]) -> bytes:
     _check_rows(rows)
     keys = list(dict.fromkeys(k for row in rows for k in row))
     if len(rows) >= len(keys):
-        meta, table = _wide(rows, keys)
+        meta, table = _wide(rows, keys, config)
     else:
         meta, table = _long(rows, keys)
-    return _write(table, {"format": FORMAT if meta.get("decimal") else 1, **meta})
+    return _write(table, {"format": 3 if meta.get("derived") else 2 if meta.get("decimal") else 1, **meta})
 
 
-def _wide(rows: list[dict], keys: list[str]) -> tuple[dict, Any]:
+
+
+def _wide(rows: list[dict], keys: list[str], config=None) -> tuple[dict, Any]:  # noqa: ANN001 (a RunConfig)
     import pyarrow as pa
 
     if KEYS_COLUMN in keys:
@@ -177,6 +186,11 @@ def _wide(rows: list[dict], keys: list[str]) -> tuple[dict, Any]:
         keysets.setdefault(tuple(row), len(keysets))
     columns = {key: [row.get(key, _MISSING) for row in rows] for key in keys}
     kinds = {key: _kind([v for v in values if v is not _MISSING]) for key, values in columns.items()}
+    derived = {key: digest for key in keys if (digest := derivable(
+        key, [(row, v) for row, v in zip(rows, columns[key]) if v is not _MISSING], config)) is not None}
+    for key in derived:
+        columns[key] = [v if v is _MISSING else None for v in columns[key]]
+        kinds[key] = "null"
     decimal = {key: places for key in keys if kinds[key] in ("float32", "float64")
                and (places := _decimals([v for v in columns[key] if v is not _MISSING])) is not None}
     for key, places in decimal.items():
@@ -186,7 +200,8 @@ def _wide(rows: list[dict], keys: list[str]) -> tuple[dict, Any]:
     arrays += [_arrow_array(values, kinds[key]) for key, values in columns.items()]
     position = {key: i for i, key in enumerate(keys)}
     meta = {"layout": "wide", "keysets": [[position[k] for k in keyset] for keyset in keysets],
-            "json": [key for key in keys if kinds[key] == "json"], **({"decimal": decimal} if decimal else {})}
+            "json": [key for key in keys if kinds[key] == "json"], **({"decimal": decimal} if decimal else {}),
+            **({"derived": derived} if derived else {})}
     return meta, pa.Table.from_arrays(arrays, names=[KEYS_COLUMN, *keys])
 
 
@@ -223,7 +238,7 @@ def _write(table, meta: dict) -> bytes:  # noqa: ANN001 (a pyarrow.Table)
     return sink.getvalue()
 
 
-def _decode_table(table) -> list[dict]:  # noqa: ANN001 (a pyarrow.Table)
+def _decode_table(table, config_of=None) -> list[dict]:  # noqa: ANN001 (a pyarrow.Table; a callable -> RunConfig)
     raw = (table.schema.metadata or {}).get(META_KEY)
     meta = json.loads(raw) if raw else None
     if not isinstance(meta, dict) or meta.get("format") not in READABLE_FORMATS:
@@ -237,8 +252,9 @@ def _decode_table(table) -> list[dict]:  # noqa: ANN001 (a pyarrow.Table)
         keys = table.column_names[1:]
         keysets = [[keys[i] for i in keyset] for keyset in meta["keysets"]]
         as_json = set(meta["json"])
-        return [{key: json.loads(columns[key][i]) if key in as_json else columns[key][i] for key in keysets[k]}
+        rows = [{key: json.loads(columns[key][i]) if key in as_json else columns[key][i] for key in keysets[k]}
                 for i, k in enumerate(columns[KEYS_COLUMN])]
+        return fill_derived(rows, meta.get("derived", {}), config_of)
     rows: list[dict] = [{} for _ in range(meta["rows"])]
     values = [(kind == "json", columns[f"value.{kind}"]) for kind in meta["kinds"]]
     for i, (r, key) in enumerate(zip(columns["row"], columns["key"])):
@@ -251,23 +267,41 @@ def _decode_table(table) -> list[dict]:  # noqa: ANN001 (a pyarrow.Table)
     return rows
 
 
-def decode(payload: bytes) -> list[dict]:
-    """The rows of a step log's Parquet bytes (see `encode`)."""
+def decode(payload: bytes, config=None) -> list[dict]:  # noqa: ANN001 (a RunConfig, or None)
+    """The rows of a step log's Parquet bytes (see `encode`); `config`: the run's, for a log with derived columns."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return _decode_table(pq.read_table(pa.BufferReader(payload)))
+    return _decode_table(pq.read_table(pa.BufferReader(payload)), None if config is None else lambda: config)
 
 
 def read_parquet_log(path: str | os.PathLike) -> list[dict]:
     """The rows of a `<log>.parquet` file; one line naming the file when it is damaged or of another format."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .errors import ConfigError
+
     path = Path(path)
     try:
-        return decode(path.read_bytes())
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        return _decode_table(pq.read_table(pa.BufferReader(path.read_bytes())), lambda: config_beside(path))
+    except (OSError, ValueError, KeyError, IndexError, TypeError, ConfigError) as e:
         raise RunDirError(f"unreadable step log {path} ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}); "
                           f"allowed: a format-{FORMAT} Parquet step log (restore it from git, or retrain the run)"
                           ) from None
+
+
+def stored_in_full(path: str | os.PathLike, rows: list[dict]) -> list[str]:
+    """The DERIVED keys that the wide step log at `path` (whose rows are `rows`) stores value by value although its
+    run's config reproduces every one of them: what re-encoding it would store as their recipe (see `encode`)."""
+    import pyarrow.parquet as pq
+
+    meta = json.loads((pq.ParquetFile(path).metadata.metadata or {}).get(META_KEY, b"{}"))
+    if meta.get("layout") != "wide":
+        return []
+    config = config_beside(path)
+    return [key for key in DERIVED if key not in meta.get("derived", {})
+            and derivable(key, [(row, row[key]) for row in rows if key in row], config) is not None]
 
 
 def parquet_rows(path: Path) -> int:
@@ -308,9 +342,11 @@ def _same(x: Any, y: Any) -> bool:
 
 
 def checked_encode(path: str | os.PathLike, rows: list[dict]) -> bytes:
-    """encode(rows), checked to read back as the same rows (RunDirError naming `path`, the file it is meant for)."""
-    payload = encode(rows)
-    if not same_rows(decode(payload), rows):
+    """encode(rows) with the config of the run `path` is in (when it has one), checked to read back as the same rows
+    (RunDirError naming `path`, the file it is meant for)."""
+    config = config_beside(path)
+    payload = encode(rows, config)
+    if not same_rows(decode(payload, config), rows):
         raise RunDirError(f"the Parquet form of {path} does not read back as the rows it was written from; nothing "
                           f"was written (allowed: rows of JSON values; report this with the file)")
     return payload

@@ -37,17 +37,9 @@ from .interrupt import Interrupted, raise_if_stopped, stop_on_interrupt  # noqa:
 from .io import cpu_info, environment_info, git_commit, save_torch, write_json
 from .model import GPT
 from .rundir import RunDir
+from .schedule import lr_at
 from .seal import finished_summary, seal_run
 from .steplog import TIMING_DECIMALS
-
-
-def lr_at(cfg: RunConfig, step: int) -> float:
-    """Learning rate for optimizer update `step` (1-based): linear warmup, then cosine to min_lr."""
-    min_lr = cfg.lr * cfg.min_lr_ratio
-    if step <= cfg.warmup_iters:
-        return cfg.lr * step / max(1, cfg.warmup_iters)
-    progress = (step - cfg.warmup_iters) / max(1, cfg.max_iters - cfg.warmup_iters)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))) * (cfg.lr - min_lr)
 
 
 def make_optimizer(model: GPT, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:

@@ -7,8 +7,10 @@
 
 Runs trained since steplog existed are written compact when they finish; this converts the ones before. It also
 re-encodes a finished run's metrics.parquet whose timings are finer than their stated resolution
-(steplog.TIMING_DECIMALS: runs trained before it), which stores them as decimal columns (~30% fewer bytes); nothing
-else in the log changes. And it slims the run's executed notebook (runner.jobs.slim_notebook: compact JSON, a table's
+(steplog.TIMING_DECIMALS: runs trained before it), which stores them as decimal columns (~30% fewer bytes), or whose
+`lr` column stores each value although the run's config reproduces every one (steplog.DERIVED: runs written before
+format 3), which stores it as its recipe (~30% fewer bytes again); nothing else in the log changes, and the rows
+read back are the same. And it slims the run's executed notebook (runner.jobs.slim_notebook: compact JSON, a table's
 HTML twin and per-cell timestamps dropped), as sweeps now leave it, then packs each study's loose executed notebooks
 into `runs/<study>/notebooks.tar.xz` (runner.notebook_archive; `tar -xJf` puts them back). Per run,
 under its lock: the run is verified against its seal; each log is written as `<log>.parquet` (atomically, read back
@@ -35,6 +37,7 @@ from ..core.steplog import (
     read_parquet_log,
     round_timings,
     same_rows,
+    stored_in_full,
     write_parquet_log,
 )
 from ..runner.notebook_archive import ARCHIVE, pack_notebooks
@@ -52,7 +55,7 @@ class Outcome:
     """What converting one run did: bytes of JSONL deleted and of Parquet added (0 for a run already converted)."""
 
     converted: bool = False
-    retimed: bool = False  # metrics.parquet re-encoded with its timings at their stated resolution
+    retimed: bool = False  # metrics.parquet re-encoded: timings at their stated resolution, derivable columns derived
     retimed_bytes: tuple[int, int] = (0, 0)  # its bytes before and after
     notebook_bytes: tuple[int, int] = (0, 0)  # the executed notebook's bytes before and after slimming
     jsonl_bytes: int = 0
@@ -115,8 +118,9 @@ RETIME_MARKER = ".retime.json"  # hidden (not sealed): written before metrics.pa
 
 
 def retime_run(run: RunDir, outcome: Outcome, dry_run: bool = False) -> None:
-    """Re-encode a finished run's metrics.parquet with its timings rounded to their stated resolution, then reseal
-    it; a run already at that resolution is left as it is. Crash-safe: the marker names the sealed and the new bytes'
+    """Re-encode a finished run's metrics.parquet with its timings rounded to their stated resolution and its
+    derivable columns stored as their recipe (steplog.stored_in_full), then reseal it; a run with neither to do is
+    left as it is (its bytes are not rewritten under another pyarrow either). Crash-safe: the marker names the sealed and the new bytes'
     sha256 before the file is replaced, so a run killed between the file and its seal is finished on the next call
     (and a file that is neither is refused as damaged)."""
     path = parquet_path(run, "metrics")
@@ -125,7 +129,7 @@ def retime_run(run: RunDir, outcome: Outcome, dry_run: bool = False) -> None:
     verify_run(run)
     rows = read_parquet_log(path)
     rounded = round_timings(rows)
-    if same_rows(rounded, rows):
+    if same_rows(rounded, rows) and not stored_in_full(path, rows):
         return
     outcome.retimed = True
     if dry_run:
@@ -234,9 +238,9 @@ def _said(counts: dict, verb: str, dry_run: bool) -> str:
     said = f"{verb} {counts['runs']} run(s), JSONL {counts['jsonl']:,} bytes" + (
         "" if dry_run else f" -> Parquet {counts['parquet']:,} bytes")
     if counts["retimed"]:
-        said += f"; {'would re-encode' if dry_run else 're-encoded'} {counts['retimed']} run(s)' metrics.parquet with " \
-                f"timings at their stated resolution" + ("" if dry_run else f", {counts['before']:,} -> "
-                                                         f"{counts['after']:,} bytes")
+        said += f"; {'would re-encode' if dry_run else 're-encoded'} {counts['retimed']} run(s)' metrics.parquet " \
+                f"(timings at their stated resolution, lr as its schedule)" + (
+                    "" if dry_run else f", {counts['before']:,} -> {counts['after']:,} bytes")
     if counts["notebooks"]:
         said += f"; slimmed {counts['notebooks']} executed notebook(s), {counts['nb_before']:,} -> " \
                 f"{counts['nb_after']:,} bytes"
