@@ -445,7 +445,8 @@ def data_ladder_short(p: dict) -> str:
     """The TL;DR's clause on the adequate-data ladder: the sizes where LayerNorm costs, helps, or is not resolved
     (in the order of each outcome's smallest size), each outcome said once so the clause stays one line at every
     size of the ladder; a lone resolved size carries its interval, several their point differences (the regime table
-    has every interval). The reading note under the TL;DR says what open English is."""
+    has every interval). The corpus's size says at once what open English is (the reading note under the TL;DR says
+    more); the iterations are in the Scope bullet."""
     rungs = data_ladder_rungs(p)
     if not rungs:
         return ("An adequate-data ladder has finished: "
@@ -463,10 +464,9 @@ def data_ladder_short(p: dict) -> str:
         return f"{word} {at} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")"
 
     words = list(dict.fromkeys(effect_word(r["ln"]) for r in rungs))  # smallest size first, as in the scope
-    iters = sorted({r["iters"] for r in rungs})
-    budget = f"{iters[0]:,}" + (f"–{iters[-1]:,}" if len(iters) > 1 else "")
     sizes = f"{len(rungs)} sizes" if len(rungs) == p["sizes"] else f"{len(rungs)} of {p['sizes']} planned sizes"
-    return (f"On open English ({sizes}, {budget} iterations; [details](runs/{DATA_LADDER[1]}/LADDER-DATA.md)): `ln` "
+    return (f"On open English ({p['chars'] / 1e6:.1f}M characters, {sizes}; [details](runs/{DATA_LADDER[1]}/"
+            "LADDER-DATA.md)): `ln` "
             + ", ".join(outcome(w) for w in words) + ".")
 
 
@@ -608,7 +608,7 @@ def tldr_lines(d: dict) -> list[str]:
         f"- **Stability: {'no benefit detected' if not f['fixed'] else 'a benefit'}.** Where `none` fails (peak LR "
         f"{h1b['lr']:g}: {f['none']} of {h1b['seeds']} seeds), {fixed}"
         + (", and every arm costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
-        f"- **Init scale sets the sign** (exploratory): with N(0, {i['large']['emb_init_std']:g}) embeddings `ln` "
+        f"- **Init scale may set the sign** (exploratory): with N(0, {i['large']['emb_init_std']:g}) embeddings `ln` "
         f"{effect_word(i['large'])} ({interval(i['large'])})"
         + ("; the earlier 3-seed study's LayerNorm gain would fit this if it used PyTorch's default N(0, 1) init."
            if seed_agrees else "."),
@@ -620,7 +620,7 @@ def tldr_lines(d: dict) -> list[str]:
         f"parameters, {min(b['first']['max_iters'], head['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(d['size']['data_ladder'])}. "
         f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the cost at GPT-2 init and short "
-        "budgets; the rest as labelled. Designs and intervals: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
+        "budgets; the rest as labelled. Details: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
     ]
 
 
