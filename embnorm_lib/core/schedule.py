@@ -3,8 +3,8 @@
 `lr` at a step is a pure function of the run's config (`lr_at`), so a finished run's Parquet step log need not store
 it value by value: where every logged value equals what `lr_at` gives for the run's config.json, steplog stores the
 column as nulls plus a digest of the values (`derived` in its metadata), and reading computes it again here. A
-platform whose math library rounds `cos` otherwise would get values off in the last bit: the digest catches that,
-and the reader warns."""
+platform whose math library rounds `cos` otherwise would get values off in the last bit, and an edited config.json
+other values: the digest catches either, and the reader warns."""
 from __future__ import annotations
 
 import hashlib
@@ -69,8 +69,9 @@ def fill_derived(rows: list[dict], derived: dict[str, str], config_of: Callable[
             row[key] = DERIVED[key](config, row["step"])
         if digest([row[key] for row in held]) != stored:
             warnings.warn(f"step log column {key!r} recomputed from {CONFIG_NAME} differs from the values the run "
-                          f"logged (digest {stored}): this platform's math library rounds the schedule differently "
-                          f"(values differ in the last bits)", RuntimeWarning, stacklevel=4)
+                          f"logged (digest {stored}): either {CONFIG_NAME} is not the one the run was trained with "
+                          f"(`python -m embnorm_lib.seal STUDY --check` verifies its runs), or this platform's math library rounds the "
+                          f"schedule differently (values off in the last bits)", RuntimeWarning, stacklevel=4)
     return rows
 
 
