@@ -32,24 +32,27 @@ def lr_at(cfg: RunConfig, step: int) -> float:
 DERIVED: dict[str, Callable[[RunConfig, int], float]] = {"lr": lr_at}  # step-log key -> its value at a step
 
 
+def _float64_bytes(values: list[float]) -> bytes:
+    return struct.pack(f"<{len(values)}d", *values)
+
+
 def digest(values: list[float]) -> str:
     """A derived column's check: sha256 (16 hex digits) of its values as little-endian float64."""
-    return hashlib.sha256(struct.pack(f"<{len(values)}d", *values)).hexdigest()[:16]
-
-
-def _same_float(a: float, b: float) -> bool:
-    return a == b and math.copysign(1, a) == math.copysign(1, b)
+    return hashlib.sha256(_float64_bytes(values)).hexdigest()[:16]
 
 
 def derivable(key: str, present: list[tuple[dict, object]], config: RunConfig | None) -> str | None:
     """The digest under which step-log column `key` can be stored as its recipe, given its (row, value) pairs where
-    the row has the key; None unless every value is a float equal to what DERIVED[key] gives for the row's step."""
+    the row has the key; None unless every value is a float whose float64 bits are those of what DERIVED[key] gives
+    for the row's step."""
     if config is None or key not in DERIVED or not present:
         return None
-    if not all(type(v) is float and type(row.get("step")) is int and _same_float(DERIVED[key](config, row["step"]), v)
-               for row, v in present):
+    if not all(type(v) is float and type(row.get("step")) is int for row, v in present):
         return None
-    return digest([v for _, v in present])
+    logged = [v for _, v in present]
+    if _float64_bytes(logged) != _float64_bytes([DERIVED[key](config, row["step"]) for row, _ in present]):
+        return None
+    return digest(logged)
 
 
 def fill_derived(rows: list[dict], derived: dict[str, str], config_of: Callable[[], RunConfig | None] | None
@@ -70,8 +73,9 @@ def fill_derived(rows: list[dict], derived: dict[str, str], config_of: Callable[
         if digest([row[key] for row in held]) != stored:
             warnings.warn(f"step log column {key!r} recomputed from {CONFIG_NAME} differs from the values the run "
                           f"logged (digest {stored}): either {CONFIG_NAME} is not the one the run was trained with "
-                          f"(`python -m embnorm_lib.seal STUDY --check` verifies its runs), or this platform's math library rounds the "
-                          f"schedule differently (values off in the last bits)", RuntimeWarning, stacklevel=4)
+                          f"(`python -m embnorm_lib.seal STUDY --check` verifies its runs), or this platform's math "
+                          f"library rounds the schedule differently (values off in the last bits)", RuntimeWarning,
+                          stacklevel=4)
     return rows
 
 

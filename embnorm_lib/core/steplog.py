@@ -16,12 +16,13 @@ byte-stream-split, ints delta-coded):
 - a key's values keep their type where they share one (all bool, all int: int64, all float, all str; None is null);
   a float key whose every value is a decimal of at most `MAX_DECIMALS` places (the timings) is stored as the int64
   count of its last place (`decimal` in the metadata: key -> places) and read back as that count divided by 10^places,
-  which gives the very float; a key of `schedule.DERIVED` (the learning rate) whose every value is what its function gives
-  for the run's config and the row's step is stored as a column of nulls (`derived` in the metadata: key -> a
-  digest of the values) and read back by calling the function again with the run's config.json, which gives the
-  very floats (format 3; the digest is checked, and a platform whose `math.cos` rounds differently is warned of;
-  it was 30% of a metrics log's bytes); other floats are float32 where every value round-trips exactly (losses and norms come
-  from float32 tensors), else float64; a key with mixed types, lists or objects holds each value as its JSON text;
+  which gives the very float; a key of `schedule.DERIVED` (the learning rate) whose every value is what its
+  function gives for the run's config and the row's step is stored as a column of nulls (`derived` in the metadata:
+  key -> a digest of the values) and read back by calling the function again with the run's config.json, which
+  gives the very floats (format 3; the digest is checked, and a platform whose `math.cos` rounds differently is
+  warned of; it was 30% of a metrics log's bytes); other floats are float32 where every value round-trips exactly
+  (losses and norms come from float32 tensors), else float64; a key with mixed types, lists or objects holds each
+  value as its JSON text;
 - `wide` layout (a log with at least as many rows as keys: metrics): one column per key in order of first
   appearance, null where a row lacks the key, plus `__keys__`: per row, which of the file's key lists (its metadata)
   the row has, in the row's order;
@@ -172,8 +173,6 @@ def encode(rows: list[dict], config=None) -> bytes:  # noqa: ANN001 (a RunConfig
     else:
         meta, table = _long(rows, keys)
     return _write(table, {"format": 3 if meta.get("derived") else 2 if meta.get("decimal") else 1, **meta})
-
-
 
 
 def _wide(rows: list[dict], keys: list[str], config=None) -> tuple[dict, Any]:  # noqa: ANN001 (a RunConfig)

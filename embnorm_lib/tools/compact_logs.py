@@ -120,9 +120,9 @@ RETIME_MARKER = ".retime.json"  # hidden (not sealed): written before metrics.pa
 def retime_run(run: RunDir, outcome: Outcome, dry_run: bool = False) -> None:
     """Re-encode a finished run's metrics.parquet with its timings rounded to their stated resolution and its
     derivable columns stored as their recipe (steplog.stored_in_full), then reseal it; a run with neither to do is
-    left as it is (its bytes are not rewritten under another pyarrow either). Crash-safe: the marker names the sealed and the new bytes'
-    sha256 before the file is replaced, so a run killed between the file and its seal is finished on the next call
-    (and a file that is neither is refused as damaged)."""
+    left as it is (its bytes are not rewritten under another pyarrow either). Crash-safe: the marker names the sealed
+    and the new bytes' sha256 before the file is replaced, so a run killed between the file and its seal is finished
+    on the next call (and a file that is neither is refused as damaged)."""
     path = parquet_path(run, "metrics")
     if not path.is_file() or _read_manifest(run)["files"].get(path.name) is None:
         return
