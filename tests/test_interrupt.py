@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import REPO, strip_timing, tiny
 
+from embnorm_lib.core.interrupt import Terminated, stop_on_terminate
 from embnorm_lib.core.io import read_jsonl
 from embnorm_lib.core.packed import pack_configs, train_packed
 from embnorm_lib.core.rundir import RunDir
@@ -63,17 +64,37 @@ def test_ctrl_c_stops_a_packed_job_with_every_member_checkpointed(tmp_path, data
         assert torch.load(RunDir(d).checkpoint, weights_only=False)["step"] == 10 and not RunDir(d).summary.exists()
 
 
-def test_ctrl_c_on_a_sweep_checkpoints_the_running_cell_starts_no_queued_one_and_leaves_no_kernel(tmp_path,
-                                                                                                   data_path):
+def test_sigterm_is_taken_as_ctrl_c_inside_a_sweep_only_where_it_is_the_default():
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with stop_on_terminate():
+            with pytest.raises(Terminated, match="terminated \\(SIGTERM\\)"):
+                signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # as the signal would, without sending one
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # a second one while the runs checkpoint
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # whoever started the process chose to ignore it: kept
+        with stop_on_terminate():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_a_stopped_sweep_checkpoints_the_running_cell_starts_no_queued_one_and_leaves_no_kernel(tmp_path, data_path,
+                                                                                                stop):
+    """Ctrl-C from a terminal (SIGINT to the sweep's process group), and `kill PID` of a sweep in the background
+    (SIGTERM to the sweep alone, with Ctrl-C ignored as `nohup ... &` leaves it), stop it the same way."""
     out = tmp_path / "runs"
     # one worker, two cells: the second is queued while the first trains; long enough never to finish here
     args = [sys.executable, "-m", "embnorm_lib.sweep", "tstop", "--preset", "tiny", "--variants", "none,ln",
             "--seeds", "0", "--set", "max_iters=100000", "--set", "checkpoint_interval=7", "--set",
             "eval_interval=100000", "--set", "diag_interval=0", "--set", "eval_at_init=false", "--workers", "1",
             "--threads", "1", "--out-dir", str(out), "--data-path", data_path]
-    # as from a terminal: Ctrl-C honoured, whatever this test process inherited (a background job ignores SIGINT)
+    # from a terminal, Ctrl-C honoured; in the background, ignored (whatever this test process inherited)
+    sigint = signal.SIG_DFL if stop == "ctrl-c" else signal.SIG_IGN
     proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     first, queued = out / "tstop" / "none" / "seed0", out / "tstop" / "ln" / "seed0"
     try:
         deadline = time.time() + 240
@@ -83,14 +104,18 @@ def test_ctrl_c_on_a_sweep_checkpoints_the_running_cell_starts_no_queued_one_and
         kernels = [p for p in psutil.Process(proc.pid).children(recursive=True)
                    if any("ipykernel" in part for part in p.cmdline())]
         assert len(kernels) == 1
-        os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: the sweep and its worker, not the kernel
+        if stop == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: the sweep and its worker, not the kernel
+        else:
+            os.kill(proc.pid, signal.SIGTERM)  # `kill PID`: the sweep alone, which passes it on to its worker
         output, _ = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, output[-2000:]
-    assert "interrupted (Ctrl-C)" in output and "Traceback" not in output
+    assert proc.returncode == {"ctrl-c": 130, "sigterm": 143}[stop], output[-2000:]
+    assert {"ctrl-c": "interrupted (Ctrl-C)", "sigterm": "terminated (SIGTERM)"}[stop] in output
+    assert "Traceback" not in output
     assert not kernels[0].is_running() or kernels[0].status() == psutil.STATUS_ZOMBIE
     assert not queued.exists()  # the queued cell never started
     # the kernel's loop stopped at a step boundary and checkpointed it (the notebook's error names the step)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
+from .interrupt import Terminated
+
 
 class ConfigError(ValueError):
     """A bad parameter or config value."""
@@ -28,17 +30,20 @@ BRIEF_ERRORS = (ConfigError, RunDirError, DataError, DiskFullError)
 def entry(main: Callable[[list[str]], int], argv: Sequence[str] | None = None) -> int:
     """A command line's `main` as the shell sees it: any error becomes one line `error: ...` and exit code 2 (one the
     user can cause names the bad value and what is allowed; anything else says to rerun with --debug), Ctrl-C exit
-    code 130. `--debug`, anywhere in the arguments, shows the traceback instead."""
+    code 130 (SIGTERM, which a sweep takes as Ctrl-C: 143). `--debug`, anywhere in the arguments, shows the traceback
+    instead."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"]
     try:
         return main(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if debug:
             raise
-        print("error: interrupted (Ctrl-C); a run that was training resumes from its last checkpoint", file=sys.stderr)
-        return 130
+        terminated = isinstance(e, Terminated)
+        print(f"error: {'terminated (SIGTERM)' if terminated else 'interrupted (Ctrl-C)'}; a run that was training "
+              "resumes from its last checkpoint", file=sys.stderr)
+        return 143 if terminated else 130
     except Exception as e:  # the point: no traceback unless asked for
         if debug:
             raise

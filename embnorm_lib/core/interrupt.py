@@ -1,5 +1,6 @@
 """Ctrl-C while runs train (issue 70): the loop stops at the next step boundary, checkpoints the last whole step and
-raises `Interrupted`, so a run resumes from exactly there (train.py and packed.py train under it)."""
+raises `Interrupted`, so a run resumes from exactly there (train.py and packed.py train under it). A sweep also takes
+SIGTERM as Ctrl-C (`stop_on_terminate`): a background job ignores Ctrl-C, and `kill` or a scheduler sends SIGTERM."""
 from __future__ import annotations
 
 import contextlib
@@ -9,6 +10,33 @@ import threading
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C stopped a run between two steps; its last whole step is checkpointed and it resumes from there."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM stopped a sweep, which then stops as on Ctrl-C: its running runs checkpoint, no queued one starts."""
+
+
+@contextlib.contextmanager
+def stop_on_terminate():  # noqa: ANN201 (a context without a value)
+    """While a sweep runs: SIGTERM raises `Terminated` in the main thread, which takes Ctrl-C's path. A sweep started
+    in the background (`nohup ... &`) has Ctrl-C ignored, so `kill PID` is how it is stopped, and a scheduler (Slurm)
+    sends SIGTERM before it kills; without this, both would lose every running run's steps since its last periodic
+    checkpoint. Later SIGTERMs are ignored while the runs checkpoint. Left alone where SIGTERM is not the default
+    (ignored or handled by whoever started this process) or off the main thread."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not \
+            signal.SIG_DFL:
+        yield
+        return
+
+    def terminated(signum, frame) -> None:  # noqa: ANN001 (a signal handler's frame)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated("terminated (SIGTERM)")
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @contextlib.contextmanager

@@ -64,19 +64,21 @@ def _is_kernel_start_failure(exc: BaseException) -> bool:
                                    "Kernel died before replying"))
 
 
-# -- Ctrl-C ---------------------------------------------------------------------------------------------
+# -- Ctrl-C (and SIGTERM, which a sweep takes as Ctrl-C: interrupt.stop_on_terminate) -------------------
 # A notebook's kernel runs in a session of its own (jupyter_client), so the terminal's Ctrl-C reaches the sweep and its
-# workers but not the kernel that trains. A worker that gets SIGINT (from the terminal, or forwarded by the sweep when
-# only the sweep was signalled) starts no further job and interrupts its kernel, whose training loop checkpoints the
+# workers but not the kernel that trains. A worker that gets SIGINT (from the terminal) or SIGTERM (forwarded by the
+# sweep, or from a scheduler) starts no further job and interrupts its kernel, whose training loop checkpoints the
 # last whole step and stops (train.stop_on_interrupt); papermill then shuts the kernel down.
 STOPPING = threading.Event()  # set in a worker process once it has been asked to stop
 STOP_GRACE_S = 120  # after this long a kernel still running is killed (its last checkpoint is whole: atomic writes)
 
 
 def _worker_init() -> None:
-    # a sweep started with Ctrl-C ignored (a background job, nohup) passes that on to its workers: they keep it
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, lambda signum, frame: STOPPING.set())
+    # a sweep started with Ctrl-C ignored (a background job, nohup) passes that on to its workers: they keep it, and
+    # SIGTERM, which the sweep forwards (`_stop_workers`), stops them in either case
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, lambda signum, frame: STOPPING.set())
 
 
 def _kernels() -> list[int]:
@@ -98,13 +100,13 @@ def _signal_kernels(signum: int) -> None:
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Ctrl-C in the sweep: queued jobs are cancelled (one a worker already holds is refused by its STOPPING), and
-    every worker is told to stop; the pool's exit then waits for their notebooks to checkpoint and end."""
+    """Ctrl-C or SIGTERM in the sweep: queued jobs are cancelled (one a worker already holds is refused by its
+    STOPPING), and every worker is told to stop; the pool's exit waits for their notebooks to checkpoint and end."""
     workers = list((getattr(pool, "_processes", None) or {}).values())  # read first: shutdown forgets them
     pool.shutdown(wait=False, cancel_futures=True)
     for process in workers:
         with contextlib.suppress(OSError):
-            os.kill(process.pid, signal.SIGINT)
+            os.kill(process.pid, signal.SIGTERM)  # SIGINT would not reach a background sweep's workers
 
 
 def _papermill(run) -> None:  # noqa: ANN001 (a callable that executes the notebook)
@@ -134,8 +136,8 @@ def _papermill(run) -> None:  # noqa: ANN001 (a callable that executes the noteb
 
 
 def _interrupted(cells: list[Cell], error: BaseException, start: float) -> list[dict]:
-    return [{"status": "interrupted", "error": f"stopped by Ctrl-C ({type(error).__name__}); a run that was training "
-             f"resumes from its checkpoint", "seconds": time.perf_counter() - start}] * len(cells)
+    return [{"status": "interrupted", "error": f"stopped by Ctrl-C or SIGTERM ({type(error).__name__}); a run that "
+             f"was training resumes from its checkpoint", "seconds": time.perf_counter() - start}] * len(cells)
 
 
 def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, notebook: str) -> dict:
@@ -149,8 +151,8 @@ def execute_job(cells: list[Cell], out_dir: str, data_path: str | None, threads:
     run directory keeps. One result record per cell."""
     out = Path(out_dir)
     records = [{"cell": c.label(), "run_dir": str(c.run_dir(out))} for c in cells]
-    if STOPPING.is_set():  # Ctrl-C: a job this worker already held when the sweep stopped does not start
-        return [{**r, "status": "interrupted", "error": "not started: the sweep was stopped (Ctrl-C)"} for r in records]
+    if STOPPING.is_set():  # a job this worker already held when the sweep stopped does not start
+        return [{**r, "status": "interrupted", "error": "not started: the sweep was stopped"} for r in records]
     held = []
     try:
         for cell in cells:

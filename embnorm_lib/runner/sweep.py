@@ -32,6 +32,7 @@ from pathlib import Path
 from ..core.cli import parse_axes, parse_seeds, parse_value, split_assignment
 from ..core.config import check_name
 from ..core.errors import BRIEF_ERRORS, ConfigError, entry
+from ..core.interrupt import stop_on_terminate
 from ..core.io import (
     atomic_write_text,
     git_commit,
@@ -386,8 +387,9 @@ def main(argv=None) -> int:
                   + (f"  (for {why})" if why else ""))
         return 0
     slurm = {"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus, "parallel": args.workers or None}
-    report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor, slurm=slurm,
-                       reuse=not args.no_reuse, pack=args.pack, fleet=args.fleet)
+    with stop_on_terminate():  # `kill PID` of a background sweep (Ctrl-C ignored) checkpoints as Ctrl-C does
+        report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor,
+                           slurm=slurm, reuse=not args.no_reuse, pack=args.pack, fleet=args.fleet)
     return 1 if report.failures else 0
 
 
