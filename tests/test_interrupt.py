@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import REPO, strip_timing, tiny
 
-from embnorm_lib.core.interrupt import Terminated, stop_on_terminate
+from embnorm_lib.core.interrupt import Terminated, TerminatedRun, stop_on_interrupt, stop_on_terminate
 from embnorm_lib.core.io import read_jsonl
 from embnorm_lib.core.packed import pack_configs, train_packed
 from embnorm_lib.core.rundir import RunDir
@@ -27,6 +27,14 @@ def ctrl_c_honoured():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, before)
+
+
+def send_at(at_step, signum):
+    """An on_eval callback that delivers `signum` to the handler in force at `at_step` (see press_ctrl_c)."""
+    def on_eval(row):
+        if row["step"] == at_step:
+            signal.getsignal(signum)(signum, None)
+    return on_eval
 
 
 def press_ctrl_c(at_step):
@@ -53,6 +61,54 @@ def test_ctrl_c_stops_a_run_at_the_next_step_checkpoints_it_and_the_resume_equal
     assert resumed["val_loss"] == full["val_loss"]
     for name in ("metrics.jsonl", "evals.jsonl"):
         assert strip_timing(read_jsonl(run.root / name)) == strip_timing(read_jsonl(tmp_path / "full" / name))
+
+
+def test_sigterm_stops_a_run_at_the_next_step_as_ctrl_c_does_and_only_where_nobody_else_handles_it(tmp_path,
+                                                                                                    data_path):
+    cfg = tiny(max_iters=25, checkpoint_interval=0, eval_at_init=False)
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with pytest.raises(TerminatedRun, match="stopped by SIGTERM at step 10 \\(checkpointed\\)"):
+            train(cfg, tmp_path / "cut", data_path, progress=False, on_eval=send_at(10, signal.SIGTERM))
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert torch.load(RunDir(tmp_path / "cut").checkpoint, weights_only=False)["step"] == 10
+        with stop_on_terminate():  # a sweep's handler (or any caller's) stands while a loop trains
+            sweep_handler = signal.getsignal(signal.SIGTERM)
+            with stop_on_interrupt() as requested:
+                assert signal.getsignal(signal.SIGTERM) is sweep_handler and not requested()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job: Ctrl-C ignored, SIGTERM still taken
+        with stop_on_interrupt() as requested:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
+            assert requested() == signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_kill_of_a_background_training_command_checkpoints_its_last_whole_step(tmp_path, data_path):
+    """`python -m embnorm_lib.run` in the background (Ctrl-C ignored) under `kill PID` or a scheduler's SIGTERM."""
+    run_dir = tmp_path / "runs" / "tkill" / "ln" / "seed0"
+    args = [sys.executable, "-m", "embnorm_lib.run", "--preset", "tiny", "--variant", "ln", "--study", "tkill",
+            "--set", "max_iters=100000", "--set", "checkpoint_interval=7", "--set", "eval_interval=100000",
+            "--set", "diag_interval=0", "--set", "eval_at_init=false", "--set", "torch_threads=1",
+            "--out-dir", str(tmp_path / "runs"), "--data-path", data_path]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.time() + 120
+        while not (run_dir / "ckpt.pt").exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.1)
+        assert (run_dir / "ckpt.pt").exists(), proc.communicate()[0][-2000:]
+        os.kill(proc.pid, signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143, output[-2000:]
+    assert "error: terminated (SIGTERM)" in output and "Traceback" not in output
+    step = torch.load(run_dir / "ckpt.pt", weights_only=False)["step"]
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == list(range(1, step + 1))
 
 
 def test_ctrl_c_stops_a_packed_job_with_every_member_checkpointed(tmp_path, data_path):

@@ -1,6 +1,7 @@
 """Ctrl-C while runs train (issue 70): the loop stops at the next step boundary, checkpoints the last whole step and
-raises `Interrupted`, so a run resumes from exactly there (train.py and packed.py train under it). A sweep also takes
-SIGTERM as Ctrl-C (`stop_on_terminate`): a background job ignores Ctrl-C, and `kill` or a scheduler sends SIGTERM."""
+raises `Interrupted`, so a run resumes from exactly there (train.py and packed.py train under it); SIGTERM does the
+same where nobody else handles it. A sweep also takes SIGTERM as Ctrl-C (`stop_on_terminate`): a background job
+ignores Ctrl-C, and `kill` or a scheduler (Slurm) sends SIGTERM."""
 from __future__ import annotations
 
 import contextlib
@@ -14,6 +15,10 @@ class Interrupted(KeyboardInterrupt):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM stopped a sweep, which then stops as on Ctrl-C: its running runs checkpoint, no queued one starts."""
+
+
+class TerminatedRun(Interrupted, Terminated):
+    """SIGTERM stopped a run between two steps, as Ctrl-C would have; the shell sees SIGTERM's exit code (143)."""
 
 
 @contextlib.contextmanager
@@ -41,25 +46,32 @@ def stop_on_terminate():  # noqa: ANN201 (a context without a value)
 
 @contextlib.contextmanager
 def stop_on_interrupt(enabled: bool = True):  # noqa: ANN201 (yields the predicate `requested`)
-    """While a loop trains: Ctrl-C (SIGINT) asks it to stop at the next step boundary instead of raising mid-step.
-    A step cut short would leave the optimizer and the logs out of step, so the loop finishes the step, checkpoints
-    it and then raises `Interrupted` (`raise_if_stopped`). A second Ctrl-C while the checkpoint is written changes
-    nothing. Python delivers signals to the main thread only: elsewhere, under DDP (whose ranks must stop at the same
-    step) and where Ctrl-C is ignored, nothing changes."""
+    """While a loop trains: Ctrl-C (SIGINT) or SIGTERM asks it to stop at the next step boundary instead of raising
+    mid-step. A step cut short would leave the optimizer and the logs out of step, so the loop finishes the step,
+    checkpoints it and then raises `Interrupted` (`raise_if_stopped`); the predicate returns the signal's number, 0
+    until one comes. A second signal while the checkpoint is written changes nothing. SIGINT is taken unless it is
+    ignored (a background job); SIGTERM only where it is the default, so a sweep's own handler or a caller's choice
+    stands. Python delivers signals to the main thread only: elsewhere and under DDP (whose ranks must stop at the
+    same step; torchrun terminates them together) nothing changes."""
     requested: list[int] = []
-    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
-    if not enabled or previous in (None, signal.SIG_IGN):  # not the main thread, or Ctrl-C ignored (nohup, background)
-        yield lambda: False
-        return
-    signal.signal(signal.SIGINT, lambda signum, frame: requested.append(signum))
+    main = enabled and threading.current_thread() is threading.main_thread()
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    taken = [s for s, handler in previous.items()
+             if (handler not in (None, signal.SIG_IGN) if s == signal.SIGINT else handler is signal.SIG_DFL)]
+    for signum in taken:
+        signal.signal(signum, lambda signum, frame: requested.append(signum))
     try:
-        yield lambda: bool(requested)
+        yield lambda: requested[0] if requested else 0
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum in taken:
+            signal.signal(signum, previous[signum])
 
 
-def raise_if_stopped(requested: bool, runs: list) -> None:
-    """After a loop that Ctrl-C stopped: `Interrupted`, naming the step checkpointed, unless every run finished."""
+def raise_if_stopped(requested: int, runs: list) -> None:
+    """After a loop that a signal stopped: `Interrupted` (`TerminatedRun` for SIGTERM), naming the step checkpointed,
+    unless every run finished."""
     if requested and not all(r.finished for r in runs):
-        raise Interrupted(f"stopped by Ctrl-C at step {min(r.state.step for r in runs)} (checkpointed); run it again "
-                          f"to resume")
+        step = min(r.state.step for r in runs)
+        if requested == signal.SIGTERM:
+            raise TerminatedRun(f"stopped by SIGTERM at step {step} (checkpointed); run it again to resume")
+        raise Interrupted(f"stopped by Ctrl-C at step {step} (checkpointed); run it again to resume")
