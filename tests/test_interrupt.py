@@ -30,7 +30,7 @@ def ctrl_c_honoured():
 
 
 def send_at(at_step, signum):
-    """An on_eval callback that delivers `signum` to the handler in force at `at_step` (see press_ctrl_c)."""
+    """An on_eval callback that delivers `signum` to the handler in force at `at_step`."""
     def on_eval(row):
         if row["step"] == at_step:
             signal.getsignal(signum)(signum, None)
@@ -40,10 +40,7 @@ def send_at(at_step, signum):
 def press_ctrl_c(at_step):
     """An on_eval callback that delivers SIGINT to the handler in force, as the signal would between two bytecodes
     (calling it keeps a real signal off the test process when no training loop is there to catch it)."""
-    def on_eval(row):
-        if row["step"] == at_step:
-            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
-    return on_eval
+    return send_at(at_step, signal.SIGINT)
 
 
 def test_ctrl_c_stops_a_run_at_the_next_step_checkpoints_it_and_the_resume_equals_the_uninterrupted_run(

@@ -30,8 +30,8 @@ BRIEF_ERRORS = (ConfigError, RunDirError, DataError, DiskFullError)
 def entry(main: Callable[[list[str]], int], argv: Sequence[str] | None = None) -> int:
     """A command line's `main` as the shell sees it: any error becomes one line `error: ...` and exit code 2 (one the
     user can cause names the bad value and what is allowed; anything else says to rerun with --debug), Ctrl-C exit
-    code 130 (SIGTERM, which a run and a sweep take as Ctrl-C: 143). `--debug`, anywhere in the arguments, shows the traceback
-    instead."""
+    code 130 (SIGTERM, which a run and a sweep take as Ctrl-C: 143). `--debug`, anywhere in the arguments, shows the
+    traceback instead."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"]

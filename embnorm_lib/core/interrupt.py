@@ -54,10 +54,13 @@ def stop_on_interrupt(enabled: bool = True):  # noqa: ANN201 (yields the predica
     stands. Python delivers signals to the main thread only: elsewhere and under DDP (whose ranks must stop at the
     same step; torchrun terminates them together) nothing changes."""
     requested: list[int] = []
-    main = enabled and threading.current_thread() is threading.main_thread()
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    taken = [s for s, handler in previous.items()
-             if (handler not in (None, signal.SIG_IGN) if s == signal.SIGINT else handler is signal.SIG_DFL)]
+    taken = []
+    if enabled and threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGINT) not in (None, signal.SIG_IGN):
+            taken.append(signal.SIGINT)
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            taken.append(signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in taken}
     for signum in taken:
         signal.signal(signum, lambda signum, frame: requested.append(signum))
     try:
