@@ -342,6 +342,8 @@ def test_the_trend_fits_only_rungs_that_pass_the_data_bound_check():
     fits = analysis.trend_table(pd.concat(rungs)).set_index("variant")
     assert fits.loc["ln", "rungs"] == 3 and fits.loc["ln", "slope_ci_high"] < 0  # the cost shrinks with size
     assert not any(c.startswith("extrapolated") for c in fits.columns)  # item 7: no extrapolation
+    said = analysis.trend_lines(pd.concat(rungs))[-2]  # the line is also a budget line: iterations grow with size
+    assert f"{ladder_data.iters(0):,} to {ladder_data.iters(2):,} iterations over these rungs" in said
     flat = _rung_runs(2, range(10), [1.999 + 0.01 * (s % 2) for s in range(10)], {"ln": 0.01})
     assert analysis.trend_table(pd.concat([*rungs[:2], flat])).empty  # rung 2 data-bound: 2 rungs are too few
 

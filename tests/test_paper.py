@@ -346,6 +346,7 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     text, _ = planted_paper(tmp_path, data)
     assert "3 of the 4 sizes have finished" in text and "is drawn only once 3 sizes" in text
     assert text.count("This size is data-bound") == 1 and "4 × 128" in text and "+0.032" in text
+    assert "Size and budget grow together" not in text  # said with the trend it qualifies
     dl["trend"] = [{"variant": "ln", "rungs": 3, "slope_per_decade": -0.0456, "slope_ci_low": -0.0789,
                     "slope_ci_high": -0.0123, "direction": "falls"},
                    {"variant": "rms", "rungs": 3, "slope_per_decade": 0.0111, "slope_ci_low": -0.0222,
@@ -356,3 +357,4 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     assert "Across the 3 sizes that pass the data-bound check, ln ’s difference falls as the model grows" in text
     assert "slope −0.046 [−0.079, −0.012] nats/char per decade" in text
     assert "rms ’s difference shows no change with size that the data resolve" in text
+    assert "Size and budget grow together on this ladder (480 to 3840 iterations over these sizes)" in text
