@@ -276,7 +276,9 @@ def test_the_paper_leads_with_the_budget_and_keeps_its_scope(tmp_path, fresh_dat
     abstract = text[text.index("Abstract."):text.index("1. Introduction")]
     assert "depends on the training budget" in abstract
     top = max(fresh_data["budget"], key=lambda r: r["max_iters"])
-    assert f"at {top['max_iters']} (" in abstract and "no longer resolved" in abstract
+    assert f"at {top['max_iters']} (" in abstract and "where its interval includes 0" in abstract
+    resolved = [str(r["max_iters"]) for r in fresh_data["budget"] if r["variant"] == "ln" and r["significant_final"]]
+    assert f"after Holm the series resolves a cost only at {' and '.join(resolved)} iterations" in abstract
     figures = re.findall(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', html)
     import base64
     assert base64.b64decode(figures[0]) == (REPO / "paper" / "figures" / "budget.svg").read_bytes()
@@ -347,6 +349,7 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     assert "3 of the 4 sizes have finished" in text and "is drawn only once 3 sizes" in text
     assert text.count("This size is data-bound") == 1 and "4 × 128" in text and "+0.032" in text
     assert "Size and budget grow together" not in text  # said with the trend it qualifies
+    assert "(+0.076 [+0.066, +0.086], Holm p = 0.400; the interval excludes 0, but the test is not significant" in text
     dl["trend"] = [{"variant": "ln", "rungs": 3, "slope_per_decade": -0.0456, "slope_ci_low": -0.0789,
                     "slope_ci_high": -0.0123, "direction": "falls"},
                    {"variant": "rms", "rungs": 3, "slope_per_decade": 0.0111, "slope_ci_low": -0.0222,
