@@ -278,7 +278,7 @@ def test_the_paper_leads_with_the_budget_and_keeps_its_scope(tmp_path, fresh_dat
     top = max(fresh_data["budget"], key=lambda r: r["max_iters"])
     assert f"at {top['max_iters']} (" in abstract and "where its interval includes 0" in abstract
     resolved = [str(r["max_iters"]) for r in fresh_data["budget"] if r["variant"] == "ln" and r["significant_final"]]
-    assert f"after Holm the series resolves a cost only at {' and '.join(resolved)} iterations" in abstract
+    assert f"cost only at {' and '.join(resolved)} iterations)" in abstract
     figures = re.findall(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', html)
     import base64
     assert base64.b64decode(figures[0]) == (REPO / "paper" / "figures" / "budget.svg").read_bytes()

@@ -509,7 +509,9 @@ def forest_figure(data: dict) -> plt.Figure:
                 ax.errorbar(row["mean_diff"], slots.index((regime, row["variant"])), xerr=interval_error(row),
                             fmt="o", color=color, mfc=color if row["significant"] else "white", capsize=2)
         ax.axvline(0, color="0.6", lw=0.8)
-        labels = [f"{v} ({regime.replace('_', '-')})" for regime, v in slots]
+        # the regime as Table 2 names it (layers x width, iterations), not its study's code name
+        labels = [f"{v}, {data['regimes'][regime]['n_layer']}×{data['regimes'][regime]['n_embd']}, "
+                  f"{data['regimes'][regime]['iters']} it." for regime, v in slots]
         ax.set_yticks(range(len(slots)), labels if ax is axes[0] else [""] * len(slots), fontsize=7)
         ax.set_title(METRIC_LABELS[metric], fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
