@@ -300,6 +300,24 @@ def _git(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
 
 
+def test_the_ladders_peak_reading_groups_the_resolved_comparisons_by_direction(tmp_path, fresh_data):
+    """The exploratory gradient-norm peaks: counted (resolved of all), then lower and higher listed apart, so a
+    reader sees the split before the intervals."""
+    data = json.loads(json.dumps(fresh_data))
+    peak = {"tokenizer": "char", "preset": "ladder-0", "params": 98304, "seeds": 5, "p_holm": 0.01, "ratio_ci_low": 0.2,
+            "ratio_ci_high": 0.6}
+    data["ladder"]["peaks"] = [{**peak, "variant": "ln", "ratio": 0.4, "significant": True},
+                               {**peak, "variant": "rms", "ratio": 0.5, "significant": True},
+                               {**peak, "variant": "ln", "params": 786432, "ratio": 2.5, "ratio_ci_low": 1.5,
+                                "ratio_ci_high": 4.0, "significant": True},
+                               {**peak, "variant": "rms", "params": 786432, "ratio": 1.1, "ratio_ci_low": 0.8,
+                                "ratio_ci_high": 1.4, "significant": False}]
+    text, _ = planted_paper(tmp_path, data)
+    said = text[text.index("was resolved in"):][:400]  # code spans come out of the HTML with a space around them
+    assert said.startswith("was resolved in 3 of 4 comparisons: the norm’s peak was lower in 2 ( ln at 0.1M (char)")
+    assert "and higher in 1 ( ln at 0.79M (char), 2.5" in said
+
+
 @pytest.mark.committed
 def test_each_claims_registration_status_agrees_with_the_git_history(fresh_data):
     """"before": the registering commit of docs/PROTOCOL.md is an ancestor of every commit the claim's runs recorded
