@@ -300,6 +300,21 @@ def _git(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
 
 
+def test_the_scale_grid_is_a_table_with_one_row_per_init_regime_and_bold_where_holm_resolves(tmp_path, fresh_data):
+    data = json.loads(json.dumps(fresh_data))
+    base = {"emb_init_std": 0.02, "head": "untied", "seeds": 3, "init_block1_input_norm": 0.3}
+    data["scale_vs_norm"]["rows"] = [
+        {**base, "variant": "none", "delta_vs_none": None, "ci_low": None, "ci_high": None, "significant": None},
+        {**base, "variant": "ln", "delta_vs_none": 0.0876, "ci_low": 0.0771, "ci_high": 0.0981, "significant": True},
+        {**base, "variant": "ln_matched", "delta_vs_none": 0.0034, "ci_low": -0.0012, "ci_high": 0.0081,
+         "significant": False}]
+    text, html = planted_paper(tmp_path, data)
+    row = re.search(r"<tr>\s*<td>0\.02</td>\s*<td>untied</td>.*?</tr>", html, re.S)
+    assert row and "<strong>+0.088" in row.group(0) and "+0.003" in row.group(0)
+    assert "<strong>+0.003" not in row.group(0)  # not resolved: plain
+    assert "Embedding init std" not in text  # the run-on list is gone
+
+
 def test_the_ladders_peak_reading_groups_the_resolved_comparisons_by_direction(tmp_path, fresh_data):
     """The exploratory gradient-norm peaks: counted (resolved of all), then lower and higher listed apart, so a
     reader sees the split before the intervals."""
