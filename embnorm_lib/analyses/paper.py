@@ -501,6 +501,9 @@ def forest_figure(data: dict) -> plt.Figure:
         rows_of["lm2_macro_acc"] = {k: [r for r in data["zeroshot_v2"].get(k, {}).get("family", [])
                                         if r["task"] == "macro"] for k in data["regimes"]}
     slots = [(regime, v) for regime in data["regimes"] for v in ("ln", "rms")]  # one row per arm, every panel
+    # each row named by its regime as Table 2 names it (layers x width, iterations), not by its study's code name
+    shapes = {k: f"{e['n_layer']}×{e['n_embd']}, {e['iters']} it." for k, e in data["regimes"].items()}
+    labels = [f"{v}, {shapes[regime]}" for regime, v in slots]
     fig, axes = plt.subplots(1, len(rows_of), figsize=(2.1 * len(rows_of), 2.6))
     for ax, (metric, by_regime) in zip(axes, rows_of.items(), strict=True):
         for regime, rows in by_regime.items():
@@ -509,9 +512,6 @@ def forest_figure(data: dict) -> plt.Figure:
                 ax.errorbar(row["mean_diff"], slots.index((regime, row["variant"])), xerr=interval_error(row),
                             fmt="o", color=color, mfc=color if row["significant"] else "white", capsize=2)
         ax.axvline(0, color="0.6", lw=0.8)
-        # the regime as Table 2 names it (layers x width, iterations), not its study's code name
-        labels = [f"{v}, {data['regimes'][regime]['n_layer']}×{data['regimes'][regime]['n_embd']}, "
-                  f"{data['regimes'][regime]['iters']} it." for regime, v in slots]
         ax.set_yticks(range(len(slots)), labels if ax is axes[0] else [""] * len(slots), fontsize=7)
         ax.set_title(METRIC_LABELS[metric], fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
