@@ -58,6 +58,7 @@ def confirmatory_runs_planned() -> int:
 EXTENSIONS: dict[int, dict[str, list[float]]] = {
     0: {"ln": [0.00424, 0.006, 0.00849]},  # rung 0: ln's best sat at the low edge three times (0.012, 0.00849, 0.006)
     2: {"none": [0.0025]},  # rung 2: none's best, 0.00354 (mean 1.4483 over seeds 100-102), sat at the low edge
+    3: {"none": [0.00567]},  # rung 3: none's best, 0.00401 (mean 1.2514 over seeds 100-102), sat at the high edge
 }
 BEST_LR: dict[int, dict[str, float]] = {
     0: {"none": 0.00707,  # rung 0: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
