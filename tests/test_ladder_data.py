@@ -280,6 +280,24 @@ def test_compute_table_sums_each_rungs_run_time_and_prices_what_is_left():
     assert 2 not in table.index and 3 not in table.index  # nothing registered or finished there yet
 
 
+def test_the_compute_section_shows_each_column_at_its_own_precision_and_a_dash_for_an_unmeasured_speed():
+    from embnorm_lib.analyses import ladder_data as analysis
+    from embnorm_lib.publishing.render import compact_markdown
+    from embnorm_lib.runner.registry import Cell
+
+    runs = pd.DataFrame({"cfg.preset": ["ladder-data-0"], "wall_s": [3600.0], "train_ms_per_iter": [123.6]})
+    cells = [Cell("s", "ladder-data-0", "none", 0), Cell("s", "ladder-data-1", "ln", 0)]
+    rows = [row for row in "\n".join(analysis.compute_lines(runs, cells)).splitlines() if row.startswith("| ")]
+    header, rung0, rung1 = ([c.strip() for c in row.strip("|").split("|")] for row in rows)
+    assert rung0[header.index("run_hours")] == "1.00" and rung0[header.index("ms_per_iter")] == "124"
+    assert rung1[header.index("ms_per_iter")] == "–", "a rung with no finished run has no measured speed"
+    assert "nan" not in "\n".join(rows)
+    # columns `places` does not name keep the default: 4 decimals, 3 significant digits below 0.01
+    frame = pd.DataFrame({"a": [0.123456, float("nan")], "b": [0.001234, 2.0], "c": ["x", "y"]})
+    assert compact_markdown(frame, {"b": 1}).splitlines()[2:] == ["| 0.1235 | 0.0 | x |", "| – | 2.0 | y |"]
+    assert compact_markdown(frame).splitlines()[2:] == ["| 0.1235 | 0.00123 | x |", "| – | 2.0000 | y |"]
+
+
 def _rung_runs(rung: int, seeds, none_loss, diff: dict[str, float] | None = None) -> pd.DataFrame:
     """A synthetic runs.csv frame for one rung: none at the given losses per seed, ln/rms shifted by diff."""
     rows = []

@@ -258,14 +258,11 @@ def compute_lines(runs: pd.DataFrame, cells) -> list[str]:
     table = compute_table(runs, cells)
     if not len(table):
         return []
-    # a rung with no finished run has no measured speed: a dash, as in the other tables, not "nan"
-    shown = table.assign(**{column: table[column].map(lambda v, places=places: "–" if math.isnan(v) else
-                                                      f"{v:.{places}f}") for column, places in
-                            (("run_hours", 2), ("hours_left", 2), ("ms_per_iter", 0), ("ms_per_iter_estimated", 0))})
+    places = {"run_hours": 2, "hours_left": 2, "ms_per_iter": 0, "ms_per_iter_estimated": 0}
     return ["## Compute", "", "Train-loop time of the finished runs per rung (one thread each, so run-hours are "
             "core-hours; a resumed run's time is summed over its resumes), the measured median ms per iteration "
             "beside amendment 16's estimate, and what the registered runs not yet finished need at the measured "
-            "speed.", "", compact_markdown(shown), "", f"Total: {table['run_hours'].sum():.2f} run-hours spent, "
+            "speed.", "", compact_markdown(table, places), "", f"Total: {table['run_hours'].sum():.2f} run-hours spent, "
             f"{table['hours_left'].sum():.2f} left for the runs registered so far.", ""]
 
 

@@ -21,13 +21,20 @@ def to_latex(frame: pd.DataFrame) -> str:
     return frame.to_latex(index=False, escape=True)
 
 
-def compact_markdown(frame: pd.DataFrame) -> str:
-    """A markdown table with floats at 4 decimals (3 significant digits below 0.01) and '–' for non-finite."""
-    def fmt(v):
-        if isinstance(v, float):
-            return "–" if not np.isfinite(v) else (f"{v:.3g}" if abs(v) < 1e-2 and v != 0 else f"{v:.4f}")
-        return v
-    return to_markdown(frame.map(fmt))
+def compact_markdown(frame: pd.DataFrame, places: dict[str, int] | None = None) -> str:
+    """A markdown table with '–' for non-finite floats and the others at 4 decimals (3 significant digits below
+    0.01), or at `places[column]` decimals for the columns `places` names."""
+    places = places or {}
+
+    def fmt(v, digits):
+        if not isinstance(v, float):
+            return v
+        if not np.isfinite(v):
+            return "–"
+        if digits is not None:
+            return f"{v:.{digits}f}"
+        return f"{v:.3g}" if abs(v) < 1e-2 and v != 0 else f"{v:.4f}"
+    return to_markdown(frame.apply(lambda column: column.map(lambda v: fmt(v, places.get(column.name)))))
 
 
 def layouts_text(layouts) -> str:
