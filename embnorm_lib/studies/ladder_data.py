@@ -67,7 +67,8 @@ BEST_LR: dict[int, dict[str, float]] = {
         "ln": 0.00566},  # rung 1: lowest mean over seeds 100-102 of the 5-point grid, bracketed (LADDER-DATA.md)
     2: {"none": 0.00354,  # rung 2: lowest mean over seeds 100-102 (1.4483), bracketed by 0.0025 and 0.005
         "ln": 0.00425},  # rung 2: lowest mean over seeds 100-102 (1.4447), bracketed by 0.003 and 0.006
-    3: {"none": 0.00401},  # rung 3: lowest mean over seeds 100-102 (1.2514), bracketed by 0.00283 and 0.00567
+    3: {"none": 0.00401,  # rung 3: lowest mean over seeds 100-102 (1.2514), bracketed by 0.00283 and 0.00567
+        "ln": 0.0034},  # rung 3: lowest mean over seeds 100-102 (1.2495), bracketed by 0.0024 and 0.00481
 }
 
 
