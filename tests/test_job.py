@@ -91,3 +91,23 @@ def test_a_note_on_changed_files_names_them_and_explains_none_away():
     note = changed_files_note(["figures/seeds-final/grad_norm_groups.pdf", "runs/seeds-final/REPORT.md"])
     assert note == ("note: publishing changed 2 committed file(s): figures/seeds-final/grad_norm_groups.pdf, "
                     "runs/seeds-final/REPORT.md")
+
+
+def test_the_changed_files_note_names_committed_files_only(tmp_path, monkeypatch):
+    import subprocess
+
+    from embnorm_lib.tools import job
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "REPORT.md").write_text("committed\n")
+    git("add", "REPORT.md")
+    git("commit", "-q", "-m", "c")
+    (tmp_path / "LOG").write_text("the user's own log\n")
+    monkeypatch.setattr(job, "repo_root", lambda: tmp_path)
+    assert job.dirty_files() == []
+    (tmp_path / "REPORT.md").write_text("rewritten\n")
+    assert job.dirty_files() == ["REPORT.md"]

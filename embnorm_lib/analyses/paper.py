@@ -573,8 +573,7 @@ def ladder_figure(data: dict) -> plt.Figure:
     family = pd.DataFrame(found.get("family", []))
     tokenizers = list(dict.fromkeys(family["tokenizer"])) if len(family) else []
     fig = plt.figure(figsize=(7.6, 5.6))
-    # explicit margins and gaps: plot_lr_check's own tight_layout cannot lay out nested grids, and these keep each
-    # panel's tick labels clear of its neighbour
+    # explicit margins and gaps (tight_layout cannot lay out nested grids) keep each panel's ticks clear of the next
     outer = fig.add_gridspec(2, 1, height_ratios=(1, 1.1), hspace=0.42, left=0.1, right=0.985, top=0.95, bottom=0.09)
     top = outer[0].subgridspec(1, max(panels, 1), wspace=0.5)
     bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12)

@@ -214,7 +214,8 @@ def plot_lr_check(check: pd.DataFrame, best: pd.DataFrame, axes=None) -> plt.Fig
     from ..runner.results import arm_order
 
     panels = list(check.groupby(["tokenizer", "rung"], sort=True))
-    if axes is None:
+    own_figure = axes is None  # a caller's figure is the caller's to lay out
+    if own_figure:
         fig, grid = plt.subplots(1, max(len(panels), 1), figsize=(2.4 * max(len(panels), 1), 2.6), squeeze=False)
         axes = list(grid.flat)
     fig = axes[0].figure
@@ -236,5 +237,6 @@ def plot_lr_check(check: pd.DataFrame, best: pd.DataFrame, axes=None) -> plt.Fig
         ax.tick_params(labelsize=7)
     axes[0].set_ylabel("final val loss (per token)", fontsize=8)
     axes[0].legend(fontsize=7)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))  # room for the footer under the axis labels
+    if own_figure:
+        fig.tight_layout(rect=(0, 0.04, 1, 1))  # room for the footer under the axis labels
     return fig

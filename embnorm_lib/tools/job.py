@@ -197,9 +197,10 @@ def print_check(rows: list[dict]) -> None:
 
 
 def dirty_files() -> list[str]:
+    """Committed files that differ from HEAD; a user's own untracked files (a log beside the clone) are not ours."""
     try:
-        out = subprocess.run(["git", "status", "--porcelain"], cwd=repo_root(), capture_output=True, text=True,
-                             timeout=30).stdout
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo_root(),
+                             capture_output=True, text=True, timeout=30).stdout
     except OSError:
         return []
     return [line[3:] for line in out.splitlines() if line.strip()]
