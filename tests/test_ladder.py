@@ -765,6 +765,8 @@ def test_the_replication_is_quoted_once_its_ten_seeds_have_finished_and_its_repo
 
 
 def test_the_lr_check_figure_fills_each_arms_best_factor_and_the_report_points_at_it(tmp_path):
+    import warnings
+
     import matplotlib.pyplot as plt
 
     check = ladder.lr_check(check_runs({"none": 0.5, "ln": 2.0}))
@@ -779,8 +781,6 @@ def test_the_lr_check_figure_fills_each_arms_best_factor_and_the_report_points_a
     assert all(len(ln.get_xdata()) == 0 for ln in fig.axes[0].lines if ln.get_linestyle() == "None")
     plt.close(fig)
     # into a caller's axes (the paper's nested grid) it draws and leaves the layout, and its warnings, to the caller
-    import warnings
-
     fig = plt.figure()
     grid = fig.add_gridspec(2, 1)[0].subgridspec(1, 2)
     axes = [fig.add_subplot(grid[0, i]) for i in range(2)]
