@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -22,6 +24,19 @@ def test_constant_shift_gives_exact_mean_and_a_degenerate_ci():
     assert c.n == 5 and c.mean_diff == pytest.approx(0.05)
     assert c.ci_low == pytest.approx(0.05) and c.ci_high == pytest.approx(0.05)
     assert c.prob_improvement == 0.0 and c.p_t == 0.0
+
+
+def test_a_shift_blurred_only_by_float_rounding_is_a_constant_shift_not_a_t_test_on_rounding_noise():
+    base = 2 + np.random.default_rng(0).normal(0, 0.01, 5)
+    shifted = base + 0.1
+    diffs = shifted - base
+    assert np.ptp(diffs) > 0  # the case itself: rounding leaves the differences unequal in their last bits
+    runs = make_runs(list(base), {"ln": list(shifted)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scipy warns "catastrophic cancellation" when a t-test gets such data
+        c = stats.compare(runs, "val_loss", "ln")
+    assert c.ci_low == c.ci_high == pytest.approx(0.1) and c.p_t == 0.0 and c.sd_diff == 0.0
+    assert stats.noiseless(diffs) and not stats.noiseless(diffs + [0, 1e-9, 0, 0, 0])  # real spread stays a t-test
 
 
 def test_pairing_is_by_seed_not_by_row_order():

@@ -21,6 +21,9 @@ INTERVAL_METHOD = "paired t"  # the primary 95% interval (docs/PROTOCOL.md, amen
 BCA_MIN_N = 20  # below this many seeds a BCa interval covers far less than 95% (tests/test_stats.py): not reported
 PRIMARY = "val_loss"
 MDE_POWER = 0.8  # the power at which minimum detectable effects and seeds needed are computed
+# differences spread by less than this share of their size are one shift up to float rounding (b + 0.1 - b is not
+# exactly 0.1): their SD is rounding noise, and a t statistic built on it means nothing (scipy warns of exactly that)
+NOISELESS_SPREAD = 1e-12
 
 # metric -> True when lower is better
 METRIC_DIRECTION: dict[str, bool] = {
@@ -78,10 +81,16 @@ def paired_differences(runs: pd.DataFrame, metric: str, variant: str, baseline: 
     return joined
 
 
+def noiseless(diffs: np.ndarray) -> bool:
+    """The paired differences are one constant shift, exactly or up to float rounding (NOISELESS_SPREAD)."""
+    diffs = np.asarray(diffs, dtype=float)
+    return len(diffs) > 0 and bool(np.ptp(diffs) <= NOISELESS_SPREAD * np.abs(diffs).max())
+
+
 def bootstrap_ci(diffs: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0) -> tuple[float, float]:
     """95% BCa bootstrap CI of the mean paired difference; a constant difference gives a zero-width CI."""
     diffs = np.asarray(diffs, dtype=float)
-    if len(diffs) < 2 or np.ptp(diffs) == 0:
+    if len(diffs) < 2 or noiseless(diffs):
         return float(diffs.mean()), float(diffs.mean())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # BCa warns on tiny n; the interval is still reported
@@ -96,7 +105,7 @@ def t_interval(diffs: np.ndarray, confidence: float = 0.95) -> tuple[float, floa
     diffs = np.asarray(diffs, dtype=float)
     if len(diffs) < 2:
         return float("nan"), float("nan")
-    if np.ptp(diffs) == 0:
+    if noiseless(diffs):
         return float(diffs.mean()), float(diffs.mean())
     ci = sps.ttest_1samp(diffs, 0.0).confidence_interval(confidence)
     return float(ci.low), float(ci.high)
@@ -112,7 +121,7 @@ def paired_t_p(diffs: np.ndarray) -> float:
     diffs = np.asarray(diffs, dtype=float)
     if len(diffs) < 2:
         return float("nan")
-    if np.ptp(diffs) == 0:
+    if noiseless(diffs):
         return 1.0 if diffs[0] == 0 else 0.0  # an exact, noiseless shift
     return float(sps.ttest_1samp(diffs, 0.0).pvalue)
 
@@ -133,7 +142,7 @@ def effect_sizes(diffs: np.ndarray) -> tuple[float, float]:
     diffs = np.asarray(diffs, dtype=float)
     if len(diffs) < 2:
         return float("nan"), float("nan")
-    sd = diffs.std(ddof=1)
+    sd = 0.0 if noiseless(diffs) else diffs.std(ddof=1)
     if sd == 0:
         d = math.copysign(math.inf, diffs.mean()) if diffs.mean() != 0 else 0.0
     else:
@@ -210,7 +219,7 @@ def compare(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none
     pairs = paired_differences(runs, metric, variant, baseline)
     d = pairs["diff"].to_numpy()
     n = len(d)
-    sd = float(d.std(ddof=1)) if n > 1 else float("nan")
+    sd = (0.0 if noiseless(d) else float(d.std(ddof=1))) if n > 1 else float("nan")
     lo, hi = t_interval(d)
     bca = bootstrap_ci(d) if n >= BCA_MIN_N else (float("nan"), float("nan"))
     d_z, g_z = effect_sizes(d)
