@@ -167,6 +167,25 @@ def test_completeness_gate_refuses_a_study_with_a_missing_metric(tiny_study, tmp
     assert publish.main(["gated", "--out-dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "none/seed2: lm_macro_acc" in err
+    assert "published with" not in err  # a study of no group gets no pointer to one
     assert report.read_text() == "the committed report"  # nothing was re-analysed
     # a study that never asked for lm-eval has no lm metric in its family, and nothing is missing
     assert "lm_macro_acc" not in analysis.study_family("tinystudy", load_runs("tinystudy", tiny_study))
+
+
+def test_a_group_member_that_fails_alone_points_at_its_group(tmp_path, capsys):
+    """A v1 stability study published alone fails the paired checks (7 LRs per seed; no lm-eval at 150 iterations);
+    the one line names the command that publishes it (the group) before the check that failed."""
+    from embnorm_lib.publishing import publish
+
+    out = tmp_path / "runs"
+    shutil.copytree(REPO / "runs" / "stability-budget", out / "stability-budget")
+    study = out / "stability-budget"
+    before = sorted((p.relative_to(out), p.read_bytes()) for p in study.rglob("*") if p.is_file())
+    assert publish.main(["stability-budget", "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("error: study stability-budget is published with the other stability studies: "
+                          "`python -m embnorm_lib publish stability` (alone, as a paired study, it fails: study "
+                          "stability-budget is incomplete: ")
+    assert sorted((p.relative_to(out), p.read_bytes()) for p in study.rglob("*") if p.is_file()) == before

@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from ..core.config import check_name
-from ..core.errors import BRIEF_ERRORS, entry
+from ..core.errors import BRIEF_ERRORS, ConfigError, DataError, RunDirError, entry
 from ..core.io import default_runs_dir, repo_root, runs_root, transaction, uncommitted_indexes, write_bytes_if_changed
 from ..runner.registry import ANALYSES, analysis_of, headline_studies, moved_names, resolve, site
 from .report import write_runs_readme
@@ -139,7 +139,15 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
             pages = True
         else:
             plugin = analysis_of(study)
-            written = resolve(plugin.publish)(study, out, figures)
+            try:
+                written = resolve(plugin.publish)(study, out, figures)
+            except (ConfigError, RunDirError, DataError) as e:
+                if not plugin.group:
+                    raise
+                # the hint first: a command line keeps the first 500 characters of the one line, and the check that
+                # failed (say, 7 LRs per variant and seed) is about publishing the member alone, not about its runs
+                raise type(e)(f"study {study} is published with the other {plugin.kind} studies: `python -m "
+                              f"embnorm_lib publish {plugin.group}` (alone, as a paired study, it fails: {e})") from e
             pages = study in headline_studies() if plugin.headline_only else True
         written.update(quoting_pages(out, refresh=pages and out == default_runs_dir().resolve()))
         return written
