@@ -23,6 +23,7 @@ from pathlib import Path
 from ..core.config import check_name
 from ..core.errors import BRIEF_ERRORS, ConfigError, DataError, RunDirError, entry
 from ..core.io import default_runs_dir, repo_root, runs_root, transaction, uncommitted_indexes, write_bytes_if_changed
+from ..runner.jobs import KERNEL_ARGS
 from ..runner.registry import ANALYSES, analysis_of, headline_studies, moved_names, resolve, site
 from .report import write_runs_readme
 
@@ -85,7 +86,7 @@ def _execute_notebook(source: str, executed: str, cwd: str, params: dict) -> str
     import papermill as pm
 
     pm.execute_notebook(source, executed, kernel_name="python3", progress_bar=False, cwd=cwd, parameters=params,
-                        execution_timeout=NOTEBOOK_TIMEOUT_S)
+                        execution_timeout=NOTEBOOK_TIMEOUT_S, extra_arguments=KERNEL_ARGS)
     return executed
 
 

@@ -29,6 +29,9 @@ from .reuse import missing_results
 
 KERNEL_START_RETRIES = 3
 CELL_TIMEOUT_S = 6 * 3600  # a notebook cell running longer than this fails the run instead of hanging the sweep
+# the kernel logs at ERROR only: since ipykernel 7 every kernel on local TCP warns that its traffic is unencrypted, a
+# line per executed notebook that the user can do nothing about (a cell's own warnings are its outputs, kept)
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
 
 # -- one cell -------------------------------------------------------------------------------------
@@ -201,7 +204,8 @@ def _execute_notebook(cells: list[Cell], out: Path, data_path, threads: int, not
         try:
             _papermill(lambda: pm.execute_notebook(notebook, str(executed), parameters=params, kernel_name="python3",
                                                    progress_bar=False, cwd=str(Path(notebook).parent),
-                                                   log_output=False, execution_timeout=CELL_TIMEOUT_S))
+                                                   log_output=False, execution_timeout=CELL_TIMEOUT_S,
+                                                   extra_arguments=KERNEL_ARGS))
             break
         except pm.PapermillExecutionError as e:
             _drop_unreadable_notebook(executed)
