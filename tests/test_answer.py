@@ -560,7 +560,10 @@ def test_the_figure_panels_name_their_study_seeds_and_budget():
     assert scaled["mean_diff"] == pytest.approx(paired_numbers(tuned_runs(runs_of("stability-h1b-v2")), variant="scaled")[0],
                                                 abs=1e-5)
     assert f"scaled {scaled['mean_diff']:+.3f}" in " ".join(t.get_text() for t in failures.texts)
-    assert f"{s['tokens_per_param']} tokens/param, at most {s['passes_cap']} passes" in size.get_xlabel()
+    largest = max(s["rungs"], key=lambda r: r["params"])  # the cap's cost in tokens per parameter is said, not hidden
+    assert (f"{s['tokens_per_param']} tokens/param, capped at {s['passes_cap']} passes "
+            f"({largest['tokens_per_param']:.1f} at {answer._millions(largest['params'])})") in size.get_xlabel()
+    assert largest["tokens_per_param"] < s["tokens_per_param"]
     assert all(f"{x}" in init.get_title() for x in (i["layers"], i["width"], i["iters"], f"{i['seeds']} seeds"))
     assert f"{d['budget']['seeds']} seeds" in budget.get_title()
     assert "filled marker" in fig._suptitle.get_text()

@@ -574,7 +574,7 @@ def confidence_words(d: dict) -> str:
                "that each show the cost, not two independent confirmations of one setting" if differ else
                "in both registered configurations")
     if resolved:
-        return (f"**high** for the cost at GPT-2 init and short budgets (registered protocol, up to {seeds} paired "
+        return (f"**high** for the cost on tiny Shakespeare at GPT-2 init and short budgets (registered protocol, up to {seeds} paired "
                 f"seeds, every Holm p ≤ {p_text(p)}), {configs}")
     return "**low**: the registered comparison does not resolve a direction in every regime"
 
@@ -610,7 +610,7 @@ def tldr_lines(d: dict) -> list[str]:
         + (", and every arm costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
         f"- **Init scale may set the sign** (exploratory): with N(0, {i['large']['emb_init_std']:g}) embeddings `ln` "
         f"{effect_word(i['large'])} ({interval(i['large'])})"
-        + ("; the earlier 3-seed study's LayerNorm gain would fit this if it used PyTorch's default N(0, 1) init."
+        + ("; the re-tested 3-seed study's LayerNorm gain would fit this if it used PyTorch's default N(0, 1) init."
            if seed_agrees else "."),
         f"- **Size**: on tiny Shakespeare, {'no' if not s['resolved'] else s['resolved']} difference resolved at "
         f"{s['sizes']} sizes ({_millions(s['low'])}–{_millions(s['high'])}; `ln` within ±{s['ln_within']:.3f})"
@@ -619,8 +619,8 @@ def tldr_lines(d: dict) -> list[str]:
         f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare, {_millions(s['low'])}–{_millions(s['high'])} "
         f"parameters, {min(b['first']['max_iters'], head['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(d['size']['data_ladder'])}. "
-        f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the cost at GPT-2 init and short "
-        "budgets; the rest as labelled. Details: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
+        f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the tiny-Shakespeare cost at "
+        "GPT-2 init and short budgets; the rest as labelled. Details: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
     ]
 
 
@@ -940,8 +940,10 @@ def _size_panel(ax, d: dict):
         sig = [j for j, r in enumerate(rows) if r["significant"]]
         ax.plot(x[sig], ys[sig], marker, color=color, zorder=3)
     ax.axhline(0, color="0.5", lw=0.8)
-    # the 1 MB ladder's budget rule is capped in passes (so its large sizes get fewer tokens per parameter)
-    one_mb = f"{s['tokens_per_param']} tokens/param, at most {s['passes_cap']} passes"
+    # the 1 MB ladder's budget rule is capped in passes, so its large sizes get fewer tokens per parameter: say how few
+    largest = max(s["rungs"], key=lambda r: r["params"])
+    one_mb = (f"{s['tokens_per_param']} tokens/param, capped at {s['passes_cap']} passes "
+              f"({largest['tokens_per_param']:.1f} at {_millions(largest['params'])})")
     ax.set(xscale="log", xlabel="non-embedding parameters\n" + (
         f"1 MB: {one_mb}\nopen English: {s['data_ladder']['tokens_per_param']} tokens/param, < 1 pass"
         if open_rungs else one_mb),
