@@ -86,6 +86,19 @@ def test_the_first_screen_holds_the_tldr_the_figure_the_table_the_links_and_two_
     assert len(README.read_text().split()) <= 3000
 
 
+def test_the_reading_note_defines_every_arm_and_the_failure_the_figure_shows():
+    """A first-time reader met `scaled (tok·√d)` and 'share of runs failed' in the figure with neither defined on the
+    first screen: every arm beyond the three of the question, and what counts as a failure, are defined there."""
+    from embnorm_lib.analyses import answer, boundary
+
+    note = answer.reading_note(answer_data())
+    for arm in set(answer.ARM_NAMES) - {"none", "ln", "rms"}:
+        assert f"*{arm}*" in note
+    assert "non-finite" in boundary.__doc__ and "above its loss at initialisation" in boundary.__doc__
+    assert "*fails* when its loss becomes non-finite or its final validation loss ends above its loss at " \
+           "initialisation" in note
+
+
 @pytest.mark.committed
 def test_the_answer_data_re_derives_from_the_committed_runs():
     from embnorm_lib.analyses import answer
