@@ -186,6 +186,6 @@ def test_a_group_member_that_fails_alone_points_at_its_group(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("error: study stability-budget is published with the other stability studies: "
-                          "`python -m embnorm_lib publish stability` (alone, as a paired study, it fails: study "
+                          "`python -m embnorm_lib publish stability` (published alone, it fails: study "
                           "stability-budget is incomplete: ")
     assert sorted((p.relative_to(out), p.read_bytes()) for p in study.rglob("*") if p.is_file()) == before

@@ -574,8 +574,8 @@ def confidence_words(d: dict) -> str:
                "that each show the cost, not two independent confirmations of one setting" if differ else
                "in both registered configurations")
     if resolved:
-        return (f"**high** for the cost on tiny Shakespeare at GPT-2 init and short budgets (registered protocol, up to {seeds} paired "
-                f"seeds, every Holm p ≤ {p_text(p)}), {configs}")
+        return (f"**high** for the cost on tiny Shakespeare at GPT-2 init and short budgets (registered protocol, up "
+                f"to {seeds} paired seeds, every Holm p ≤ {p_text(p)}), {configs}")
     return "**low**: the registered comparison does not resolve a direction in every regime"
 
 
@@ -620,7 +620,8 @@ def tldr_lines(d: dict) -> list[str]:
         f"parameters, {min(b['first']['max_iters'], head['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(d['size']['data_ladder'])}. "
         f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the tiny-Shakespeare cost at "
-        "GPT-2 init and short budgets; the rest as labelled. Details: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
+        "GPT-2 init and short budgets; the rest as labelled. "
+        "Details: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
     ]
 
 

@@ -148,7 +148,7 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
                 # the hint first: a command line keeps the first 500 characters of the one line, and the check that
                 # failed (say, 7 LRs per variant and seed) is about publishing the member alone, not about its runs
                 raise type(e)(f"study {study} is published with the other {plugin.kind} studies: `python -m "
-                              f"embnorm_lib publish {plugin.group}` (alone, as a paired study, it fails: {e})") from e
+                              f"embnorm_lib publish {plugin.group}` (published alone, it fails: {e})") from e
             pages = study in headline_studies() if plugin.headline_only else True
         written.update(quoting_pages(out, refresh=pages and out == default_runs_dir().resolve()))
         return written
