@@ -366,6 +366,26 @@ def test_the_trend_fits_only_rungs_that_pass_the_data_bound_check():
     assert analysis.trend_table(pd.concat([*rungs[:2], flat])).empty  # rung 2 data-bound: 2 rungs are too few
 
 
+def test_the_trend_and_its_budget_line_cover_only_quoted_rungs(monkeypatch):
+    """A rung whose `none` seeds are in passes the data-bound check before its other arms finish; the trend and the
+    iterations its budget line names stay on the quoted rungs until it is quoted."""
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    monkeypatch.setattr(ladder_data, "SEEDS_ADDED", (0, 1, 2))
+    rungs = [_rung_runs(rung, range(10 if rung < 3 else 5), [2.5 - 0.4 * rung + 0.01 * (s % 2) for s in range(10)],
+                        {"ln": 0.05 - 0.01 * rung, "rms": 0.05}) for rung in range(4)]
+    short = rungs[3][~((rungs[3]["variant"] == "ln") & (rungs[3]["cfg.seed"] == 4))]  # ln seed 4 still training
+    runs = pd.concat([*rungs[:3], short])
+    assert analysis.data_bound_table(runs).set_index("rung").loc[3, "trend"] == "enters"
+    assert analysis.trend_rungs(runs) == [0, 1, 2]
+    assert set(analysis.trend_table(runs)["rungs"]) == {3}
+    said = analysis.trend_lines(runs)[-2]
+    assert f"{ladder_data.iters(0):,} to {ladder_data.iters(2):,} iterations over these rungs" in said
+    done = pd.concat(rungs)  # rung 3's MDE at seeds 0-4 is within the limit (the same spread in every arm)
+    assert analysis.trend_rungs(done) == [0, 1, 2, 3]
+    assert f"{ladder_data.iters(0):,} to {ladder_data.iters(3):,} iterations" in analysis.trend_lines(done)[-2]
+
+
 def test_a_rung_is_quoted_once_its_runs_are_in_and_the_seed_rule_is_settled(monkeypatch):
     """quoted_table (what README, FINDINGS and the paper quote): every finished rung whose MDE at seeds 0-4 is within
     the limit, or whose added seeds 5-9 have finished; never a rung still waiting for the rule's seeds."""

@@ -266,6 +266,17 @@ def compute_lines(runs: pd.DataFrame, cells) -> list[str]:
             f"{table['hours_left'].sum():.2f} left for the runs registered so far.", ""]
 
 
+def trend_rungs(runs: pd.DataFrame) -> list[int]:
+    """The rungs the trend covers: those quoted (quoted_table: every run in, item 6's seed rule settled) that the
+    data-bound check lets in. A rung whose `none` seeds are in can pass the check before its other arms finish or
+    before its added seeds do; it is not in the trend until it is quoted."""
+    quoted, bound = quoted_table(runs), data_bound_table(runs)
+    if not len(quoted) or not len(bound):
+        return []
+    entering = set(bound.loc[bound["trend"].str.startswith("enters"), "rung"])
+    return sorted(entering & {int(r) for r in quoted["rung"]})
+
+
 def trend_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Amendment 16 item 7 (exploratory): per variant, the WLS line of each quoted rung's mean difference in the final
     validation loss on log10 non-embedding parameters, over the rungs the data-bound check lets in, with the 1 MB
@@ -273,11 +284,8 @@ def trend_table(runs: pd.DataFrame) -> pd.DataFrame:
     needs 3 such rungs. The line's extrapolation is dropped: item 7 makes none beyond the largest rung."""
     from . import ladder
 
-    table, bound = confirmatory_table(runs), data_bound_table(runs)
-    if not len(table) or not len(bound):
-        return pd.DataFrame()
-    entering = set(bound.loc[bound["trend"].str.startswith("enters"), "rung"])
-    rows = table[(table["metric"] == "val_loss") & table["rung"].isin(entering)].assign(tokenizer="char")
+    table = confirmatory_table(runs)
+    rows = table[(table["metric"] == "val_loss") & table["rung"].isin(trend_rungs(runs))].assign(tokenizer="char")
     if rows.empty:
         return pd.DataFrame()
     fits = ladder.trend(rows, seeds=len(ladder_data.CONFIRMATORY_SEEDS))  # a quoted rung has all its seeds
@@ -301,8 +309,7 @@ def trend_lines(runs: pd.DataFrame) -> list[str]:
 def budget_confound_line(runs: pd.DataFrame) -> str:
     """Why the trend is not a pure size effect: at a fixed number of tokens per parameter the budget grows with size,
     and the 1 MB study's budget trend (exploratory) found that budget alone shrinks the cost at GPT-2 init."""
-    bound = data_bound_table(runs)
-    rungs = sorted(bound.loc[bound["trend"].str.startswith("enters"), "rung"])
+    rungs = trend_rungs(runs)
     first, last = ladder_data.iters(rungs[0]), ladder_data.iters(rungs[-1])
     return (f"Size and budget grow together on this ladder ({ladder_data.TOKENS_PER_PARAM} tokens per parameter: "
             f"{first:,} to {last:,} iterations over these rungs, {last / first:.1f}x), so the line mixes the two; on "
