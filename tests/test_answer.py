@@ -581,3 +581,13 @@ def test_the_figure_panels_name_their_study_seeds_and_budget():
     assert f"{d['budget']['seeds']} seeds" in budget.get_title()
     assert "filled marker" in fig._suptitle.get_text()
     plt.close(fig)
+
+
+def test_an_unresolved_open_english_row_gives_each_norms_mde():
+    """A regime-table row covers `ln` and `rms`; where it is not resolved, the MDE it quotes must name whose it is
+    (each norm has its own: at one size `rms`'s can be twice `ln`'s)."""
+    rows = [line for line in (REPO / "README.md").read_text().splitlines()
+            if line.startswith("| open English") and "not resolved (MDE" in line]
+    for row in rows:
+        mde = re.search(r"\(MDE ([^)]*)\)", row).group(1)
+        assert re.fullmatch(r"`ln` \d\.\d{3}, `rms` \d\.\d{3}", mde), row

@@ -264,8 +264,9 @@ def test_seeds_added_are_what_item_6s_rule_gives():
 
 
 def test_compute_table_sums_each_rungs_run_time_and_prices_what_is_left():
-    """The report's compute section: hours spent are the finished runs' train-loop time, and the runs registered but
-    not finished are priced at the rung's measured speed (at amendment 16's estimate where none has finished)."""
+    """The report's compute section: hours spent are the finished runs' run time (training and evaluation), and the
+    runs registered but not finished are priced at the rung's median run time (at amendment 16's estimate where none
+    has finished), so both columns count the same thing."""
     from embnorm_lib.analyses import ladder_data as analysis
     from embnorm_lib.runner.registry import Cell
 
@@ -274,7 +275,7 @@ def test_compute_table_sums_each_rungs_run_time_and_prices_what_is_left():
     cells = [Cell("s", "ladder-data-0", "none", seed) for seed in range(5)] + [Cell("s", "ladder-data-1", "ln", 0)]
     table = analysis.compute_table(runs, cells).set_index("rung")
     assert table.loc[0, "runs_finished"] == 3 and table.loc[0, "run_hours"] == pytest.approx(2.0)
-    assert table.loc[0, "hours_left"] == pytest.approx(2 * ladder_data.iters(0) * 200.0 / 3.6e6)
+    assert table.loc[0, "hours_left"] == pytest.approx(2 * 0.5)  # two runs at the median run time, evaluation in
     assert table.loc[1, "runs_finished"] == 0 and table.loc[1, "runs_left"] == 1
     assert table.loc[1, "hours_left"] == pytest.approx(ladder_data.iters(1) * ladder_data.committed_ms_per_iter(1) / 3.6e6)
     assert 2 not in table.index and 3 not in table.index  # nothing registered or finished there yet
@@ -342,6 +343,23 @@ def test_an_interval_that_excludes_zero_without_holm_says_why():
     assert "excludes 0, but p = 0.045 is above its Holm level 0.0125" in analysis._words(row)
     assert "costs" in analysis._words({**row, "significant": True, "p_holm": 0.01})
     assert "excludes" not in analysis._words({**row, "ci_low": -0.001})
+    # Holm steps down and stops at the first p above its level: a later test is not significant even where its p is
+    # below its own level, and the reason must not call that p "above"
+    later = analysis._words({**row, "p_t": 0.0328, "alpha_holm": 0.05})
+    assert "above its Holm level" not in later and "below its Holm level 0.05, but Holm's step-down stopped" in later
+
+
+def test_the_answer_names_the_rungs_still_to_finish():
+    from embnorm_lib.analyses import ladder_data as analysis
+    from embnorm_lib.runner.registry import Cell
+
+    runs = _rung_runs(0, range(10), [2.5] * 10, {"ln": 0.05}).assign(wall_s=60.0, train_ms_per_iter=100.0)
+    cells = [Cell("s", "ladder-data-0", v, seed) for v in ("none", "ln", "rms") for seed in range(10)]
+    cells += [Cell("s", "ladder-data-1", v, seed) for v in ("none", "ln", "rms") for seed in range(5)]
+    assert analysis.rung_lines(runs)[0].startswith("- rung 0 (98,304 non-embedding parameters), final validation")
+    assert analysis.pending_lines(runs, cells) == [
+        "- rung 1 (331,776 non-embedding parameters): not quoted yet; 0 of 15 registered runs finished."]
+    assert analysis.pending_lines(runs, cells[:30]) == []
 
 
 def test_best_lr_rule_counts_distinct_tuning_seeds():

@@ -185,6 +185,27 @@ def test_smallest_wilcoxon_p_and_holm_levels():
     assert np.isnan(levels[2])
 
 
+def test_the_reason_a_test_missed_holm_follows_the_step_down():
+    """Holm stops at the first p above its level: the family (0.023, 0.023, 0.033, 0.033) rejects nothing, though the
+    last p is below its own level 0.05. The stated reason must say so, in the ladder's and the paired reports."""
+    from types import SimpleNamespace
+
+    from embnorm_lib.analyses import paired
+
+    p = [0.023, 0.023, 0.033, 0.033]
+    reject, _ = stats.holm(p)
+    levels = stats.holm_alphas(p)
+    assert not reject.any() and p[3] < levels[3]
+    assert stats.holm_miss_reason(p[0], levels[0]) == "p = 0.023 is above its Holm level 0.0125"
+    assert "below its Holm level 0.05, but Holm's step-down stopped earlier" in stats.holm_miss_reason(p[3], levels[3])
+    row = SimpleNamespace(significant=False, ci_low=0.001, ci_high=0.03, p_t=p[3], alpha_holm=levels[3],
+                          interval_method="paired t", p_holm=0.093)
+    said = paired._evidence(row)
+    assert "does not reach" not in said and "within its Holm level α = 0.05, but Holm's step-down stopped" in said
+    first = SimpleNamespace(**{**vars(row), "p_t": p[0], "alpha_holm": levels[0]})
+    assert "does not reach its Holm level α = 0.0125" in paired._evidence(first)
+
+
 def test_family_rows_carry_their_interval_method_and_the_primary_is_the_paired_t_interval():
     base = [2.6, 2.7, 2.65, 2.58, 2.66]
     runs = make_runs(base, {"ln": [b + 0.05 + 0.01 * i for i, b in enumerate(base)]})

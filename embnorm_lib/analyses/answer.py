@@ -765,7 +765,8 @@ def regime_table(d: dict) -> str:
                      f"passes (registered, {r['seeds']} seeds, tuned LRs, `rms` at `ln`'s LR"
                      + (", data-bound" if r["data_bound"] else "") + ")", interval(r["ln"]),
                      interval(r["rms"]), effect_word(r["ln"])
-                     + ("" if r["ln"]["significant"] else f" (MDE {r['ln']['mde_80']:.3f})")))
+                     + ("" if r["ln"]["significant"] else
+                        f" (MDE `ln` {r['ln']['mde_80']:.3f}, `rms` {r['rms']['mde_80']:.3f})")))
     z = zeroshot_words(d["zeroshot"])
     zrms = _pick(d["zeroshot"]["family"], variant="rms", task="macro")[0]
     rows.append((f"zero-shot macro **accuracy** (higher is better), suite v2 (registered, {d['zeroshot']['seeds']} "

@@ -231,9 +231,11 @@ def trend_bullets(fits: pd.DataFrame, prefix: str = "") -> list[str]:
 
 
 def compute_table(runs: pd.DataFrame, cells) -> pd.DataFrame:
-    """Per rung: the runs finished and their run time (every run uses one thread, so run-hours are core-hours), the
-    measured median ms per iteration beside amendment 16 item 8's estimate, and the registered runs still to train
-    with the hours they need at the measured speed (the rung's estimate where nothing has finished yet)."""
+    """Per rung: the runs finished and their run time (`wall_s`: training and evaluation, summed over resumes; every
+    run uses one thread, so run-hours are core-hours), the measured median train-loop ms per iteration beside
+    amendment 16 item 8's estimate (a train-loop figure too), and the registered runs still to train with the hours
+    they need: the rung's median run time per run where runs have finished (evaluation included, like the hours
+    spent), its estimated train-loop time where none has."""
     rows = []
     for rung in range(len(ladder_data.RUNGS)):
         preset = f"ladder-data-{rung}"
@@ -244,11 +246,12 @@ def compute_table(runs: pd.DataFrame, cells) -> pd.DataFrame:
         estimate = ladder_data.committed_ms_per_iter(rung)
         measured = float(done["train_ms_per_iter"].median()) if len(done) else math.nan
         left = max(registered - len(done), 0)
-        speed = measured if len(done) else estimate
+        per_run_hours = (float(done["wall_s"].median()) / 3600 if len(done)
+                         else ladder_data.iters(rung) * estimate / 3.6e6)
         rows.append({"rung": rung, "runs_finished": len(done),
                      "run_hours": float(done["wall_s"].sum()) / 3600 if len(done) else 0.0,
                      "ms_per_iter": measured, "ms_per_iter_estimated": estimate, "runs_left": left,
-                     "hours_left": left * ladder_data.iters(rung) * speed / 3.6e6})
+                     "hours_left": left * per_run_hours})
     return pd.DataFrame(rows)
 
 
@@ -259,10 +262,10 @@ def compute_lines(runs: pd.DataFrame, cells) -> list[str]:
     if not len(table):
         return []
     places = {"run_hours": 2, "hours_left": 2, "ms_per_iter": 0, "ms_per_iter_estimated": 0}
-    return ["## Compute", "", "Train-loop time of the finished runs per rung (one thread each, so run-hours are "
-            "core-hours; a resumed run's time is summed over its resumes), the measured median ms per iteration "
-            "beside amendment 16's estimate, and what the registered runs not yet finished need at the measured "
-            "speed.", "", compact_markdown(table, places), "", f"Total: {table['run_hours'].sum():.2f} run-hours spent, "
+    return ["## Compute", "", "Run time of the finished runs per rung (training and evaluation; one thread each, "
+            "so run-hours are core-hours; a resumed run's time is summed over its resumes), the measured median "
+            "train-loop ms per iteration beside amendment 16's estimate, and what the registered runs not yet "
+            "finished need at the rung's median run time (at the estimate where none has finished).", "", compact_markdown(table, places), "", f"Total: {table['run_hours'].sum():.2f} run-hours spent, "
             f"{table['hours_left'].sum():.2f} left for the runs registered so far.", ""]
 
 
@@ -318,16 +321,32 @@ def budget_confound_line(runs: pd.DataFrame) -> str:
 
 
 def _words(r) -> str:
-    from ..stats import p_text
+    from ..stats import holm_miss_reason, p_text
 
     direction = ("costs" if r["mean_diff"] > 0 else "helps") if r["significant"] else "not resolved"
     if not r["significant"] and -stats_mei() <= r["ci_low"] and r["ci_high"] <= stats_mei():
         direction = "within the MEI"
     elif not r["significant"] and (r["ci_low"] > 0 or r["ci_high"] < 0):  # amendment 1 item 2: say why
-        direction += (f" (the interval excludes 0, but p = {p_text(r['p_t'], 2, r['alpha_holm'])} is above its Holm "
-                      f"level {r['alpha_holm']:.4g})")
+        direction += f" (the interval excludes 0, but {holm_miss_reason(r['p_t'], r['alpha_holm'])})"
     return (f"`{r['variant']}` {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] (Holm p = "
             f"{p_text(r['p_holm'])}; {direction}; MDE {r['mde_80']:.4f})")
+
+
+def rung_lines(runs: pd.DataFrame) -> list[str]:
+    """One bullet per finished rung (confirmatory_table): each norm's registered comparison on the primary endpoint."""
+    table = confirmatory_table(runs)
+    return [f"- rung {rung} ({ladder_data.non_embedding_params(rung):,} non-embedding parameters), final validation "
+            "loss vs `none`: " + "; ".join(_words(r) for _, r in part.iterrows()) + "."
+            for rung, part in (table[table["metric"] == "val_loss"].groupby("rung") if len(table) else [])]
+
+
+def pending_lines(runs: pd.DataFrame, cells) -> list[str]:
+    """One bullet per rung with registered runs still to finish: an answer that lists only the finished rungs must
+    not read as the whole ladder."""
+    table = compute_table(runs, cells)
+    return [f"- rung {r.rung} ({ladder_data.non_embedding_params(r.rung):,} non-embedding parameters): not quoted "
+            f"yet; {r.runs_finished} of {r.runs_finished + r.runs_left} registered runs finished."
+            for r in (table.itertuples() if len(table) else []) if r.runs_left > 0]
 
 
 def stats_mei() -> float:
@@ -354,10 +373,7 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     if study == "ladder-data-lr":
         answer = [line for line in tuning_lines(runs) if line.startswith("- ")]
     else:
-        table = confirmatory_table(runs)
-        answer = [f"- rung {rung} ({ladder_data.non_embedding_params(rung):,} parameters), final validation loss vs "
-                  "`none`: " + "; ".join(_words(r) for _, r in part.iterrows()) + "."
-                  for rung, part in (table[table["metric"] == "val_loss"].groupby("rung") if len(table) else [])]
+        answer = rung_lines(runs) + pending_lines(runs, STUDIES[study].cells())
     lines = [f"# The adequate-data ladder (`{study}`)", "", *header_lines(study, answer),
              f"Written by `python -m embnorm_lib.publish {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({len(runs)} of {planned} "
@@ -379,12 +395,11 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         table = confirmatory_table(runs)
         lines += ["## Per rung (confirmatory; Holm within each rung)", ""]
         if len(table):
-            for rung, part in table[table["metric"] == "val_loss"].groupby("rung"):
-                lines.append(f"- rung {rung} ({ladder_data.non_embedding_params(rung):,} parameters), final "
-                             f"validation loss vs `none`: " + "; ".join(_words(r) for _, r in part.iterrows()) + ".")
-            lines += ["", compact_markdown(table), "", f"`mde_80` and `seeds_at_mei` (seeds for 80% power at the "
+            lines += rung_lines(runs) + ["", compact_markdown(table), "", f"`mde_80` and `seeds_at_mei` (seeds for 80% power at the "
                       f"MEI, {stats_mei():g}) are at alpha {FAMILY_ALPHA:g}, the family's strictest Holm level (item "
-                      f"6); `mde_80_unadjusted` at alpha {stats.ALPHA:g}; `alpha_holm` is the level Holm compares each p with.",
+                      f"6); `mde_80_unadjusted` at alpha {stats.ALPHA:g}; `alpha_holm` is the level of each test's rank in "
+                      "Holm's step-down (alpha / (m - rank + 1)): the procedure stops at the first p above its level, "
+                      "and no later test is significant even where its p is below its own level.",
                       "", endpoint_note(runs), ""]
         else:
             lines += ["No rung has all its registered runs yet.", ""]

@@ -280,9 +280,20 @@ def comparison_family(runs: pd.DataFrame, metrics: list[str], variants: list[str
     return pd.DataFrame([asdict(r) for r in rows])
 
 
+def holm_miss_reason(p: float, level: float) -> str:
+    """Why a test whose interval excludes 0 is not significant after Holm (amendment 1 item 2: p against its Holm
+    level). Either its p is above the level of its rank, or Holm's step-down stopped at a smaller p above that p's
+    own level before reaching it: then its own p can be below its level, and saying "above" would be false."""
+    if p > level:
+        return f"p = {p_text(p, 2, level)} is above its Holm level {level:.4g}"
+    return (f"p = {p_text(p, 2, level)} is below its Holm level {level:.4g}, but Holm's step-down stopped earlier, "
+            "at a smaller p above its own level")
+
+
 def holm_alphas(p_values, alpha: float = ALPHA) -> np.ndarray:
-    """The level Holm's step-down procedure compares each p with: α / (m − rank + 1), rank 1 the smallest p
-    (NaN p-values are left out of the family, as in `holm`)."""
+    """The level of each p's rank in Holm's step-down procedure: α / (m − rank + 1), rank 1 the smallest p (NaN
+    p-values are left out of the family, as in `holm`). The procedure stops at the first p above its level, so a
+    later p is not significant even where it is below its own level (`holm_miss_reason`)."""
     p = np.asarray(p_values, dtype=float)
     out = np.full_like(p, np.nan)
     ok = np.flatnonzero(~np.isnan(p))
