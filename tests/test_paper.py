@@ -394,3 +394,12 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     assert "slope −0.046 [−0.079, −0.012] nats/char per decade" in text
     assert "rms ’s difference shows no change with size that the data resolve" in text
     assert "Size and budget grow together on this ladder (480 to 3840 iterations over these sizes)" in text
+    # the size recommendation counts the sizes still to be quoted, and the claims table carries the ladder's row
+    assert "Its largest size is not quoted until all its registered runs are in." in text
+    assert "Open-English ladder: a difference at some size (3 of 4 sizes finished)" in text
+    dl["sizes"] = 5
+    text, _ = planted_paper(tmp_path, data)
+    assert "Its 2 largest sizes are not quoted until all their registered runs are in." in text
+    dl["sizes"] = 3
+    text, _ = planted_paper(tmp_path, data)
+    assert "are not quoted until" not in text and "is not quoted until" not in text

@@ -142,6 +142,8 @@ REGISTRATION = (
      "where": "amendment 3 (scored after the runs were trained, before any was scored)"},
     {"claim": "ladder", "status": "before", "studies": ["ladder"], "registered_by": "04f27a2f",
      "where": "amendment 4 (per size; the trend across sizes exploratory)"},
+    {"claim": "ladder_data", "status": "before", "studies": ["ladder-data"], "registered_by": "65fca37c",
+     "where": "amendment 16 (per size; seeds 5-9 by its item 6 rule; the trend across sizes exploratory)"},
     {"claim": "bpe_ladder", "status": "after", "studies": ["ladder-bpe"], "registered_by": "53957780",
      "where": "amendment 7, written while rung 1 ran, before its analysis"},
     {"claim": "bpe_rep", "status": "before", "studies": ["ladder-bpe-rep"], "registered_by": "2ed72d0e",
