@@ -265,7 +265,8 @@ def compute_lines(runs: pd.DataFrame, cells) -> list[str]:
     return ["## Compute", "", "Run time of the finished runs per rung (training and evaluation; one thread each, "
             "so run-hours are core-hours; a resumed run's time is summed over its resumes), the measured median "
             "train-loop ms per iteration beside amendment 16's estimate, and what the registered runs not yet "
-            "finished need at the rung's median run time (at the estimate where none has finished).", "", compact_markdown(table, places), "", f"Total: {table['run_hours'].sum():.2f} run-hours spent, "
+            "finished need at the rung's median run time (at the estimate where none has finished).", "",
+            compact_markdown(table, places), "", f"Total: {table['run_hours'].sum():.2f} run-hours spent, "
             f"{table['hours_left'].sum():.2f} left for the runs registered so far.", ""]
 
 
@@ -395,12 +396,14 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         table = confirmatory_table(runs)
         lines += ["## Per rung (confirmatory; Holm within each rung)", ""]
         if len(table):
-            lines += rung_lines(runs) + ["", compact_markdown(table), "", f"`mde_80` and `seeds_at_mei` (seeds for 80% power at the "
-                      f"MEI, {stats_mei():g}) are at alpha {FAMILY_ALPHA:g}, the family's strictest Holm level (item "
-                      f"6); `mde_80_unadjusted` at alpha {stats.ALPHA:g}; `alpha_holm` is the level of each test's rank in "
-                      "Holm's step-down (alpha / (m - rank + 1)): the procedure stops at the first p above its level, "
-                      "and no later test is significant even where its p is below its own level.",
-                      "", endpoint_note(runs), ""]
+            lines += rung_lines(runs) + [
+                "", compact_markdown(table), "",
+                f"`mde_80` and `seeds_at_mei` (seeds for 80% power at the MEI, {stats_mei():g}) are at alpha "
+                f"{FAMILY_ALPHA:g}, the family's strictest Holm level (item 6); `mde_80_unadjusted` at alpha "
+                f"{stats.ALPHA:g}; `alpha_holm` is the level of each test's rank in Holm's step-down (alpha / (m - "
+                "rank + 1)): the procedure stops at the first p above its level, and no later test is significant "
+                "even where its p is below its own level.",
+                "", endpoint_note(runs), ""]
         else:
             lines += ["No rung has all its registered runs yet.", ""]
         lines += ["## Seeds added (item 6)", "", f"A rung whose MDE at seeds 0-4 exceeds {ladder_data.MDE_LIMIT:g} "
