@@ -77,7 +77,7 @@ def test_notebook_parameters_are_validated_not_coerced(params, names):
 
 
 @pytest.mark.parametrize("study,tag", [("../../x", ""), ("ok", "/../../y"), (".hidden", ""), ("a/b", ""),
-                                       ("", ""), ("ok", "_..")])
+                                       ("", ""), ("ok", "_.."), ("new\nline", ""), ("a b", ""), ("ok", "_lr=1 2")])
 def test_names_that_would_leave_the_runs_directory_are_refused(tmp_path, study, tag):
     from embnorm_lib.core.errors import ConfigError
     from embnorm_lib.core.rundir import run_dir_for

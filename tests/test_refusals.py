@@ -159,3 +159,47 @@ def test_the_checkouts_pages_are_not_published_from_scratch_runs(tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(tmp_path) in err and "allowed:" in err
     assert {p: p.read_bytes() for p in before} == before and not any(tmp_path.iterdir())
+
+
+# -- from a fresh-eyes probe of the command lines (session 72) -------------------------------------------------------
+
+@pytest.mark.parametrize("args,message", [
+    (["smoke", "--set", "lr=5"], "invalid --set for the registered study 'smoke'"),
+    (["smoke", "--axis", "lr=1,2"], "invalid --axis for the registered study 'smoke'"),
+    (["smoke", "--variants", "ln"], "invalid --variants for the registered study 'smoke'"),
+    (["seeds-final", "--preset", "tiny"], "invalid study 'seeds-final' for an ad-hoc grid: it is a registered study"),
+    (["tnew", "--preset", "tiny", "--seeds", "1,1"], "two cells would train into"),
+    (["tnew", "--preset", "tiny", "--variants", "ln,layernorm", "--seeds", "0"], "two cells would train into"),
+    (["tnew", "--preset", "tiny", "--seeds", ""], "invalid --seeds ''"),
+    (["tnew", "--preset", "tiny", "--data-path", "/nonexistent/input.txt"], "invalid --data-path"),
+    (["tnew", "--preset", "tiny", "--data-path", "/"], "not a file"),
+    (["t new", "--preset", "tiny"], "invalid study='t new'"),
+])
+def test_sweep_flags_that_would_be_ignored_or_collide_are_refused_before_anything_is_written(tmp_path, capsys, args,
+                                                                                            message):
+    out = tmp_path / "runs"
+    assert entry(sweep.main, [*args, "--out-dir", str(out), "--list"]) == 2
+    assert message in one_line_error(capsys)
+    assert not out.exists()
+
+
+def test_publishing_a_study_without_runs_names_what_can_be_published(tmp_path, capsys):
+    from embnorm_lib.publishing import publish
+
+    (tmp_path / "runs" / "tmine").mkdir(parents=True)
+    synthetic_study(tmp_path / "runs", name="tmine")
+    assert entry(publish.main, ["nosuch", "--out-dir", str(tmp_path / "runs")]) == 2
+    err = one_line_error(capsys)
+    assert "no runs of study 'nosuch' to publish" in err and "a study with runs (tmine)" in err
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["tmine"]  # no journal, nothing written
+
+
+@pytest.mark.parametrize("tag", ["_matched", "_matched_lr=1", "lr=1", "_lr"])
+def test_a_run_tag_that_could_read_as_a_variant_name_is_refused(tmp_path, tag):
+    from embnorm_lib.core.rundir import run_dir_for
+
+    # 'ln' + '_matched' would be the directory of variant ln_matched
+    with pytest.raises(ConfigError, match=f"invalid run_tag='{tag}'; allowed: empty, or '_FIELD=VALUE' pairs"):
+        run_dir_for("ok", "ln", 0, tmp_path, tag=tag)
+    assert run_dir_for("ok", "ln", 0, tmp_path, tag="_preset=ladder-data-3_lr=0.001").parent.name == \
+        "ln_preset=ladder-data-3_lr=0.001"

@@ -94,6 +94,7 @@ def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, data_path):
     conflicting.mkdir(parents=True)
     (conflicting / "config.json").write_text(json.dumps({**studies.grid("tfail", "tiny", ["ln"], [1])[0]
                                                          .config().to_dict(), "lr": 0.5}))
+    (conflicting / "ckpt.pt").write_bytes(b"a checkpoint of that other run")  # a config alone would not bar it
     grid = ["--preset", "tiny", "--variants", "none,ln", "--seeds", "1", "--set", "max_iters=6", "--set", "eval_interval=3"]
     done = run_cli(["tfail", *grid, "--out-dir", str(out)], data_path)
     assert done.returncode == 1

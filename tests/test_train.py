@@ -8,6 +8,7 @@ from conftest import strip_timing, tiny
 from embnorm_lib.core import data as data_module
 from embnorm_lib.core.checkpoint import ResumeError
 from embnorm_lib.core.data import DataError
+from embnorm_lib.core.errors import ConfigError
 from embnorm_lib.core.rundir import RunDir
 from embnorm_lib.core.steplog import read_step_log, round_timings, same_rows
 from embnorm_lib.core.train import lr_at, train
@@ -277,3 +278,28 @@ def test_a_run_is_dirty_when_code_differs_not_when_results_do(tmp_path):
     assert git_commit(tmp_path / "runs" / "study") == clean  # asked from inside runs/ too
     (tmp_path / "model.py").write_text("x = 2\n")
     assert git_commit(tmp_path) == clean + "-dirty"
+
+
+def test_a_config_left_by_a_run_that_never_checkpointed_does_not_bar_the_directory(tmp_path, data_path):
+    """A run that failed before its first checkpoint (say, a model too large to allocate) leaves config.json and
+    nothing to resume: the next run, with another config, trains there; with a checkpoint the refusal stands."""
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    run.config.write_text(json.dumps(tiny(max_iters=5, block_size=4096).to_dict()))
+    summary = train(tiny(max_iters=5), run.root, data_path, progress=False)
+    assert json.loads(run.config.read_text())["block_size"] == 32 and summary["val_loss"] > 0
+    # a directory holding something of a run (here its summary) still refuses another config
+    with pytest.raises(ResumeError, match=r"different config \(lr: 0.001 -> 0.005\)"):
+        train(tiny(max_iters=5, lr=5e-3), run.root, data_path, progress=False)
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"eval_windows": 100_000_000}, "invalid eval_windows=100000000; allowed: 0 (the whole validation split) or 1 to"),
+    ({"interim_eval_windows": 100_000_000}, "invalid interim_eval_windows=100000000"),
+    ({"execution": "packed"}, "invalid execution='packed' for a single run; allowed: 'single'"),
+])
+def test_settings_a_single_run_would_record_untruly_are_refused_before_any_write(tmp_path, data_path, changes,
+                                                                                  message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        train(tiny(max_iters=5, **changes), tmp_path / "run", data_path, progress=False)
+    assert not (tmp_path / "run").exists()

@@ -17,7 +17,7 @@ import torch
 from .config import RunConfig
 from .errors import RunDirError
 from .io import RunLock, save_torch, write_json, write_jsonl
-from .rundir import RunDir
+from .rundir import RunDir, holds_a_run
 from .steplog import COMPACTED, parquet_path, read_step_log, write_parquet_log
 
 
@@ -106,7 +106,7 @@ def save_checkpoint(run: RunDir, cfg: RunConfig, state: TrainingState, elapsed_s
 
 def check_same_run(run: RunDir, cfg: RunConfig) -> None:
     """Refuse to mix two different runs in one directory."""
-    if not run.config.is_file():
+    if not run.config.is_file() or not holds_a_run(run):
         return
     old = RunConfig.load(run.config).training_identity()
     new = cfg.training_identity()

@@ -187,9 +187,13 @@ def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
 
 def check_name(kind: str, value: Any, allow_empty: bool = False) -> str:
     """A study name or run tag becomes a path component: no separators, no '..', no leading dot."""
+    # whitespace and control characters are refused too: a newline in a directory name breaks every line-based
+    # listing of runs (runs.csv's paths, `git status`, the sweep's lines)
     ok = isinstance(value, str) and (value or allow_empty) and not any(
-        (sep in value) for sep in ("/", "\\", "\0")) and ".." not in value and not value.startswith(".")
-    _check(bool(ok), kind, value, "a name without '/', '\\', '..' or a leading dot" + (" (or empty)" if allow_empty else ""))
+        (sep in value) for sep in ("/", "\\", "\0")) and ".." not in value and not value.startswith(".") and (
+        value.isprintable() and not any(c.isspace() for c in value))
+    _check(bool(ok), kind, value, "a name without '/', '\\', '..', spaces, control characters or a leading dot"
+           + (" (or empty)" if allow_empty else ""))
     return value
 
 

@@ -13,10 +13,12 @@ while a sweep owns the cell (its executed notebook and status)."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import check_name
+from .config import RunConfig, check_name
+from .errors import ConfigError
 from .io import RunLock, runs_root
 from .variants import canonical_variant
 
@@ -83,9 +85,21 @@ def run_dir_for(study: str, variant: str, seed: int, out_dir: str | os.PathLike 
     Study and tag are path components: a name that would leave `out_dir` is refused."""
     check_name("study", study)
     check_name("run_tag", tag, allow_empty=True)
+    first_field = re.fullmatch(r"_([A-Za-z][A-Za-z0-9_]*)=.+", tag)
+    if tag and not (first_field and first_field[1] in {*RunConfig.__dataclass_fields__, "preset"}):
+        # 'ln' + '_matched' would be variant ln_matched's directory: a tag must read as axes, never as a name
+        raise ConfigError(f"invalid run_tag={tag!r}; allowed: empty, or '_FIELD=VALUE' pairs as a sweep writes them "
+                          "(e.g. '_lr=0.001')")
     return runs_root(out_dir) / study / f"{canonical_variant(variant)}{tag}" / f"seed{seed}"
 
 
 def finished_run_dirs(study_root: Path) -> list[RunDir]:
     """Every run of a study directory that has finished (holds summary.json), in path order."""
     return [RunDir(p.parent) for p in sorted(study_root.glob("**/summary.json"))]
+
+
+def holds_a_run(run: RunDir) -> bool:
+    """Whether the directory holds something of a run to keep: a checkpoint or a summary. A config.json alone is
+    left by a run that failed before its first checkpoint (say, a model too large to allocate): nothing of it can
+    be resumed, so it does not bar a run with another config from the directory."""
+    return run.checkpoint.is_file() or run.summary.is_file()

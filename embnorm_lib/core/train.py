@@ -62,6 +62,12 @@ def check_fits_data(cfg: RunConfig, corpus) -> None:
     if len(corpus.val) < cfg.block_size + 1:
         raise ConfigError(f"invalid block_size={cfg.block_size}; allowed: <= {len(corpus.val) - 1} "
                           f"(the validation split has {len(corpus.val)} characters, less than one window)")
+    windows = (len(corpus.val) - 1) // cfg.block_size
+    for name in ("eval_windows", "interim_eval_windows"):
+        # more than the split holds would score all of it while the run records a subset
+        if getattr(cfg, name) > windows:
+            raise ConfigError(f"invalid {name}={getattr(cfg, name)}; allowed: 0 (the whole validation split) or 1 to "
+                              f"{windows} (the split's windows of {cfg.block_size})")
 
 
 def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None, *,
@@ -83,6 +89,9 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
 
 
 def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval) -> dict:
+    if cfg.execution != "single":  # the mode is recorded with the run: only the engine that trains it may say so
+        raise ConfigError(f"invalid execution={cfg.execution!r} for a single run; allowed: 'single' (a packed job is "
+                          "`-p pack_seeds`, a fleet `sweep --fleet`)")
     run = RunDir(Path(run_dir))
     corpus = load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars)  # verified, tokenized, before any write
     check_fits_data(cfg, corpus)

@@ -22,7 +22,15 @@ from pathlib import Path
 
 from ..core.config import check_name
 from ..core.errors import BRIEF_ERRORS, ConfigError, DataError, RunDirError, entry
-from ..core.io import default_runs_dir, repo_root, runs_root, transaction, uncommitted_indexes, write_bytes_if_changed
+from ..core.io import (
+    default_runs_dir,
+    repo_root,
+    runs_root,
+    shown_path,
+    transaction,
+    uncommitted_indexes,
+    write_bytes_if_changed,
+)
 from ..runner.jobs import KERNEL_ARGS
 from ..runner.registry import ANALYSES, analysis_of, headline_studies, moved_names, resolve, site
 from .report import write_runs_readme
@@ -134,6 +142,9 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     out = runs_root(out_dir).resolve()
     figures = Path(figures_dir) if figures_dir else None
     groups = {a.group: a for a in ANALYSES.values() if a.group}
+    if study not in groups and not (out / study / "runs.csv").is_file():
+        raise ConfigError(f"no runs of study {study!r} to publish (no {shown_path(out / study / 'runs.csv')}); allowed: "
+                          f"{publishable_names(out, groups)}")
     with transaction(out):
         if study in groups:
             written = resolve(groups[study].publish_group)(out, figures)
@@ -152,6 +163,15 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
             pages = study in headline_studies() if plugin.headline_only else True
         written.update(quoting_pages(out, refresh=pages and out == default_runs_dir().resolve()))
         return written
+
+
+def publishable_names(out: Path, groups: dict) -> str:
+    """What `publish` takes here, for the line that refuses anything else: the studies with an index under `out`,
+    the analysis kinds' groups, and the two page sets."""
+    studies = sorted(p.parent.name for p in out.glob("*/runs.csv"))
+    shown = ", ".join(studies[:12]) + (f" and {len(studies) - 12} more" if len(studies) > 12 else "")
+    return (f"a study with runs ({shown or 'none yet: run a sweep first'}), a group ({', '.join(sorted(groups))}), "
+            "'paper' or 'readme'")
 
 
 def quoting_pages(out: Path, refresh: bool) -> dict[str, Path]:

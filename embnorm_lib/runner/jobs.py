@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
 from ..core.config import RunConfig
 from ..core.errors import BRIEF_ERRORS, ConfigError, RunDirError
 from ..core.io import default_runs_dir, read_json, write_bytes_if_changed
-from ..core.rundir import RunDir
+from ..core.rundir import RunDir, holds_a_run
 from ..core.seal import finished_summary
 from .registry import Cell
 from .reuse import missing_results
@@ -52,7 +52,7 @@ def _cell_status(cell: Cell, out_dir: Path) -> tuple[str, str]:
     if not run.config.is_file():
         return ("partial" if run.checkpoint.is_file() else "new"), ""
     try:
-        if RunConfig.load(run.config).training_identity() != cell.config().training_identity():
+        if holds_a_run(run) and RunConfig.load(run.config).training_identity() != cell.config().training_identity():
             return "conflict", f"run dir {run.root} holds a run with a different config"
         if (summary := finished_summary(run)) is not None:  # a damaged or unsealed run is 'corrupt', naming the file
             return ("incomplete" if missing_results(cell.config(), run.root, summary) else "done"), ""

@@ -315,7 +315,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", help=f"a named study ({', '.join(STUDIES)}) or a new name with --preset")
     p.add_argument("--preset", help="build an ad-hoc grid on this preset instead of a named study")
-    p.add_argument("--variants", default=",".join(ABC))
+    p.add_argument("--variants", default=None, help=f"an ad-hoc grid's arms, e.g. none,ln (default {','.join(ABC)})")
     p.add_argument("--seeds", default=None,
                    help="e.g. 0-4 or 0,3,7: an ad-hoc grid's seeds (default 0-2); for a named study, only its cells "
                         "of these seeds (e.g. the seeds of a size that move to a GPU together)")
@@ -351,10 +351,21 @@ def cells_of(args: argparse.Namespace, out: Path) -> list[Cell]:
     """The cells the command line names: a registered study's (only some seeds, or cells, where asked) or an ad-hoc
     grid, each validated before any runs."""
     if args.preset:
+        if args.study in STUDIES:  # its run directories hold the registered runs: a grid of other configs would fail
+            raise ConfigError(f"invalid study {args.study!r} for an ad-hoc grid: it is a registered study; allowed: a "
+                              f"name no registered study has (`python -m embnorm_lib sweep --help` lists them)")
         fixed = {k: parse_value(v) for k, v in map(split_assignment, args.set)}
         axes = parse_axes(args.axis, fixed)
-        cells = grid(args.study, args.preset, args.variants.split(","), parse_seeds(args.seeds or "0-2"), fixed, axes)
+        variants = (args.variants or ",".join(ABC)).split(",")
+        cells = grid(args.study, args.preset, variants, parse_seeds(args.seeds if args.seeds is not None else "0-2"),
+                     fixed, axes)
     else:
+        grid_flags = [flag for flag, given in (("--set", args.set), ("--axis", args.axis),
+                                               ("--variants", args.variants is not None)) if given]
+        if grid_flags:  # a registered study's cells are fixed by the registry: the flags would be silently ignored
+            raise ConfigError(f"invalid {grid_flags[0]} for the registered study {args.study!r}: its cells are fixed "
+                              "by the registry; allowed: --seeds or --only to pick some of them, or --preset with a "
+                              "new study name for a grid of your own")
         cells = study_cells(args.study)
         if args.seeds is not None:
             cells = seed_cells(cells, parse_seeds(args.seeds))
@@ -364,6 +375,13 @@ def cells_of(args: argparse.Namespace, out: Path) -> list[Cell]:
         cells = only_cells(cells, text, out)
     for c in cells:
         c.config()  # validate every cell before running any
+    by_dir = Counter(c.run_dir(out) for c in cells)
+    if (twice := next((d for d, n in by_dir.items() if n > 1), None)) is not None:
+        # a seed or variant named twice (or a variant and its alias) makes two cells of one run directory
+        raise ConfigError(f"invalid grid: two cells would train into {shown_path(twice)}; allowed: each seed and "
+                          "variant once (--seeds, --variants)")
+    if args.data_path is not None and not Path(args.data_path).is_file():
+        raise ConfigError(f"invalid --data-path {args.data_path!r}: not a file; allowed: a readable UTF-8 text file")
     resolve_parallelism(args.workers, args.threads)
     return cells
 
