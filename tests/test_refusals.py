@@ -11,6 +11,7 @@ from conftest import REPO, tiny
 
 from embnorm_lib.analyses import paired as analysis
 from embnorm_lib.core import lm_eval_adapter
+from embnorm_lib.core.cli import parse_axes
 from embnorm_lib.core.errors import ConfigError, RunDirError, entry
 from embnorm_lib.core.rundir import RunDir
 from embnorm_lib.runner import sweep
@@ -99,7 +100,7 @@ def test_a_sweep_refuses_an_axis_given_twice_a_repeated_value_or_a_fixed_field(t
     assert entry(sweep.main, ["tdup", "--preset", "tiny", *axes, "--list", "--out-dir", str(tmp_path)]) == 2
     assert message in one_line_error(capsys)
     assert not (tmp_path / "tdup").exists()
-    assert sweep.parse_axes(["lr=0.001,0.003", "warmup_frac=0"], {}) == {"lr": [0.001, 0.003], "warmup_frac": [0]}
+    assert parse_axes(["lr=0.001,0.003", "warmup_frac=0"], {}) == {"lr": [0.001, 0.003], "warmup_frac": [0]}
 
 
 def test_lm_eval_run_dir_must_resolve_to_a_run_under_the_runs_directory(tmp_path, monkeypatch, capsys):
@@ -203,3 +204,29 @@ def test_a_run_tag_that_could_read_as_a_variant_name_is_refused(tmp_path, tag):
         run_dir_for("ok", "ln", 0, tmp_path, tag=tag)
     assert run_dir_for("ok", "ln", 0, tmp_path, tag="_preset=ladder-data-3_lr=0.001").parent.name == \
         "ln_preset=ladder-data-3_lr=0.001"
+
+
+@pytest.mark.parametrize("summary", [{"diverged": False}, {"diverged": False, "val_loss": float("nan")},
+                                     {"diverged": False, "val_loss": None}, {"diverged": False, "val_loss": "abc"},
+                                     {"diverged": True, "val_loss": "abc"}, {"diverged": False, "val_loss": True}])
+def test_a_summary_whose_loss_the_index_cannot_count_is_neither_indexed_nor_sealed(tmp_path, capsys, summary):
+    """A missing or NaN loss in a run that did not diverge was indexed as a run and averaged as none (n 2, mean of
+    one); sealing it by hand vouched for it."""
+    from embnorm_lib.core import seal
+
+    run = RunDir(tmp_path / "tsyn" / "none" / "seed0")
+    run.root.mkdir(parents=True)
+    run.config.write_text(tiny().to_json())
+    run.metrics.write_text("".join(json.dumps({"step": s, "train_loss": 2.0}) + "\n" for s in (1, 2)))
+    run.summary.write_text(json.dumps({"steps": 2, **summary}))
+    loss = repr(summary.get("val_loss", "missing"))
+    with pytest.raises(RunDirError, match=f"summary.json has val_loss={loss}; allowed: a finite number"):
+        index_row(run, tmp_path / "tsyn")
+    assert entry(seal.main, ["tsyn", "--out-dir", str(tmp_path)]) == 2
+    assert f"val_loss={loss}" in capsys.readouterr().err and not run.manifest.exists()
+    # a diverged run's null loss is its result, and a finished run's number is indexed and sealed
+    for good in ({"diverged": True, "val_loss": None}, {"diverged": False, "val_loss": 2.0}):
+        run.summary.write_text(json.dumps({"steps": 2, **good}))
+        assert index_row(run, tmp_path / "tsyn")["diverged"] is good["diverged"]
+        assert entry(seal.main, ["tsyn", "--out-dir", str(tmp_path)]) == 0
+        run.manifest.unlink()

@@ -48,8 +48,14 @@ def default_runs_dir() -> Path:
 
 
 def runs_root(out_dir: str | os.PathLike | None = None) -> Path:
-    """The runs directory a command works in: `out_dir` when given, else the repository's runs/."""
-    return Path(out_dir) if out_dir else default_runs_dir()
+    """The runs directory a command works in: `out_dir` when given, else the repository's runs/. Refused in one line
+    where something other than a directory (or a path inside a file) is in its place."""
+    root = Path(out_dir) if out_dir else default_runs_dir()
+    blocked = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise ConfigError(f"invalid out_dir {str(out_dir)!r}: {blocked} is a file; allowed: a directory (created "
+                          "where missing)")
+    return root
 
 
 def path_inside(root: str | os.PathLike, path: str | os.PathLike, what: str) -> Path:

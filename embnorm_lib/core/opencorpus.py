@@ -24,6 +24,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -260,6 +261,13 @@ def train_flags(record: dict, out: str | Path) -> str:
             f"--set train_chars={record['train_chars']} --data-path {out}")
 
 
+def writable_parent(path: Path) -> bool:
+    """Whether the file's folder exists and can be written, or can be created (its nearest existing ancestor is a
+    folder that can be written)."""
+    existing = next(p for p in path.absolute().parents if p.exists())
+    return existing.is_dir() and os.access(existing, os.W_OK)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="the text file to write")
@@ -269,8 +277,15 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     out = Path(args.out)
     try:
-        if out.suffix == ".json" or out.is_dir():
-            raise DataError(f"invalid --out {out}; allowed: a text file path")
+        record_path = Path(args.record or str(out) + ".json")
+        for flag, path in (("--out", out), ("--record", record_path)):
+            # checked before the build (minutes): a path that cannot be written would lose it, or keep the text
+            # without its record
+            if (flag == "--out" and path.suffix == ".json") or path.is_dir() or not writable_parent(path):
+                raise DataError(f"invalid {flag} {path}; allowed: a file path in a folder that can be written "
+                                "(or created)" + (" (the text, not its .json record)" if flag == "--out" else ""))
+        if record_path.resolve() == out.resolve():
+            raise DataError(f"invalid --record {record_path}: it is --out itself; allowed: another file path")
         shakespeare = resolve_data_path(args.shakespeare)
         with tempfile.TemporaryDirectory() as tmp:
             debs = Path(args.debs) if args.debs else Path(tmp)
@@ -285,7 +300,7 @@ def main(argv=None) -> int:
         return 2
     atomic_write_bytes(out, text.encode("ascii"))
     record["file"] = out.name
-    atomic_write_text(Path(args.record or str(out) + ".json"), json.dumps(record, indent=2) + "\n")
+    atomic_write_text(record_path, json.dumps(record, indent=2) + "\n")
     if REGISTERED_RECORD.is_file():
         registered = json.loads(REGISTERED_RECORD.read_text())["sha256"]
         same = "the registered corpus" if registered == record["sha256"] else f"NOT the registered {registered[:12]}"

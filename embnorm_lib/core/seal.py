@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -120,6 +121,20 @@ def verify_run(run: RunDir, except_files: tuple[str, ...] = ()) -> dict:
     return manifest
 
 
+def summary_problem(run: RunDir, summary: dict, error: type[RunDirError] = RunDirError) -> None:
+    """A summary's outcome as the index reads it: `diverged` true or false, and `val_loss` a finite number (null only
+    for a diverged run). Anything else is refused, naming it: a missing or NaN loss would be counted as a run and
+    averaged as none."""
+    diverged, loss = summary.get("diverged"), summary.get("val_loss", "missing")
+    if not isinstance(diverged, bool):  # a cast would count null as a finished run, NaN as a failure
+        raise error(f"run {run.root}: summary.json has diverged={diverged!r}; allowed: true or false (restore the "
+                    "file from git, or retrain the run)")
+    number = isinstance(loss, (int, float)) and not isinstance(loss, bool)
+    if not ((number and math.isfinite(loss)) or (diverged and (loss is None or number))):
+        raise error(f"run {run.root}: summary.json has val_loss={loss!r}; allowed: a finite number (null only where "
+                    "diverged is true) (restore the file from git, or retrain the run)")
+
+
 def _check_consistent(run: RunDir, records: dict[str, dict]) -> int:
     """Before a seal vouches for a run: its summary and config are JSON objects, every log parses (file_record counted
     its rows) and metrics reach the summary's step count. Returns that step count."""
@@ -224,7 +239,9 @@ def main(argv=None) -> int:
                 if run.manifest.is_file() or args.check:
                     verify_run(run)
                     counts["verified"] += 1
-                else:
+                else:  # a run sealed by hand is one the index will read: its outcome must be one it can count
+                    if run.summary.is_file() and isinstance(summary := read_json(run.summary), dict):
+                        summary_problem(run, summary, SealError)
                     seal_run(run)
                     counts["sealed"] += 1
             except RunDirError as e:

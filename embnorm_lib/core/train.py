@@ -63,8 +63,7 @@ def check_fits_data(cfg: RunConfig, corpus) -> None:
         raise ConfigError(f"invalid block_size={cfg.block_size}; allowed: <= {len(corpus.val) - 1} "
                           f"(the validation split has {len(corpus.val)} characters, less than one window)")
     windows = (len(corpus.val) - 1) // cfg.block_size
-    for name in ("eval_windows", "interim_eval_windows"):
-        # more than the split holds would score all of it while the run records a subset
+    for name in ("eval_windows", "interim_eval_windows"):  # more would score it all but record a subset
         if getattr(cfg, name) > windows:
             raise ConfigError(f"invalid {name}={getattr(cfg, name)}; allowed: 0 (the whole validation split) or 1 to "
                               f"{windows} (the split's windows of {cfg.block_size})")
