@@ -230,3 +230,36 @@ def test_a_summary_whose_loss_the_index_cannot_count_is_neither_indexed_nor_seal
         assert index_row(run, tmp_path / "tsyn")["diverged"] is good["diverged"]
         assert entry(seal.main, ["tsyn", "--out-dir", str(tmp_path)]) == 0
         run.manifest.unlink()
+
+
+@pytest.mark.parametrize("under", ["", "runs"])
+def test_an_out_dir_where_a_file_stands_is_refused_in_one_line_by_every_command(tmp_path, capsys, under):
+    from embnorm_lib.publishing import publish
+    from embnorm_lib.runner import run as run_command
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    out = str(blocker / under) if under else str(blocker)
+    for main, argv in ((sweep.main, ["tnew", "--preset", "tiny", "--list"]), (publish.main, ["tnew"]),
+                       (run_command.main, ["--preset", "tiny", "--variant", "ln", "--study", "tnew"])):
+        assert entry(main, [*argv, "--out-dir", out]) == 2
+        assert f"invalid out_dir {out!r}: {blocker} is a file; allowed: a directory" in one_line_error(capsys)
+    assert blocker.read_text() == "not a folder"
+
+
+def test_opencorpus_checks_where_it_writes_before_it_builds(tmp_path, capsys):
+    from embnorm_lib.core import opencorpus
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    missing_debs = str(tmp_path / "no-debs")  # the build's first step would fail on it: the paths are checked first
+    for argv, message in ((["--out", str(blocker / "x.txt")], f"invalid --out {blocker / 'x.txt'}"),
+                          (["--out", str(tmp_path / "c.txt"), "--record", str(blocker / "r.json")], "invalid --record"),
+                          (["--out", str(tmp_path / "c.txt"), "--record", str(tmp_path / "c.txt")], "is --out itself"),
+                          (["--out", str(tmp_path)], "invalid --out")):
+        assert opencorpus.main([*argv, "--debs", missing_debs]) == 2
+        assert message in one_line_error(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    # a folder that does not exist yet is created by the write: not refused (the .deb check speaks instead)
+    assert opencorpus.main(["--out", str(tmp_path / "new" / "c.txt"), "--debs", missing_debs]) == 2
+    assert "invalid --debs" in one_line_error(capsys)
