@@ -263,3 +263,18 @@ def test_opencorpus_checks_where_it_writes_before_it_builds(tmp_path, capsys):
     # a folder that does not exist yet is created by the write: not refused (the .deb check speaks instead)
     assert opencorpus.main(["--out", str(tmp_path / "new" / "c.txt"), "--debs", missing_debs]) == 2
     assert "invalid --debs" in one_line_error(capsys)
+
+
+def test_a_field_set_twice_and_a_step_before_the_first_are_refused(tmp_path, capsys):
+    from embnorm_lib.runner import run as run_command
+
+    twice = ["--set", "lr=1e-3", "--set", "lr=2e-3"]
+    base = ["--preset", "tiny", "--variant", "ln", "--study", "tnew", "--out-dir", str(tmp_path)]
+    for main, argv in ((sweep.main, ["tnew", "--preset", "tiny", "--list", "--out-dir", str(tmp_path), *twice]),
+                       (run_command.main, [*base, *twice])):
+        assert entry(main, argv) == 2  # a dict kept the last one without a word
+        assert "invalid --set lr=2e-3: field lr is already set to 0.001; allowed: each field once" in \
+            one_line_error(capsys)
+    assert entry(run_command.main, [*base, "--until-step", "-3"]) == 2  # was read as 0: no step, a run "stopped"
+    assert "invalid --until-step -3; allowed: a step >= 1" in one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []

@@ -40,6 +40,17 @@ def split_assignment(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+def parse_overrides(texts: list[str]) -> dict[str, Any]:
+    """--set FIELD=VALUE, each field once: given twice, a dict would keep the last one without a word."""
+    fixed: dict[str, Any] = {}
+    for key, value in map(split_assignment, texts):
+        if key in fixed:
+            raise ConfigError(f"invalid --set {key}={value}: field {key} is already set to {fixed[key]!r}; allowed: "
+                              "each field once")
+        fixed[key] = parse_value(value)
+    return fixed
+
+
 def parse_axes(texts: list[str], fixed: dict) -> dict[str, list]:
     """--axis FIELD=V1,V2 (one per field) as {field: values}. A field given twice, a value repeated or a field also
     fixed by --set is refused: a dict would keep only the last, and a repeated value makes two cells of one run

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from ..core.cli import parse_axes, parse_seeds, parse_value, split_assignment
+from ..core.cli import parse_axes, parse_overrides, parse_seeds
 from ..core.errors import ConfigError
 from ..core.io import shown_path
 from .registry import ABC, STUDIES, Cell, grid, study_cells
@@ -44,7 +44,7 @@ def cells_of(args: argparse.Namespace, out: Path) -> list[Cell]:
         if args.study in STUDIES:  # its run directories hold the registered runs: a grid of other configs would fail
             raise ConfigError(f"invalid study {args.study!r} for an ad-hoc grid: it is a registered study; allowed: a "
                               f"name no registered study has (`python -m embnorm_lib sweep --help` lists them)")
-        fixed = {k: parse_value(v) for k, v in map(split_assignment, args.set)}
+        fixed = parse_overrides(args.set)
         axes = parse_axes(args.axis, fixed)
         variants = (args.variants or ",".join(ABC)).split(",")
         cells = grid(args.study, args.preset, variants, parse_seeds(args.seeds if args.seeds is not None else "0-2"),

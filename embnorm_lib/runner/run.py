@@ -12,9 +12,9 @@ import argparse
 import json
 import sys
 
-from ..core.cli import parse_value, split_assignment
+from ..core.cli import parse_overrides
 from ..core.config import DEFAULT_PRESET
-from ..core.errors import entry
+from ..core.errors import ConfigError, entry
 from ..core.lm_eval_adapter import score_if_asked
 from ..core.notebook import config_from_parameters, run_dir_from_parameters
 from ..core.train import train
@@ -33,7 +33,10 @@ def main(argv=None) -> int:
     p.add_argument("--progress", action="store_true")
     args = p.parse_args(argv)
     try:
-        overrides = {k: parse_value(v) for k, v in map(split_assignment, args.set)}
+        overrides = parse_overrides(args.set)
+        if args.until_step is not None and args.until_step < 1:
+            raise ConfigError(f"invalid --until-step {args.until_step}; allowed: a step >= 1 (leave it out to train to "
+                              "the end)")
         cfg = config_from_parameters(args.preset, args.variant, args.seed, overrides=overrides)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
