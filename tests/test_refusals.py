@@ -278,3 +278,20 @@ def test_a_field_set_twice_and_a_step_before_the_first_are_refused(tmp_path, cap
     assert entry(run_command.main, [*base, "--until-step", "-3"]) == 2  # was read as 0: no step, a run "stopped"
     assert "invalid --until-step -3; allowed: a step >= 1" in one_line_error(capsys)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe not text", b'a,b\n"unclosed,1\n'])
+def test_a_damaged_runs_csv_is_named_with_how_to_rebuild_it(tmp_path, content):
+    (tmp_path / "tsyn").mkdir()
+    (tmp_path / "tsyn" / "runs.csv").write_bytes(content)
+    with pytest.raises(RunDirError, match=r"runs.csv cannot be read as an index \(.*\); allowed: the runs.csv a sweep "
+                                          r"writes \(rebuild it: python -m embnorm_lib sweep tsyn --index-only\)"):
+        load_runs("tsyn", tmp_path)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the refusal is for a machine without CUDA")
+def test_a_device_this_machine_lacks_is_a_refusal_not_an_unexpected_error():
+    from embnorm_lib.core.device import select_device
+
+    with pytest.raises(ConfigError, match="invalid device='cuda': CUDA is not available on this machine; allowed"):
+        select_device("cuda")

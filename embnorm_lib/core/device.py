@@ -6,13 +6,15 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import ConfigError
+
 
 def select_device(requested: str = "auto") -> torch.device:
     if requested != "auto":
         if requested == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("device='cuda' requested but CUDA is not available; allowed here: cpu, auto")
+            raise ConfigError("invalid device='cuda': CUDA is not available on this machine; allowed here: cpu, auto")
         if requested == "mps" and not torch.backends.mps.is_available():
-            raise RuntimeError("device='mps' requested but MPS is not available; allowed here: cpu, auto")
+            raise ConfigError("invalid device='mps': MPS is not available on this machine; allowed here: cpu, auto")
         return torch.device(requested)
     if torch.cuda.is_available():
         return torch.device("cuda")

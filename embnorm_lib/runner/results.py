@@ -117,7 +117,13 @@ def load_runs(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
     if key not in _PARSED:
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))  # the oldest
-        _PARSED[key] = check_outcomes(pd.read_csv(io.BytesIO(content)), study, path)
+        try:
+            table = pd.read_csv(io.BytesIO(content))
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+            raise RunDirError(f"{path} cannot be read as an index ({type(e).__name__}: {str(e)[:80]}); allowed: the "
+                              f"runs.csv a sweep writes (rebuild it: python -m embnorm_lib sweep {study} "
+                              "--index-only)") from None
+        _PARSED[key] = check_outcomes(table, study, path)
     return _PARSED[key].copy()
 
 
