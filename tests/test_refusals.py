@@ -175,6 +175,7 @@ def test_the_checkouts_pages_are_not_published_from_scratch_runs(tmp_path, capsy
     (["tnew", "--preset", "tiny", "--data-path", "/nonexistent/input.txt"], "invalid --data-path"),
     (["tnew", "--preset", "tiny", "--data-path", "/"], "not a file"),
     (["t new", "--preset", "tiny"], "invalid study='t new'"),
+    (["tnew", "--index-only"], "invalid study 'tnew' for --index-only: no folder"),  # said "0 runs indexed", exit 0
 ])
 def test_sweep_flags_that_would_be_ignored_or_collide_are_refused_before_anything_is_written(tmp_path, capsys, args,
                                                                                             message):

@@ -330,6 +330,9 @@ def main(argv=None) -> int:
     try:
         check_name("study", args.study)
         if args.index_only:
+            if not (out / args.study).is_dir():
+                raise ConfigError(f"invalid study {args.study!r} for --index-only: no folder {shown_path(out / args.study)}"
+                                  "; allowed: a study with run directories")
             print(f"{len(build_index(args.study, out))} runs indexed in {out / args.study / 'runs.csv'}")
             return 0
         cells = cells_of(args, out)
