@@ -71,8 +71,9 @@ if smoke is not True:  # a smoke run lasts seconds, so nothing to pin; importing
 
 # %%
 from embnorm_lib.core.io import shown_path
-from embnorm_lib.core.notebook import config_from_parameters, job_configs, run_dir_from_parameters
+from embnorm_lib.core.notebook import check_switches, config_from_parameters, job_configs, run_dir_from_parameters
 
+check_switches(progress=progress, figures=figures)  # `-p figures no` arrives as text, which would read as True
 cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides, smoke=smoke)
 cfgs = job_configs(cfg, pack_seeds)  # [cfg], or one config per seed of a packed job
 run_dirs = [run_dir_from_parameters(c, study, out_dir, run_tag) for c in cfgs]

@@ -76,6 +76,17 @@ def test_notebook_parameters_are_validated_not_coerced(params, names):
     assert config_from_parameters("tiny", "ln", 3, max_iters=0).max_iters == 20  # 0 keeps the preset's
 
 
+@pytest.mark.parametrize("switches", [dict(progress=5), dict(figures="no"), dict(progress=True, figures=None)])
+def test_the_notebooks_on_off_parameters_are_true_or_false(switches):
+    from embnorm_lib.core.errors import ConfigError
+    from embnorm_lib.core.notebook import check_switches
+
+    bad = next(k for k, v in switches.items() if not isinstance(v, bool))
+    with pytest.raises(ConfigError, match=f"invalid {bad}={switches[bad]!r}; allowed: True or False"):
+        check_switches(**switches)
+    check_switches(progress=False, figures=True)
+
+
 @pytest.mark.parametrize("study,tag", [("../../x", ""), ("ok", "/../../y"), (".hidden", ""), ("a/b", ""),
                                        ("", ""), ("ok", "_.."), ("new\nline", ""), ("a b", ""), ("ok", "_lr=1 2")])
 def test_names_that_would_leave_the_runs_directory_are_refused(tmp_path, study, tag):

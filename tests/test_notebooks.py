@@ -119,6 +119,7 @@ def test_kaggle_quickstart_installs_only_what_the_image_lacks():
 @pytest.mark.parametrize("params,message", [
     (dict(seed=3.5), "ConfigError: invalid seed=3.5; allowed: an integer"),
     (dict(run_tag="/../../y"), "ConfigError: invalid run_tag='/../../y'"),
+    (dict(figures="no"), "ConfigError: invalid figures='no'; allowed: True or False"),  # text read as True
 ])
 def test_bad_notebook_parameters_are_one_line_refusals(tmp_path, data_path, params, message):
     """Under papermill the refusal is the error's whole traceback (so the last line papermill prints), and

@@ -62,6 +62,14 @@ SMOKE = {"max_iters": 5, "eval_windows": 64, "eval_at_init": False, "diag_interv
          "torch_threads": 1}
 
 
+def check_switches(**switches: Any) -> None:
+    """The notebook's on/off parameters, each True or False: papermill's -p passes `no` or `5` as they are, and any
+    of them would read as on."""
+    for name, value in switches.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"invalid {name}={value!r}; allowed: True or False (papermill -p {name} False)")
+
+
 def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int = 0, device: str = "auto",
                            overrides: dict[str, Any] | None = None, smoke: bool = False) -> RunConfig:
     """The run's config: a preset, then SMOKE when `smoke`, then the notebook's parameters (max_iters 0 keeps the
