@@ -36,7 +36,6 @@ def seed_cells(cells: list[Cell], seeds: list[int]) -> list[Cell]:
     return [c for c in cells if c.seed in seeds]
 
 
-
 def cells_of(args: argparse.Namespace, out: Path) -> list[Cell]:
     """The cells the command line names: a registered study's (only some seeds, or cells, where asked) or an ad-hoc
     grid, each validated before any runs."""
