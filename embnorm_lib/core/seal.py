@@ -121,7 +121,7 @@ def verify_run(run: RunDir, except_files: tuple[str, ...] = ()) -> dict:
     return manifest
 
 
-def summary_problem(run: RunDir, summary: dict, error: type[RunDirError] = RunDirError) -> None:
+def check_summary_outcome(run: RunDir, summary: dict, error: type[RunDirError] = RunDirError) -> None:
     """A summary's outcome as the index reads it: `diverged` true or false, and `val_loss` a finite number (null only
     for a diverged run). Anything else is refused, naming it: a missing or NaN loss would be counted as a run and
     averaged as none."""
@@ -241,7 +241,7 @@ def main(argv=None) -> int:
                     counts["verified"] += 1
                 else:  # a run sealed by hand is one the index will read: its outcome must be one it can count
                     if run.summary.is_file() and isinstance(summary := read_json(run.summary), dict):
-                        summary_problem(run, summary, SealError)
+                        check_summary_outcome(run, summary, SealError)
                     seal_run(run)
                     counts["sealed"] += 1
             except RunDirError as e:
