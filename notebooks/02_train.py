@@ -93,7 +93,8 @@ for c, d in zip(cfgs, run_dirs):
 # %%
 from embnorm_lib.core.notebook import eval_printer, train_job
 
-summaries = train_job(cfgs, run_dirs, data_path or None, progress=progress, on_eval=eval_printer(cfg))
+summaries = train_job(cfgs, run_dirs, data_path or None, progress=progress, on_eval=eval_printer(cfg),
+                      out_dir=out_dir or None)
 summary = summaries[0]
 
 # %% [markdown]

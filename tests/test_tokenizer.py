@@ -11,7 +11,10 @@ from embnorm_lib.core.tokenizer import bpe_tokenizer
 from embnorm_lib.core.train import train
 
 
-def test_bpe_is_trained_on_the_training_split_deterministically_and_round_trips(tmp_path, corpus):
+def test_bpe_is_trained_on_the_training_split_deterministically_and_round_trips(tmp_path, corpus, monkeypatch):
+    from embnorm_lib.core import io as io_module
+
+    monkeypatch.setattr(io_module, "default_runs_dir", lambda: tmp_path / "checkout")  # trained, not the committed one
     tok, sha = bpe_tokenizer("bpe-512", corpus.train_text, corpus.sha256, out_dir=tmp_path / "a")
     again, sha_again = bpe_tokenizer("bpe-512", corpus.train_text, corpus.sha256, out_dir=tmp_path / "b")
     assert sha == sha_again and tok.get_vocab_size() == 512
@@ -111,3 +114,38 @@ def test_subword_scoring_splits_at_the_context_boundary_and_obeys_the_chain_rule
         (score, _), = lm.loglikelihood([req(context, continuation)])
         assert score == pytest.approx(expected, rel=1e-5)
     assert lm.token_text(tok.token_to_id("▁what")) == " what"
+
+
+def test_a_bpe_tokenizer_is_kept_under_the_runs_directory_it_belongs_to_and_scored_only_by_its_sha256(
+        tmp_path, data_path, monkeypatch):
+    import hashlib
+    import shutil
+
+    from embnorm_lib.core import io as io_module
+    from embnorm_lib.core.lm_eval_adapter import CharLM, SubwordLM
+    from embnorm_lib.core.tokenizer import recorded_tokenizer
+
+    monkeypatch.setattr(data_module, "_TOKENIZED", {})
+    checkout, scratch = tmp_path / "checkout-runs", tmp_path / "scratch"
+    monkeypatch.setattr(io_module, "default_runs_dir", lambda: checkout)  # a checkout without this tokenizer
+    cfg = preset_config("tiny", tokenizer="bpe-512", vocab_size=512, max_iters=2, eval_windows=8, torch_threads=1)
+    run_dir = scratch / "adhoc" / "ln" / "seed0"
+    summary = train(cfg, run_dir, data_path, progress=False, out_dir=scratch)
+    kept = scratch / "tokenizers" / f"bpe-512-{summary['data_sha256'][:12]}.json"
+    assert kept.is_file() and not checkout.exists()  # trained for a scratch runs directory: nothing in the checkout
+    assert summary["tokenizer_sha256"] == hashlib.sha256(kept.read_bytes()).hexdigest()
+    assert isinstance(CharLM.from_run_dir(run_dir, data_path), SubwordLM)  # scoring finds the run's own file
+    with pytest.raises(data_module.DataError, match="no bpe-512-.* with sha256 000000000000"):
+        recorded_tokenizer("bpe-512", summary["data_sha256"], "0" * 64, run_dir)
+    # a committed tokenizer is read, not copied, by a command working elsewhere
+    (checkout / "tokenizers").mkdir(parents=True)
+    shutil.move(kept, checkout / "tokenizers" / kept.name)
+    monkeypatch.setattr(data_module, "_TOKENIZED", {})
+    elsewhere = data_module.load_corpus(data_path, "bpe-512", out_dir=tmp_path / "elsewhere")
+    assert elsewhere.tokenizer_sha256 == summary["tokenizer_sha256"] and not (tmp_path / "elsewhere").exists()
+    assert isinstance(CharLM.from_run_dir(run_dir, data_path), SubwordLM)
+    # with its file gone, scoring is refused rather than retraining a tokenizer that might differ
+    (checkout / "tokenizers" / kept.name).unlink()
+    with pytest.raises(data_module.DataError, match="the file the run trained with"):
+        CharLM.from_run_dir(run_dir, data_path)
+    assert not kept.exists() and not (checkout / "tokenizers" / kept.name).exists()

@@ -147,12 +147,14 @@ _TOKENIZED: dict[tuple[Path, str, int, str], Corpus] = {}
 
 
 def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "char",
-                corpus_sha256: str = "", train_chars: int = 0) -> Corpus:
+                corpus_sha256: str = "", train_chars: int = 0, out_dir=None) -> Corpus:
     """The verified corpus (tiny Shakespeare, or the file whose sha256 is `corpus_sha256`), encoded by a registered
     tokenizer (tokenizer.py); characters unless asked. The split is the first `train_chars` characters for training
-    (0: the first 90%; a corpus split by document records its own point, opencorpus.py)."""
+    (0: the first 90%; a corpus split by document records its own point, opencorpus.py). A subword tokenizer is
+    looked up, or trained and kept, under the runs directory `out_dir` (tokenizer.bpe_tokenizer)."""
     if tokenizer != "char":
-        return _tokenized(load_corpus(data_path, corpus_sha256=corpus_sha256, train_chars=train_chars), tokenizer)
+        chars = load_corpus(data_path, corpus_sha256=corpus_sha256, train_chars=train_chars)
+        return _tokenized(chars, tokenizer, out_dir)
     path = resolve_data_path(data_path, corpus_sha256).resolve()
     key = (path, corpus_sha256 or CORPUS_SHA256, train_chars)  # verified just now: the file at `path` has this sha256
     if key not in _CACHE:
@@ -178,13 +180,13 @@ def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "ch
     return _CACHE[key]
 
 
-def _tokenized(chars: Corpus, name: str) -> Corpus:
+def _tokenized(chars: Corpus, name: str, out_dir=None) -> Corpus:
     """The character corpus's split, each side encoded by the subword tokenizer trained on its training side."""
     from .tokenizer import bpe_tokenizer
 
-    key = (chars.path, chars.sha256, len(chars.train), name)
+    key = (chars.path, chars.sha256, len(chars.train), name, str(out_dir or ""))
     if key not in _TOKENIZED:
-        tok, tok_sha = bpe_tokenizer(name, chars.train_text, chars.sha256)
+        tok, tok_sha = bpe_tokenizer(name, chars.train_text, chars.sha256, out_dir)
         encode = lambda text: torch.tensor(tok.encode(text).ids, dtype=torch.int64)  # noqa: E731
         vocab = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
         _TOKENIZED[key] = Corpus(text=chars.text, chars=vocab, train=encode(chars.train_text),

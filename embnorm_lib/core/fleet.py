@@ -220,7 +220,7 @@ def _evaluate(fleet: Fleet, members: list[MemberRun], due: list[int], step: int)
 
 
 def train_fleet(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike], data_path=None, *,
-                echo=None, cuda_graph: bool = True, timings: list | None = None) -> list[dict]:
+                echo=None, cuda_graph: bool = True, timings: list | None = None, out_dir=None) -> list[dict]:
     """Train runs as fleets (one per shape group), each into its own run directory; return their summaries in
     order. Finished members are not retrained; a member with a checkpoint (a partial single or packed run) is
     refused, naming what to do. Every check happens before any directory is written; the job holds every
@@ -241,7 +241,7 @@ def train_fleet(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike]
     for group in groups:
         cfg = cfgs[group[0]]
         key = (cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars)  # the split point is part of the data (issue 76)
-        corpora.setdefault(key, load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars))
+        corpora.setdefault(key, load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars, out_dir))
         check_fits_data(cfg, corpora[key])
     threads_before = torch.get_num_threads()
     try:

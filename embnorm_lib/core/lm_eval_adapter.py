@@ -120,9 +120,9 @@ class CharLM(_LMBase):
         kwargs.setdefault("device", "cuda" if cfg.device in ("auto", "cuda") and torch.cuda.is_available() else "cpu")
         if cfg.tokenizer == "char":
             return CharLM(model, corpus.chars, **kwargs)
-        from .tokenizer import bpe_tokenizer
-
-        return SubwordLM(model, bpe_tokenizer(cfg.tokenizer, corpus.train_text, corpus.sha256)[0], **kwargs)
+        from .tokenizer import recorded_tokenizer
+        recorded = read_json(run.summary).get("tokenizer_sha256", "")  # the very file it trained with
+        return SubwordLM(model, recorded_tokenizer(cfg.tokenizer, corpus.sha256, recorded, run.root), **kwargs)
 
     def encode(self, text: str) -> list[int]:
         return encode_chars(self.chars, text)

@@ -123,15 +123,15 @@ def job_configs(cfg: RunConfig, pack_seeds: str = "") -> list[RunConfig]:
 
 
 def train_job(cfgs: list[RunConfig], run_dirs: list[Path], data_path=None, progress: bool = True,
-              on_eval: Callable[[dict], None] | None = None) -> list[dict]:
+              on_eval: Callable[[dict], None] | None = None, out_dir=None) -> list[dict]:
     """Train the job's runs (one, or a packed job) and return their summaries in order."""
     if len(cfgs) == 1 and cfgs[0].execution == "single":
         from .train import train
 
-        return [train(cfgs[0], run_dirs[0], data_path, progress=progress, on_eval=on_eval)]
+        return [train(cfgs[0], run_dirs[0], data_path, progress=progress, on_eval=on_eval, out_dir=out_dir)]
     from .packed import train_packed
 
-    return train_packed(cfgs, run_dirs, data_path, progress=progress, on_eval=on_eval)
+    return train_packed(cfgs, run_dirs, data_path, progress=progress, on_eval=on_eval, out_dir=out_dir)
 
 
 def run_dir_from_parameters(cfg: RunConfig, study: str, out_dir: str = "", tag: str = "") -> Path:

@@ -133,7 +133,7 @@ def pack_configs(cfg: RunConfig, seeds: Sequence[int]) -> list[RunConfig]:
 
 def train_packed(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike], data_path=None, *,
                  until_step: int | None = None, progress: bool = True,
-                 on_eval: Callable[[dict], None] | None = None) -> list[dict]:
+                 on_eval: Callable[[dict], None] | None = None, out_dir=None) -> list[dict]:
     """Train runs that differ in their seed alone as one job, each into its own run directory; return their
     summaries in order (or {"finished": False, "step": s} for a member stopped by `until_step`, resumable).
 
@@ -154,7 +154,7 @@ def train_packed(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike
     runs = [RunDir(Path(d)) for d in run_dirs]
     if len({r.root.resolve() for r in runs}) != len(runs):
         raise ConfigError("invalid pack: two members share a run directory; allowed: one directory per seed")
-    corpus = load_corpus(data_path, cfgs[0].tokenizer, cfgs[0].corpus_sha256, cfgs[0].train_chars)
+    corpus = load_corpus(data_path, cfgs[0].tokenizer, cfgs[0].corpus_sha256, cfgs[0].train_chars, out_dir)
     check_fits_data(cfgs[0], corpus)
     device = select_device(cfgs[0].device)
     threads_before = torch.get_num_threads()

@@ -70,29 +70,28 @@ def check_fits_data(cfg: RunConfig, corpus) -> None:
 
 
 def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLike | None = None, *,
-          until_step: int | None = None, progress: bool = True,
-          on_eval: Callable[[dict], None] | None = None) -> dict:
+          until_step: int | None = None, progress: bool = True, on_eval: Callable[[dict], None] | None = None,
+          out_dir: str | os.PathLike | None = None) -> dict:
     """Train one run into `run_dir` and return its summary (the zero/few-shot suite is a later stage:
-    lm_eval_adapter.score_if_asked).
-
-    A finished run with the same config is not retrained; a partial one resumes from its
-    checkpoint. `until_step` stops after checkpointing that step (train in chunks). Everything that
-    can be checked is checked before the directory is written; the run holds the directory's lock
-    (another process training into it is refused). The torch thread count (part of what makes CPU
-    numbers bitwise reproducible) is restored afterwards."""
+    lm_eval_adapter.score_if_asked). A finished run with the same config is not retrained; a partial one resumes
+    from its checkpoint. `until_step` stops after checkpointing that step (train in chunks). Everything that can be
+    checked is checked before the directory is written; the run holds the directory's lock (another process
+    training into it is refused). A subword tokenizer is kept under `out_dir` (data.load_corpus). The torch thread
+    count (part of what makes CPU numbers bitwise reproducible) is restored afterwards."""
     threads_before = torch.get_num_threads()
     try:
-        return _train(cfg, run_dir, data_path, until_step=until_step, progress=progress, on_eval=on_eval)
+        return _train(cfg, run_dir, data_path, until_step=until_step, progress=progress, on_eval=on_eval,
+                      out_dir=out_dir)
     finally:
         torch.set_num_threads(threads_before)
 
 
-def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval) -> dict:
+def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval, out_dir) -> dict:
     if cfg.execution != "single":  # the mode is recorded with the run: only the engine that trains it may say so
         raise ConfigError(f"invalid execution={cfg.execution!r} for a single run; allowed: 'single' (a packed job is "
                           "`-p pack_seeds`, a fleet `sweep --fleet`)")
     run = RunDir(Path(run_dir))
-    corpus = load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars)  # verified, tokenized, before any write
+    corpus = load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars, out_dir)  # before any write
     check_fits_data(cfg, corpus)
     device = select_device(cfg.device)
     ddp = D.setup(device.type)

@@ -301,9 +301,8 @@ def plan_jobs(cells: list[Cell], max_members: int = PACK_MAX_MEMBERS) -> list[li
 
 
 def run_fleet(cells: list[Cell], out: Path, data_path: str | None, threads: int, echo=print) -> list[dict]:
-    """The cells trained in this process as batched fleets (fleet.py), then each one's zero/few-shot suite when it
-    asks for one. One result record per cell. A cell with a checkpoint (a partial run of another mode) fails with
-    what to do; the others train."""
+    """The cells trained in this process as batched fleets (fleet.py), then their zero/few-shot suites where asked:
+    one result record per cell. A cell with a checkpoint (a partial run of another mode) fails with what to do."""
     from ..core.fleet import train_fleet
     from ..core.fleet_lmeval import score_if_asked
 
@@ -316,7 +315,8 @@ def run_fleet(cells: list[Cell], out: Path, data_path: str | None, threads: int,
     todo = [i for i in range(len(cells)) if i not in partial]
     cfgs = [cells[i].config().replace(torch_threads=threads) for i in todo]
     try:
-        summaries = train_fleet(cfgs, [cells[i].run_dir(out) for i in todo], data_path, echo=echo) if todo else []
+        summaries = train_fleet(cfgs, [cells[i].run_dir(out) for i in todo], data_path, echo=echo,
+                                out_dir=out) if todo else []
         lm_s = time.perf_counter()
         score_if_asked(cfgs, [cells[i].run_dir(out) for i in todo], data_path)  # one shared forward per shape
         lm_s = time.perf_counter() - lm_s

@@ -42,7 +42,8 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_dir = run_dir_from_parameters(cfg, args.study, args.out_dir)
-    result = train(cfg, run_dir, args.data_path, until_step=args.until_step, progress=args.progress)
+    result = train(cfg, run_dir, args.data_path, until_step=args.until_step, progress=args.progress,
+                   out_dir=args.out_dir)
     if result.get("rank", 0) == 0 and result.get("finished", True):
         score_if_asked(cfg, run_dir, args.data_path)  # the stage after training, on the main rank
     if result.get("rank", 0) == 0:
