@@ -43,7 +43,8 @@ overrides = {}          # any other config field, e.g. {"lr": 1e-3} (pass with p
 run_tag = ""            # sweep axes other than variant/seed, part of the run directory name
 progress = True
 figures = True          # False: no run figure (the sweep; it is redrawn from the logs at will)
-pack_seeds = ""         # "": train `seed` alone; "0-4": these seeds as one packed job (GPUs; see packed.py)
+pack_seeds = ""         # "": train `seed` alone; "0-4": these seeds as one packed job (GPUs; see packed.py; `seed`
+                        # then stays 0 or names one of them)
 smoke = False           # True: a quick check that everything runs (notebook.SMOKE: a few iterations, evaluation on a
                         # small subset); its summary.json says it is not comparable with the studies' results
 

@@ -115,3 +115,13 @@ def test_a_pack_of_different_architectures_or_with_dropout_is_refused():
         check_packable([GPT(tiny(variant="ln")), GPT(tiny(variant="rms", seed=1))])
     with pytest.raises(ConfigError, match="dropout"):
         check_packable([GPT(tiny(dropout=0.1)), GPT(tiny(dropout=0.1, seed=1))])
+
+
+def test_a_seed_outside_the_pack_is_refused_rather_than_ignored():
+    from embnorm_lib.core.notebook import job_configs
+
+    cfg = tiny()
+    assert [c.seed for c in job_configs(cfg.replace(seed=2), "1-2")] == [1, 2]
+    assert [c.seed for c in job_configs(cfg, "1-2")] == [1, 2]  # seed left at its default
+    with pytest.raises(ConfigError, match="invalid seed=7 with pack_seeds='1-2'.*allowed: seed left at 0 or one of 1, 2"):
+        job_configs(cfg.replace(seed=7), "1-2")

@@ -119,6 +119,9 @@ def job_configs(cfg: RunConfig, pack_seeds: str = "") -> list[RunConfig]:
         seeds = parse_seeds(pack_seeds)
     except ConfigError:
         raise ConfigError(f"invalid pack_seeds={pack_seeds!r}; allowed: {allowed}") from None
+    if cfg.seed not in seeds and cfg.seed != 0:  # 0 is the notebook's default: it cannot tell one given from none
+        raise ConfigError(f"invalid seed={cfg.seed} with pack_seeds={pack_seeds!r}: a packed job trains the pack's "
+                          f"seeds; allowed: seed left at 0 or one of {', '.join(map(str, seeds))}")
     return pack_configs(cfg, seeds)
 
 
