@@ -185,6 +185,19 @@ def test_sweep_flags_that_would_be_ignored_or_collide_are_refused_before_anythin
     assert not out.exists()
 
 
+def test_the_index_and_the_seal_refuse_a_study_folder_that_is_not_there_in_the_same_words(tmp_path, capsys):
+    from embnorm_lib.core import seal
+
+    (tmp_path / "tmine").mkdir()
+    assert entry(sweep.main, ["nosuch", "--index-only", "--out-dir", str(tmp_path)]) == 2
+    index_error = one_line_error(capsys)
+    assert entry(seal.main, ["nosuch", "--out-dir", str(tmp_path)]) == 2
+    seal_error = one_line_error(capsys)
+    assert seal_error == index_error.replace("for --index-only", "for seal")
+    assert f"no folder {tmp_path / 'nosuch'}; allowed: a study with run directories under {tmp_path}" in seal_error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmine"]
+
+
 def test_publishing_a_study_without_runs_names_what_can_be_published(tmp_path, capsys):
     from embnorm_lib.publishing import publish
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .config import RunConfig, check_name
 from .errors import ConfigError
-from .io import RunLock, runs_root
+from .io import RunLock, runs_root, shown_path
 from .variants import canonical_variant
 
 LOCK_FILES = (".lock", ".cell.lock")
@@ -77,6 +77,15 @@ class StudyDir:
 def study_dir_for(study: str, out_dir: str | os.PathLike | None = None) -> StudyDir:
     check_name("study", study)
     return StudyDir(runs_root(out_dir) / study)
+
+
+def existing_study(out: Path, study: str, command: str) -> Path:
+    """A study folder a command reads (index, seal), refused in one line where it is not there."""
+    check_name("study", study)
+    if not (out / study).is_dir():
+        raise ConfigError(f"invalid study {study!r} for {command}: no folder {shown_path(out / study)}; allowed: a "
+                          f"study with run directories under {shown_path(out)}")
+    return out / study
 
 
 def run_dir_for(study: str, variant: str, seed: int, out_dir: str | os.PathLike | None = None,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .errors import RunDirError, entry
 from .io import read_json, runs_root, write_json
-from .rundir import LOCK_FILES, RunDir
+from .rundir import LOCK_FILES, RunDir, existing_study
 from .steplog import PARQUET, parquet_last_step, parquet_rows
 
 MANIFEST_FORMAT = 1
@@ -219,15 +219,12 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=None, help="the runs directory (default runs/)")
     p.add_argument("--check", action="store_true", help="verify only; seal nothing")
     args = p.parse_args(argv)
-    from .config import check_name
     from .errors import ConfigError
 
     out = runs_root(args.out_dir)
     try:
         for study in args.studies:
-            check_name("study", study)
-            if not (out / study).is_dir():
-                raise ConfigError(f"invalid study {study!r}: no directory {out / study}; allowed: a study under {out}")
+            existing_study(out, study, "seal")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

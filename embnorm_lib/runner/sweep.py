@@ -39,7 +39,7 @@ from ..core.io import (
     runs_root,
     shown_path,
 )
-from ..core.rundir import study_dir_for
+from ..core.rundir import existing_study, study_dir_for
 from .cells import cells_of, only_cells, seed_cells  # noqa: F401 (importable from here as before)
 from .jobs import (  # noqa: F401 (one cell's status and execution, importable from here as before)
     CELL_TIMEOUT_S,
@@ -330,9 +330,7 @@ def main(argv=None) -> int:
     try:
         check_name("study", args.study)
         if args.index_only:
-            if not (out / args.study).is_dir():
-                raise ConfigError(f"invalid study {args.study!r} for --index-only: no folder {shown_path(out / args.study)}"
-                                  "; allowed: a study with run directories")
+            existing_study(out, args.study, "--index-only")
             print(f"{len(build_index(args.study, out))} runs indexed in {out / args.study / 'runs.csv'}")
             return 0
         cells = cells_of(args, out)
