@@ -201,9 +201,9 @@ def test_the_reason_a_test_missed_holm_follows_the_step_down():
     row = SimpleNamespace(significant=False, ci_low=0.001, ci_high=0.03, p_t=p[3], alpha_holm=levels[3],
                           interval_method="paired t", p_holm=0.093)
     said = paired._evidence(row)
-    assert "does not reach" not in said and "within its Holm level α = 0.05, but Holm's step-down stopped" in said
+    assert f"not significant after Holm: {stats.holm_miss_reason(p[3], levels[3])}, Holm p = 0.093" in said
     first = SimpleNamespace(**{**vars(row), "p_t": p[0], "alpha_holm": levels[0]})
-    assert "does not reach its Holm level α = 0.0125" in paired._evidence(first)
+    assert "not significant after Holm: p = 0.023 is above its Holm level 0.0125, Holm p" in paired._evidence(first)
 
 
 def test_family_rows_carry_their_interval_method_and_the_primary_is_the_paired_t_interval():

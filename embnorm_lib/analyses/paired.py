@@ -202,10 +202,7 @@ def _evidence(c) -> str:
     """The interval and the Holm decision, with why an interval that excludes 0 can still be not significant."""
     verdict = "significant after Holm" if c.significant else "not significant after Holm"
     if not c.significant and (c.ci_low > 0 or c.ci_high < 0):
-        level = f"its Holm level α = {c.alpha_holm:.3g}"
-        verdict += (f": p = {c.p_t:.3g} does not reach {level}" if c.p_t > c.alpha_holm else
-                    f": p = {c.p_t:.3g} is within {level}, but Holm's step-down stopped earlier, at a smaller p "
-                    "above its own level")
+        verdict += f": {stats.holm_miss_reason(c.p_t, c.alpha_holm)}"  # the ladder's reports say it in these words
     return (f"95% {c.interval_method} CI [{c.ci_low:+.4f}, {c.ci_high:+.4f}], {verdict}, Holm p = {stats.p_text(c.p_holm, 3)}")
 
 
