@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-from ..core.io import repo_root
 from ..core.presets import (  # noqa: F401 (CORPUS_RECORD, corpus_record: read through this module too)
     CORPUS_RECORD,
     DATA_MAX_PASSES,
@@ -162,9 +161,10 @@ def committed_ms_per_iter(rung: int) -> float:
     """One-thread ms per iteration at this rung's size, interpolated (log-log in non-embedding parameters) between
     the median step times of the committed 1 MB ladder's one-thread runs (runs/ladder/runs.csv)."""
     import numpy as np
-    import pandas as pd
 
-    runs = pd.read_csv(repo_root() / "runs" / "ladder" / "runs.csv")
+    from ..runner.results import load_runs
+
+    runs = load_runs("ladder")
     runs = runs[runs["cfg.torch_threads"] == 1]
     size = 12 * runs["cfg.n_layer"] * runs["cfg.n_embd"] ** 2
     table = runs.assign(size=size).groupby("size")["train_ms_per_iter"].median().sort_index()
