@@ -111,8 +111,10 @@ def test_the_answer_data_re_derives_from_the_committed_runs():
     # the budget trend at its smallest and largest budget
     budget = pd.concat([runs_of("stability-budget"), runs_of("stability-budget-v2")])
     b = answer.budget_words(committed("budget"))
-    assert (b["first"]["max_iters"], b["last"]["max_iters"]) == (150, 8000)
-    assert_interval(b["first"], budget[budget["cfg.max_iters"] == 150])
+    # the shortest budget whose cost is resolved (150's is not, in the budget grid's family) and the longest
+    assert (b["shortest"], b["first"]["max_iters"], b["last"]["max_iters"]) == (150, 300, 8000)
+    assert b["first"]["significant"] and not pick(committed("budget")["rows"], variant="ln", max_iters=150)["significant"]
+    assert_interval(b["first"], budget[budget["cfg.max_iters"] == 300])
     assert_interval(b["last"], budget[budget["cfg.max_iters"] == 8000])
     # the init scale, untied head
     scale = runs_of("stability-scale-v2")

@@ -130,6 +130,7 @@ def test_the_readme_findings_quote_rule_3_only_when_every_seed_has_finished(tmp_
     runs = synthetic()
     runs.to_csv(tmp_path / h1b.STUDY / "runs.csv", index=False)
     lines = h1b_findings(tmp_path)
-    assert len(lines) == 2 and "`ln`: adopt ln" in lines[0] and "failed 5 of 5" in lines[0]
+    assert len(lines) == 3 and "`ln`: adopt ln" in lines[0] and "failed 5 of 5" in lines[0]
+    assert lines[2].startswith("- The tuned cost is the same in both regimes")  # one set of tuned runs, clipped
     runs[runs["seed"] != 7].to_csv(tmp_path / h1b.STUDY / "runs.csv", index=False)
     assert h1b_findings(tmp_path) == []

@@ -10,6 +10,7 @@ screen uses (Holm, H1b, data-bound, the footer's hashes) is explained on it, wit
 of docs/PROTOCOL.md and FINDINGS.md."""
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -381,11 +382,24 @@ def headline_words(d: dict) -> dict:
 
 
 def budget_words(b: dict) -> dict:
+    """LayerNorm at the shortest budget where its difference is resolved (else the shortest) and at the longest: two
+    points described, not a trend tested (no test of a trend is registered for the budget grid)."""
     ln = sorted(_pick(b["rows"], variant="ln"), key=lambda r: r["max_iters"])
-    first, last = ln[0], ln[-1]
-    shrinks = abs(last["mean_diff"]) < abs(first["mean_diff"])
-    verb = ("shrinks toward zero" if not last["significant"] else "shrinks") if shrinks else "does not shrink"
-    return {"first": first, "last": last, "verb": verb}
+    first = next((r for r in ln if r["significant"]), ln[0])
+    last = ln[-1]
+    smaller = abs(last["mean_diff"]) < abs(first["mean_diff"])
+    subject = "the cost" if first["significant"] and first["mean_diff"] > 0 else "the difference"
+    return {"first": first, "last": last, "shortest": ln[0]["max_iters"], "subject": subject,
+            "verb": "is smaller" if smaller else "is not smaller"}
+
+
+def budget_sentence(b: dict, bd: dict, epochs: bool = False) -> str:
+    """'+0.097 [..] (costs) at 300 iterations, +0.004 [..] (not resolved) at 8000 (...)': the two budgets of
+    budget_words with their intervals and decisions, and what kind of evidence they are."""
+    at = f"{b['last']['max_iters']} ({b['last']['epochs']:.2f} epochs; " if epochs else f"{b['last']['max_iters']} ("
+    return (f"{interval(b['first'])} ({effect_word(b['first'])}) at {b['first']['max_iters']} iterations, "
+            f"{interval(b['last'])} ({effect_word(b['last'])}) at {at}exploratory, {_model(bd)}, {bd['seeds']} seeds; "
+            "two budgets described, no trend tested)")
 
 
 def init_words(i: dict) -> dict:
@@ -574,8 +588,10 @@ def confidence_words(d: dict) -> str:
                "that each show the cost, not two independent confirmations of one setting" if differ else
                "in both registered configurations")
     if resolved:
+        unit = 10.0 ** (math.floor(math.log10(p)) - 1)  # two significant digits, rounded up: a bound, never below p
+        bound = math.ceil(round(p / unit, 9)) * unit
         return (f"**high** for the cost on tiny Shakespeare at GPT-2 init and short budgets (registered protocol, up "
-                f"to {seeds} paired seeds, every Holm p ≤ {p_text(p)}), {configs}")
+                f"to {seeds} paired seeds, every Holm p ≤ {p_text(bound)}), {configs}")  # rounded up: a bound
     return "**low**: the registered comparison does not resolve a direction in every regime"
 
 
@@ -588,8 +604,8 @@ def tldr_lines(d: dict) -> list[str]:
     hw, b, i, s, z, f = (headline_words(d), budget_words(d["budget"]), init_words(d["init"]), size_words(d["size"]),
                          zeroshot_words(d["zeroshot"]), failure_words(d["failures"]))
     bd, zd, fd = d["budget"], d["zeroshot"], d["failures"]
-    regime = (f"at GPT-2 init and short budgets (≤ {hw['max_epochs']:.2f} epochs)" if hw["max_epochs"] else
-              "at GPT-2 init")
+    regime = (f"on tiny Shakespeare at GPT-2 init and short budgets (≤ {hw['max_epochs']:.2f} epochs)"
+              if hw["max_epochs"] else "on tiny Shakespeare at GPT-2 init")
     h1b = fd["h1b"]
     fixed = (f"{', '.join(f'`{v}`' for v in f['fixed'])} removed the failures" if f["fixed"] else
              "no arm removed the failures")
@@ -599,17 +615,17 @@ def tldr_lines(d: dict) -> list[str]:
         f"**{effect_word(ln_head, 'raises', 'lowers')}** validation loss by {interval(ln_head)} nats/char "
         f"({head['layers']} layers × {head['width']} wide, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm "
         f"{rms_head['mean_diff']:+.3f}.",
-        f"- **Longer training: the cost {b['verb']}**, {b['first']['mean_diff']:+.3f} at {b['first']['max_iters']} "
-        f"iterations → {interval(b['last'])} ({effect_word(b['last'])}) at {b['last']['max_iters']} (exploratory, "
-        f"{bd['seeds']} seeds).",
+        f"- **Longer training: {b['subject']} {b['verb']}**: {budget_sentence(b, bd)}.",
         f"- **Zero-shot**: `ln` **{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, Δ "
-        f"{interval(z['macro'])} (registered suite v2, {zd['seeds']} seeds).",
+        f"{interval(z['macro'])} (registered suite v2, {_model(head)}, {head['iters']} iterations, {zd['seeds']} "
+        "seeds).",
         f"- **Calibration** (registered): {calibration_words(d)}.",
         f"- **Stability: {'no benefit detected' if not f['fixed'] else 'a benefit'}.** Where `none` fails (peak LR "
-        f"{h1b['lr']:g}: {f['none']} of {h1b['seeds']} seeds), {fixed}"
+        f"{h1b['lr']:g}, {_model(fd)}, clipping at {fd['grad_clip']:g}: {f['none']} of {h1b['seeds']} seeds), {fixed}"
         + (", and every arm costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
-        f"- **Init scale may set the sign** (exploratory): with N(0, {i['large']['emb_init_std']:g}) embeddings `ln` "
-        f"{effect_word(i['large'])} ({interval(i['large'])})"
+        f"- **Init scale may set the sign** (exploratory, {_model(d['init'])}, {d['init']['iters']} iterations, "
+        f"{d['init']['seeds']} seeds): with N(0, {i['large']['emb_init_std']:g}) embeddings and an untied output head "
+        f"`ln` {effect_word(i['large'])} ({interval(i['large'])})"
         + ("; the re-tested 3-seed study's LayerNorm gain would fit this if it used PyTorch's default N(0, 1) init."
            if seed_agrees else "."),
         f"- **Size**: on tiny Shakespeare, {'no' if not s['resolved'] else s['resolved']} difference resolved at "
@@ -617,7 +633,7 @@ def tldr_lines(d: dict) -> list[str]:
         + (f", data-bound from {_millions(s['plateau_params'])}" if s["plateau_params"] else "") + ". "
         + data_ladder_short(d["size"]["data_ladder"]),
         f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare, {_millions(s['low'])}–{_millions(s['high'])} "
-        f"parameters, {min(b['first']['max_iters'], head['iters'])}–{b['last']['max_iters']} iterations"
+        f"parameters, {min(b['shortest'], head['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(d['size']['data_ladder'])}. "
         f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the tiny-Shakespeare cost at "
         "GPT-2 init and short budgets; the rest as labelled. "
@@ -638,9 +654,9 @@ def detail_lines(d: dict) -> list[str]:
     hw, b, i, s, z, f = (headline_words(d), budget_words(d["budget"]), init_words(d["init"]), size_words(d["size"]),
                          zeroshot_words(d["zeroshot"]), failure_words(d["failures"]))
     bd, zd, fd, idata, sd = d["budget"], d["zeroshot"], d["failures"], d["init"], d["size"]
-    regime = (f"at GPT-2 init (embeddings N(0, {head['emb_init_std']:g})) and short training budgets "
-              f"(≤ {hw['max_epochs']:.2f} epochs)" if hw["max_epochs"] else f"at GPT-2 init (embeddings "
-              f"N(0, {head['emb_init_std']:g}))")
+    regime = (f"on tiny Shakespeare at GPT-2 init (embeddings N(0, {head['emb_init_std']:g})) and short training "
+              f"budgets (≤ {hw['max_epochs']:.2f} epochs)" if hw["max_epochs"] else f"on tiny Shakespeare at GPT-2 "
+              f"init (embeddings N(0, {head['emb_init_std']:g}))")
     v1 = _pick(head["zeroshot_v1"], variant="ln")[0]
     tasks = zd["tasks"]
     top = tasks[z["top"]["task"]]
@@ -654,10 +670,8 @@ def detail_lines(d: dict) -> list[str]:
         f"**{effect_word(ln_head, 'raises', 'lowers')}** final validation loss by {interval(ln_head)} nats/char "
         f"({_model(head)} model, {head['iters']} iterations = {head['epochs']:.2f} epochs, {head['seeds']} seeds; "
         f"RMSNorm {rms_head['mean_diff']:+.3f}) and by {interval(ln_other)} ({_model(other)}, {other['iters']} "
-        f"iterations = {other['epochs']:.2f} epochs, {other['seeds']} seeds). With longer training the cost "
-        f"{b['verb']}: {b['first']['mean_diff']:+.3f} at {b['first']['max_iters']} iterations → {interval(b['last'])} "
-        f"({effect_word(b['last'])}) at {b['last']['max_iters']} ({b['last']['epochs']:.2f} epochs; exploratory, "
-        f"{_model(bd)}, {bd['seeds']} seeds).",
+        f"iterations = {other['epochs']:.2f} epochs, {other['seeds']} seeds). With longer training {b['subject']} "
+        f"{b['verb']}: {budget_sentence(b, bd, epochs=True)}.",
         f"- **Zero-shot** (the {_model(head)} models at {head['iters']} iterations, {zd['seeds']} seeds; suite v2: "
         f"{len(tasks)} multiple-choice tasks with {zd['choices']} options, cut from the validation text — "
         f"{', '.join(t['kind'] for t in tasks.values())}; {zd['items']} items each): `ln` "
@@ -696,7 +710,9 @@ def detail_lines(d: dict) -> list[str]:
         f"({interval(i['tied'][1])}). "
         + (f"This is the seed study's model and budget: if it used PyTorch's default N(0, 1) embedding init (its "
            f"published embedding norm for `none`, {seed['embedding_norm']:g}, is near √{seed['width']} = "
-           f"{seed['unit_init_norm']:.1f}, a unit-variance embedding's), this grid "
+           f"{seed['unit_init_norm']:.1f}, what an N(0, 1) token embedding alone gives; an N(0, 1) position "
+           f"embedding added would make it about √{2 * seed['width']} = {np.sqrt(2 * seed['width']):.1f}, so the "
+           "fit needs a small position embedding), this grid "
            + ("agrees with its LayerNorm gain." if seed["ln_lowered_ppl"] and effect_word(i["large"]) == "helps"
               else "does not reproduce its result.") if i["seed_setup"] else ""),
         f"- **Size**: on 1 MB of text, {'no' if not s['resolved'] else s['resolved']} difference resolved at any of "
@@ -705,7 +721,7 @@ def detail_lines(d: dict) -> list[str]:
         f"`ln` within ±{s['ln_within']:.3f}). The ladder trains each size on {sd['tokens_per_param']} tokens per "
         f"non-embedding parameter, capped at {sd['passes_cap']} passes over the {sd['train_chars'] / 1e6:.1f}M "
         f"training characters, so every size sees {s['passes_low']:.1f}–{s['passes_high']:.0f} passes: the long-"
-        f"budget end, where the budget trend's cost has shrunk to {b['last']['mean_diff']:+.3f} "
+        f"budget end, where the budget grid's difference is {b['last']['mean_diff']:+.3f} "
         f"({b['last']['epochs']:.2f} epochs), consistent with differences far below the headline's "
         f"{ln_head['mean_diff']:+.3f} at {head['iters']} iterations."
         + (f" From {_millions(s['plateau_params'])} up the baseline's loss stops falling with size (data-bound: the "
@@ -714,7 +730,7 @@ def detail_lines(d: dict) -> list[str]:
         + " " + data_ladder_words(sd["data_ladder"]),
         f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare ({d['corpus']['chars'] / 1e6:.1f}M "
         f"characters), {_millions(s['low'])}–{_millions(s['high'])} non-embedding parameters, "
-        f"{min(b['first']['max_iters'], head['iters'], idata['iters'])}–{b['last']['max_iters']} iterations"
+        f"{min(b['shortest'], head['iters'], idata['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(sd['data_ladder'])}. **Confidence**: {confidence_words(d)}. The budget trend, the init grid and the LR search are exploratory "
         f"({min(bd['seeds'], idata['seeds'], fd['seeds'])} seeds); H1b, zero-shot v2 and each ladder size's "
         f"comparison are registered ([amendment {sd['amendment']['number']}]({sd['amendment']['link']})"
@@ -808,7 +824,9 @@ def reading_note(d: dict) -> str:
             f"[Stability]({findings_link('stability')})); a run *fails* when its loss becomes non-finite or its final "
             "validation loss ends above its loss at initialisation, and *scaled* (the figure's stability panel) "
             "multiplies the token embedding by √d instead of normalizing it. *Data-bound*: the baseline's loss no "
-            "longer falls as the model grows, so the 1 MB corpus, not capacity, limits it "
+            "longer falls as the model grows, so the corpus, not capacity, limits it (on the 1 MB ladder: from the "
+            "first size whose next size is not lower by a one-sided Welch t at p < 0.05; on open English, amendment "
+            "16's rule: a size whose baseline does not fall from the size below by more than their seed SDs) "
             f"([Scale]({findings_link('scale')})). *Open English*: {open_english_note(d)}. *Brier score*: the squared "
             "error of the predicted next-character probabilities; *ECE* (expected calibration error): the gap between "
             f"the top prediction's confidence and its accuracy; lower is better ([Calibration]"

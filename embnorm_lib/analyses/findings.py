@@ -177,6 +177,23 @@ def findings_groups(out_dir=None, studies=FINDINGS_STUDIES) -> dict[str, list[st
     return groups
 
 
+def data_bound_caveat(out: Path, study: str) -> list[str]:
+    """For the 1 MB character ladder: the line runs over sizes where the baseline no longer improves with size (the
+    answer's data-bound rule), so it says little about size there, and its extrapolation less."""
+    from .answer import _millions, size_data, size_words
+    from .ladder import LE_SCAO_PARAMS
+
+    if study != "ladder":
+        return []
+    words = size_words(size_data(out))
+    if not words["plateau_params"]:
+        return []
+    return [f"- These lines include the sizes from {_millions(words['plateau_params'])} up, where the baseline's loss "
+            "stops falling with size (data-bound: [the answer in detail](#the-answer-in-detail)), so there they "
+            f"measure over-fitting and learning rate as much as size, and the extrapolation to {LE_SCAO_PARAMS / 1e9:.1f}B has "
+            "no support."]
+
+
 def ladder_paragraphs(out: Path) -> list[str]:
     """The size ladders, their trends, the subword replications and LR checks, in the order they were registered."""
     paragraphs = []
@@ -192,7 +209,7 @@ def ladder_paragraphs(out: Path) -> list[str]:
                               + ":\n\n" + "\n".join(ladder_lines))
         if scale_lines:
             paragraphs.append("Across its finished sizes, exploratory (does the difference shrink, grow or flip as "
-                              "the model grows?):\n\n" + "\n".join(scale_lines))
+                              "the model grows?):\n\n" + "\n".join(scale_lines + data_bound_caveat(out, study)))
     from ..analyses.ladder import SUBWORD_LR_CHECKS
 
     # the rung-1 check beside the subword ladder; a later one after the replication whose LRs it checks
@@ -501,14 +518,18 @@ def h1b_findings(out: Path) -> list[str]:
     seeds = h1b.complete_seeds(runs)
     if len(seeds) < len({c.seed for c in STUDIES[h1b.STUDY].cells()}):
         return []
-    lines = []
+    lines, tuned_by_regime = [], []
     for clip, (family, decision) in h1b.confirmatory(runs).items():
         tuned = family[family["endpoint"] == "tuned_cost"].set_index("variant")
+        tuned_by_regime.append(tuned["mean_diff"].round(9).to_dict())
         arms = "; ".join(f"`{v}`: {d['verdict']} ({'removes' if d['fixes'] else 'does not remove'} the failures; "
                          f"tuned cost {tuned.loc[v, 'mean_diff']:+.3f} [{tuned.loc[v, 'ci_low']:+.3f}, "
                          f"{tuned.loc[v, 'ci_high']:+.3f}] nats/char)" for v, d in decision["variants"].items())
         lines.append(f"- {h1b.REGIME_NAMES[clip].capitalize()}, peak LR {h1b.CONFIRMATORY_LR:g}, seeds "
                      f"{seeds[0]}–{seeds[-1]}: `none` failed {decision['baseline_failures']} of {len(seeds)}; {arms}.")
+    if len(tuned_by_regime) > 1 and all(t == tuned_by_regime[0] for t in tuned_by_regime):
+        lines.append("- The tuned cost is the same in both regimes: it comes from one set of tuned runs, each arm at its "
+                     "own best LR of the search with clipping on (H1B.md), not from runs without clipping.")
     return lines
 
 

@@ -305,11 +305,24 @@ def _stress_line(decision: dict) -> str:
             "finds where the baseline fails: `runs/stability-lr-v2/BOUNDARY.md`).")
 
 
-def _budget_line(decision: dict) -> str | None:
+def setup_words(runs: pd.DataFrame, table: pd.DataFrame, what: str) -> str:
+    """' (exploratory: 4 × 128, tiny Shakespeare, 3 seeds; Holm across this study's 6 comparisons)': the regime a
+    recommendation holds in and the family its decisions come from (another study of the same runs in a larger
+    family can resolve less)."""
+    tied = "tied" if bool(runs.get("cfg.tie_embeddings", pd.Series([True])).iloc[0]) else "untied"
+    model = (f"{int(runs['cfg.n_layer'].iloc[0])} × {int(runs['cfg.n_embd'].iloc[0])}, " if
+             {"cfg.n_layer", "cfg.n_embd"} <= set(runs.columns) else "")
+    return (f" (exploratory: {model}{tied} output head, {what}tiny Shakespeare, {int(runs['seed'].nunique())} seeds; "
+            f"Holm across this study's {int(table['p_holm'].notna().sum())} comparisons)")
+
+
+def _budget_line(decision: dict, setup: str = "") -> str | None:
     costs, gains = decision["costs"], decision["gains"]
     if costs and not gains:
-        return (f"- **Otherwise keep the baseline**: in a stable regime LayerNorm costs validation loss at "
-                f"every budget where the difference is resolved ({', '.join(map(str, costs))} iterations).")
+        return (f"- **Otherwise keep the baseline**{setup}: in a stable regime LayerNorm costs validation loss at "
+                f"every budget where the difference is resolved ({', '.join(map(str, costs))} iterations); "
+                "`stability-budget-v2` re-tests these budgets with longer ones added, in a larger family "
+                "(`runs/stability-budget-v2/BUDGET.md`, the answer's budget rows).")
     if gains and not costs:
         return (f"- LayerNorm improves validation loss at {', '.join(map(str, gains))} iterations in the "
                 f"stable regime as well.")
@@ -345,15 +358,18 @@ def verdict(sections: dict) -> str:
         if decision is not None:
             lines.append(_stress_line(decision))
     if "budget" in sections:
-        line = _budget_line(budget_decision(sections["budget"]))
+        line = _budget_line(budget_decision(sections["budget"]), sections.get("budget_setup", ""))
         if line:
             lines.append(line)
     if "flip" in sections and sections["flip"]["flips"]:
         by = sections["flip"]["by_init"]
         helps = ", ".join(f"{k:g}" for k, v in by.items() if v == "helps")
         hurts = ", ".join(f"{k:g}" for k, v in by.items() if v == "hurts")
-        lines.append(f"- **The embedding's init scale decides the sign**: LayerNorm helps with embeddings initialised "
-                     f"at std {helps} and hurts at std {hurts}; check the embedding scale before adding a norm.")
+        lines.append(f"- **The embedding's init scale decides the sign**{sections.get('init_setup', '')}: LayerNorm "
+                     f"helps with embeddings initialised at std {helps} and hurts at std {hurts}; in that regime, "
+                     "check the embedding scale before adding a norm. `stability-scale-v2` re-tests these cells, with "
+                     "tied and untied heads, in a larger family (`runs/stability-scale-v2/SCALE.md`, the answer's init "
+                     "rows).")
     if "init" in sections:
         best = lowest_init_cell(sections["init"])
         lines.append(f"- Lowest mean cell of the init grid (a description, not a tested ranking): `{best['variant']}` "
@@ -384,10 +400,16 @@ def analyse(out: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     if "stability-init" in available:
         sections["init"] = axis_table(available["stability-init"], "cfg.emb_init_std")
         sections["flip"] = sign_flips(sections["init"])
+        runs = available["stability-init"]
+        iters = f"{int(runs['cfg.max_iters'].iloc[0])} iterations, " if "cfg.max_iters" in runs else ""
+        sections["init_setup"] = setup_words(runs, sections["init"], iters)
     if "stability-stress" in available:
         sections["stress"] = divergence_vs_none(available["stability-stress"])
     if "stability-budget" in available:
         sections["budget"] = axis_table(available["stability-budget"], "cfg.max_iters")
+        iters = available["stability-budget"]["cfg.max_iters"]
+        sections["budget_setup"] = setup_words(available["stability-budget"], sections["budget"],
+                                               f"{int(iters.min())}–{int(iters.max())} iterations, ")
     return available, sections
 
 
