@@ -753,7 +753,7 @@ def regime_table(d: dict) -> str:
     b, bw = d["budget"], budget_words(d["budget"])
     for end in (bw["first"], bw["last"]):
         ln, rms = (_pick(b["rows"], variant=v, max_iters=end["max_iters"])[0] for v in NORMS)
-        rows.append((f"budget trend: {_model(b)}, {end['max_iters']} it = {end['epochs']:.2f} epochs (exploratory, "
+        rows.append((f"budget grid: {_model(b)}, {end['max_iters']} it = {end['epochs']:.2f} epochs (exploratory, "
                      f"{b['seeds']} seeds)", interval(ln), interval(rms), effect_word(ln)))
     i = d["init"]
     for std in sorted({r["emb_init_std"] for r in i["rows"]}):
@@ -860,9 +860,10 @@ def _budget_panel(ax, d: dict):
     ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.set(xlabel=f"training iterations and epochs ({_model(b)} model, GPT-2 init)",
            ylabel="Δ final val loss vs no norm (nats/char)")
-    ax.set_title(f"Budget trend (exploratory, {b['seeds']} seeds): the cost {bw['verb']},\n"
-                 f"{bw['first']['mean_diff']:+.3f} at {bw['first']['max_iters']} it → {bw['last']['mean_diff']:+.3f} "
-                 f"at {bw['last']['max_iters']} it ({bw['last']['epochs']:.2f} epochs)", fontsize=9)
+    ax.set_title(f"Budget grid (exploratory, {b['seeds']} seeds; no trend tested):\n"
+                 f"{bw['first']['mean_diff']:+.3f} ({effect_word(bw['first'])}) at {bw['first']['max_iters']} it, "
+                 f"{bw['last']['mean_diff']:+.3f} ({effect_word(bw['last'])}) at {bw['last']['max_iters']} it "
+                 f"({bw['last']['epochs']:.2f} epochs)", fontsize=9)
 
 
 def _init_panel(ax, d: dict):

@@ -312,12 +312,13 @@ def trend_lines(runs: pd.DataFrame) -> list[str]:
 
 def budget_confound_line(runs: pd.DataFrame) -> str:
     """Why the trend is not a pure size effect: at a fixed number of tokens per parameter the budget grows with size,
-    and the 1 MB study's budget trend (exploratory) found that budget alone shrinks the cost at GPT-2 init."""
+    and on the 1 MB study's budget grid (exploratory) the cost at GPT-2 init was smaller at longer budgets."""
     rungs = trend_rungs(runs)
     first, last = ladder_data.iters(rungs[0]), ladder_data.iters(rungs[-1])
     return (f"Size and budget grow together on this ladder ({ladder_data.TOKENS_PER_PARAM} tokens per parameter: "
             f"{first:,} to {last:,} iterations over these rungs, {last / first:.1f}x), so the line mixes the two; on "
-            "1 MB of text the budget alone shrank the cost at GPT-2 init (budget trend, exploratory). What the line "
+            "1 MB of text the cost at GPT-2 init was smaller at longer budgets (the budget grid, exploratory: two budgets "
+            "described, no trend tested). What the line "
             "shows is not separated into size and budget.")
 
 
