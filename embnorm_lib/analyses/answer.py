@@ -397,9 +397,9 @@ def budget_sentence(b: dict, bd: dict, epochs: bool = False) -> str:
     """'+0.097 [..] (costs) at 300 iterations, +0.004 [..] (not resolved) at 8000 (...)': the two budgets of
     budget_words with their intervals and decisions, and what kind of evidence they are."""
     at = f"{b['last']['max_iters']} ({b['last']['epochs']:.2f} epochs; " if epochs else f"{b['last']['max_iters']} ("
-    return (f"{interval(b['first'])} ({effect_word(b['first'])}) at {b['first']['max_iters']} iterations, "
-            f"{interval(b['last'])} ({effect_word(b['last'])}) at {at}exploratory, {_model(bd)}, {bd['seeds']} seeds; "
-            "two budgets described, no trend tested)")
+    first = interval(b["first"]) if epochs else f"{b['first']['mean_diff']:+.3f}"  # the TL;DR keeps one interval
+    return (f"{first} ({effect_word(b['first'])}) at {b['first']['max_iters']} iterations, {interval(b['last'])} "
+            f"({effect_word(b['last'])}) at {at}exploratory, {_model(bd)}, {bd['seeds']} seeds; no trend tested)")
 
 
 def init_words(i: dict) -> dict:
@@ -478,7 +478,7 @@ def data_ladder_short(p: dict) -> str:
         return f"{word} {at} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")"
 
     words = list(dict.fromkeys(effect_word(r["ln"]) for r in rungs))  # smallest size first, as in the scope
-    sizes = f"{len(rungs)} sizes" if len(rungs) == p["sizes"] else f"{len(rungs)} of {p['sizes']} planned sizes"
+    sizes = f"{len(rungs)} sizes" if len(rungs) == p["sizes"] else f"{len(rungs)} of {p['sizes']} sizes"
     return (f"On open English ({p['chars'] / 1e6:.1f}M characters, {sizes}; [details](runs/{DATA_LADDER[1]}/"
             "LADDER-DATA.md)): `ln` "
             + ", ".join(outcome(w) for w in words) + ".")
@@ -609,25 +609,23 @@ def tldr_lines(d: dict) -> list[str]:
     h1b = fd["h1b"]
     fixed = (f"{', '.join(f'`{v}`' for v in f['fixed'])} removed the failures" if f["fixed"] else
              "no arm removed the failures")
-    seed_agrees = i["seed_setup"] and d["init"]["seed_study"]["ln_lowered_ppl"] and effect_word(i["large"]) == "helps"
     return [
         f"- **Answer: {regime}, {hw['verdict']}.** A LayerNorm after the embedding "
         f"**{effect_word(ln_head, 'raises', 'lowers')}** validation loss by {interval(ln_head)} nats/char "
-        f"({head['layers']} layers × {head['width']} wide, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm "
+        f"({head['layers']} × {head['width']}, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm "
         f"{rms_head['mean_diff']:+.3f}.",
         f"- **Longer training: {b['subject']} {b['verb']}**: {budget_sentence(b, bd)}.",
-        f"- **Zero-shot**: `ln` **{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, Δ "
+        f"- **Zero-shot**: `ln` **{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, "
         f"{interval(z['macro'])} (registered suite v2, {_model(head)}, {head['iters']} iterations, {zd['seeds']} "
         "seeds).",
         f"- **Calibration** (registered): {calibration_words(d)}.",
         f"- **Stability: {'no benefit detected' if not f['fixed'] else 'a benefit'}.** Where `none` fails (peak LR "
-        f"{h1b['lr']:g}, {_model(fd)}, clipping at {fd['grad_clip']:g}: {f['none']} of {h1b['seeds']} seeds), {fixed}"
+        f"{h1b['lr']:g}, {_model(fd)}, clipped: {f['none']} of {h1b['seeds']} seeds), {fixed}"
         + (", and every arm costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
         f"- **Init scale may set the sign** (exploratory, {_model(d['init'])}, {d['init']['iters']} iterations, "
-        f"{d['init']['seeds']} seeds): with N(0, {i['large']['emb_init_std']:g}) embeddings and an untied output head "
+        f"{d['init']['seeds']} seeds): with N(0, {i['large']['emb_init_std']:g}) embeddings and an untied head "
         f"`ln` {effect_word(i['large'])} ({interval(i['large'])})"
-        + ("; the re-tested 3-seed study's LayerNorm gain would fit this if it used PyTorch's default N(0, 1) init."
-           if seed_agrees else "."),
+        + ".",
         f"- **Size**: on tiny Shakespeare, {'no' if not s['resolved'] else s['resolved']} difference resolved at "
         f"{s['sizes']} sizes ({_millions(s['low'])}–{_millions(s['high'])}; `ln` within ±{s['ln_within']:.3f})"
         + (f", data-bound from {_millions(s['plateau_params'])}" if s["plateau_params"] else "") + ". "
@@ -635,8 +633,7 @@ def tldr_lines(d: dict) -> list[str]:
         f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare, {_millions(s['low'])}–{_millions(s['high'])} "
         f"parameters, {min(b['shortest'], head['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(d['size']['data_ladder'])}. "
-        f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the tiny-Shakespeare cost at "
-        "GPT-2 init and short budgets; the rest as labelled. "
+        f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the Answer; the rest as labelled. "
         "Details: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
     ]
 
