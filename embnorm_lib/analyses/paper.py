@@ -329,6 +329,10 @@ def ladder_data(out: Path) -> dict:
         found["family"] = family
     found["scale"] = scale
     found["unfinished_rungs"] = [r for r in range(len(LADDER_RUNGS)) if r not in finished_rungs]
+    if has_index("ladder", out):  # the first data-bound rung, by the answer's rule (README, FINDINGS say the same)
+        from .answer import size_data
+
+        found["plateau_from"] = size_data(out)["plateau_from"]
     if has_index("ladder-data", out):  # amendment 16: each rung once all its registered runs have finished
         from .answer import data_ladder_progress
 
