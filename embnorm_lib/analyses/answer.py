@@ -608,20 +608,21 @@ def tldr_lines(d: dict) -> list[str]:
               if hw["max_epochs"] else "on tiny Shakespeare at GPT-2 init")
     h1b = fd["h1b"]
     fixed = (f"{', '.join(f'`{v}`' for v in f['fixed'])} removed the failures" if f["fixed"] else
-             "no arm removed the failures")
+             "no arm removed them all (" + ", ".join(f"`{v}` {f['variants'][v]['failures']}" for v in NORMS)
+             + f" of {h1b['seeds']} still failed)")
     return [
-        f"- **Answer: {regime}, {hw['verdict']}.** A LayerNorm after the embedding "
+        f"- **Answer: {regime}, {hw['verdict']}.** LayerNorm after the embedding "
         f"**{effect_word(ln_head, 'raises', 'lowers')}** validation loss by {interval(ln_head)} nats/char "
         f"({head['layers']} × {head['width']}, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm "
         f"{rms_head['mean_diff']:+.3f}.",
-        f"- **Longer training: {b['subject']} {b['verb']}**: {budget_sentence(b, bd)}.",
+        f"- **Longer training**: `ln` {budget_sentence(b, bd)}.",
         f"- **Zero-shot**: `ln` **{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, "
-        f"{interval(z['macro'])} (registered suite v2, {_model(head)}, {head['iters']} iterations, {zd['seeds']} "
+        f"{interval(z['macro'])} (registered, {_model(head)}, {head['iters']} iterations, {zd['seeds']} "
         "seeds).",
         f"- **Calibration** (registered): {calibration_words(d)}.",
         f"- **Stability: {'no benefit detected' if not f['fixed'] else 'a benefit'}.** Where `none` fails (peak LR "
-        f"{h1b['lr']:g}, {_model(fd)}, clipped: {f['none']} of {h1b['seeds']} seeds), {fixed}"
-        + (", and every arm costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
+        f"{h1b['lr']:g}, {_model(fd)}, gradients clipped: {f['none']} of {h1b['seeds']}), {fixed}"
+        + ("; each costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
         f"- **Init scale may set the sign** (exploratory, {_model(d['init'])}, {d['init']['iters']} iterations, "
         f"{d['init']['seeds']} seeds): with N(0, {i['large']['emb_init_std']:g}) embeddings and an untied head "
         f"`ln` {effect_word(i['large'])} ({interval(i['large'])})"
@@ -874,7 +875,7 @@ def _init_panel(ax, d: dict):
     ax.set_xticks(range(len(cats)), [f"N(0, {s:g})\n{h} head" for s, h in cats], fontsize=8)
     ax.set(xlabel="embedding init and output head", ylabel="Δ final val loss vs no norm (nats/char)")
     ax.set_title(f"Init grid (exploratory; {_model(i)}, {i['iters']} it, {i['seeds']} seeds): in this grid the init\n"
-                 f"scale sets the sign, untied head {effect_word(iw['small'])} at std {iw['small']['emb_init_std']:g}, "
+                 f"scale may set the sign, untied head {effect_word(iw['small'])} at std {iw['small']['emb_init_std']:g}, "
                  f"{effect_word(iw['large'])} at {iw['large']['emb_init_std']:g}", fontsize=9)
 
 
@@ -964,7 +965,7 @@ def _size_panel(ax, d: dict):
     # the 1 MB ladder's budget rule is capped in passes, so its large sizes get fewer tokens per parameter: say how few
     largest = max(s["rungs"], key=lambda r: r["params"])
     one_mb = (f"{s['tokens_per_param']} tokens/param, capped at {s['passes_cap']} passes "
-              f"({largest['tokens_per_param']:.1f} at {_millions(largest['params'])})")
+              f"({largest['tokens_per_param']:.1f} tokens/param at {_millions(largest['params'])})")
     ax.set(xscale="log", xlabel="non-embedding parameters\n" + (
         f"1 MB: {one_mb}\nopen English: {s['data_ladder']['tokens_per_param']} tokens/param, < 1 pass"
         if open_rungs else one_mb),
