@@ -189,3 +189,19 @@ def test_a_group_member_that_fails_alone_points_at_its_group(tmp_path, capsys):
                           "`python -m embnorm_lib publish stability` (published alone, it fails: study "
                           "stability-budget is incomplete: ")
     assert sorted((p.relative_to(out), p.read_bytes()) for p in study.rglob("*") if p.is_file()) == before
+
+
+def test_an_executed_notebook_that_caught_a_jupyter_messaging_error_is_not_published():
+    from embnorm_lib.core.errors import RunDirError
+    from embnorm_lib.publishing.publish import check_no_kernel_noise
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x = 1")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="a warning the analysis printed\n")]
+    nb.cells = [cell]
+    check_no_kernel_noise(nb, "03_diagnostics")  # the analysis's own stderr is kept
+    cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text=(
+        "ERROR:tornado.general:Uncaught exception in ZMQStream callback\nValueError: DELIM not in msg_list\n")))
+    with pytest.raises(RunDirError, match=r"invalid executed 03_diagnostics.ipynb: cell 1 caught a Jupyter messaging "
+                                          r"error in its stderr \(ERROR:tornado.general"):
+        check_no_kernel_noise(nb, "03_diagnostics")

@@ -58,6 +58,22 @@ def stable_notebook(nb) -> None:
             cell.metadata.get("papermill", {}).pop(key, None)
 
 
+KERNEL_NOISE = ("ERROR:tornado.general", "Uncaught exception in ZMQStream")  # the kernel channel's, not the analysis's
+
+
+def check_no_kernel_noise(nb, name: str) -> None:
+    """Refuse an executed notebook whose stderr caught a Jupyter messaging error (seen under CPU contention: 'DELIM
+    not in msg_list'): it would be committed as if the analysis had printed it."""
+    for number, cell in enumerate(nb.cells, start=1):
+        for output in cell.get("outputs", []):
+            text = output.get("text", "") if output.get("name") == "stderr" else ""
+            if any(mark in text for mark in KERNEL_NOISE):
+                line = next(x for x in text.splitlines() if any(mark in x for mark in KERNEL_NOISE))
+                raise RunDirError(f"invalid executed {name}.ipynb: cell {number} caught a Jupyter messaging error in "
+                                  f"its stderr ({line.strip()[:80]}); nothing was published; allowed: a clean "
+                                  "execution (publish again: the error is the kernel channel's, not the analysis's)")
+
+
 def report_html(nb) -> str:
     """The statistics notebook as a report: outputs only (no code, no prompts, no stderr such as warnings)."""
     import copy
@@ -124,8 +140,10 @@ def run_analysis_notebooks(study: str, out: Path, figures_dir) -> dict[str, Path
         with ProcessPoolExecutor(max_workers=len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
             done = {name: pool.submit(_execute_notebook, *job) for name, job in jobs.items()}
             executed = {name: Path(future.result()) for name, future in done.items()}
-        for name in ANALYSIS_NOTEBOOKS:
-            nb = nbformat.read(executed[name], as_version=4)
+        nbs = {name: nbformat.read(executed[name], as_version=4) for name in ANALYSIS_NOTEBOOKS}
+        for name, nb in nbs.items():  # every notebook checked before either is written
+            check_no_kernel_noise(nb, name)
+        for name, nb in nbs.items():
             stable_notebook(nb)
             written[name] = write_bytes_if_changed(out / study / f"{name}.ipynb", nbformat.writes(nb).encode())
             if name == "04_statistics":
