@@ -625,8 +625,7 @@ def tldr_lines(d: dict) -> list[str]:
         + ("; each costs loss at its own best LR" if f["all_cost"] else "") + " (registered H1b).",
         f"- **Init scale may set the sign** (exploratory, {_model(d['init'])}, {d['init']['iters']} iterations, "
         f"{d['init']['seeds']} seeds): with N(0, {i['large']['emb_init_std']:g}) embeddings and an untied head "
-        f"`ln` {effect_word(i['large'])} ({interval(i['large'])})"
-        + ".",
+        f"`ln` {effect_word(i['large'])} ({interval(i['large'])}).",
         f"- **Size**: on tiny Shakespeare, {'no' if not s['resolved'] else s['resolved']} difference resolved at "
         f"{s['sizes']} sizes ({_millions(s['low'])}–{_millions(s['high'])}; `ln` within ±{s['ln_within']:.3f})"
         + (f", data-bound from {_millions(s['plateau_params'])}" if s["plateau_params"] else "") + ". "
