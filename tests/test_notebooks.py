@@ -7,6 +7,8 @@ import papermill as pm
 import pytest
 from conftest import REPO
 
+from embnorm_lib.runner.kernels import execute_notebook
+
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
@@ -77,9 +79,9 @@ def test_design_card_command_runs_and_leaves_a_valid_run_dir(tmp_path, data_path
 
 
 def test_data_notebook_runs(tmp_path, data_path):
-    pm.execute_notebook(str(REPO / "notebooks" / "01_data.ipynb"), str(tmp_path / "data.ipynb"),
-                        parameters=dict(data_path=data_path, figures_dir=str(tmp_path / "fig")),
-                        kernel_name="python3", progress_bar=False, cwd=str(REPO / "notebooks"), execution_timeout=600)
+    execute_notebook(str(REPO / "notebooks" / "01_data.ipynb"), str(tmp_path / "data.ipynb"),
+                     parameters=dict(data_path=data_path, figures_dir=str(tmp_path / "fig")),
+                     progress_bar=False, cwd=str(REPO / "notebooks"), execution_timeout=600)
     assert (tmp_path / "fig" / "char_classes.png").stat().st_size > 1000
 
 
@@ -126,10 +128,10 @@ def test_bad_notebook_parameters_are_one_line_refusals(tmp_path, data_path, para
     nothing is written anywhere."""
     out = tmp_path / "out.ipynb"
     with pytest.raises(pm.PapermillExecutionError) as err:
-        pm.execute_notebook(str(REPO / "notebooks" / "02_train.ipynb"), str(out), kernel_name="python3",
-                            progress_bar=False, cwd=str(REPO / "notebooks"),
-                            parameters=dict(variant="ln", preset="tiny", out_dir=str(tmp_path / "runs"),
-                                            data_path=data_path, progress=False, **params))
+        execute_notebook(str(REPO / "notebooks" / "02_train.ipynb"), str(out),
+                         progress_bar=False, cwd=str(REPO / "notebooks"),
+                         parameters=dict(variant="ln", preset="tiny", out_dir=str(tmp_path / "runs"),
+                                         data_path=data_path, progress=False, **params))
     assert len(err.value.traceback) == 1 and err.value.traceback[0].startswith(message)
     assert str(err.value).strip().splitlines()[-1].startswith(message)
     assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "x").exists()

@@ -3,11 +3,11 @@ import importlib.metadata as metadata
 import subprocess
 
 import nbformat
-import papermill as pm
 import pytest
 from conftest import REPO
 
 from embnorm_lib.core import quickstart
+from embnorm_lib.runner.kernels import execute_notebook
 
 
 def test_only_missing_packages_are_installed_and_installed_ones_keep_their_version():
@@ -59,8 +59,8 @@ def test_setup_cell_runs_twice_as_after_a_kernel_restart(tmp_path):
     outputs = []
     for attempt in range(2):
         out = tmp_path / f"run{attempt}.ipynb"
-        pm.execute_notebook(str(trimmed), str(out), kernel_name="python3", progress_bar=False, cwd=str(work),
-                            parameters={"repo_url": f"file://{origin}"})
+        execute_notebook(str(trimmed), str(out), progress_bar=False, cwd=str(work),
+                         parameters={"repo_url": f"file://{origin}"})
         nb = nbformat.read(out, as_version=4)
         outputs.append("".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs))
     assert (work / "embnorm" / "embnorm_lib").is_dir()

@@ -49,7 +49,7 @@ def test_sweep_runs_all_cells_indexes_them_and_is_idempotent(tmp_path, data_path
     out = tmp_path / "runs"
     first = run_cli(["tgrid", *GRID, "--out-dir", str(out)], data_path)
     assert first.returncode == 0, first.stderr[-3000:]
-    # the kernels log at ERROR (jobs.KERNEL_ARGS): ipykernel's warning about local TCP, once per notebook, is not shown
+    # the kernels use IPC sockets and log at ERROR (runner/kernels.py): ipykernel's warning about local TCP never shows
     assert "Kernel is running over TCP" not in first.stderr
     table = pd.read_csv(out / "tgrid" / "runs.csv")
     assert len(table) == 2 and set(table["variant"]) == {"none", "ln"} and set(table["seed"]) == {0}

@@ -31,7 +31,7 @@ from ..core.io import (
     uncommitted_indexes,
     write_bytes_if_changed,
 )
-from ..runner.jobs import KERNEL_ARGS
+from ..runner.kernels import execute_notebook
 from ..runner.registry import ANALYSES, analysis_of, headline_studies, moved_names, resolve, site
 from .report import write_runs_readme
 
@@ -107,10 +107,8 @@ img {{ max-width: 100%; }} pre {{ white-space: pre-wrap; }} .anchor-link {{ disp
 
 
 def _execute_notebook(source: str, executed: str, cwd: str, params: dict) -> str:
-    import papermill as pm
-
-    pm.execute_notebook(source, executed, kernel_name="python3", progress_bar=False, cwd=cwd, parameters=params,
-                        execution_timeout=NOTEBOOK_TIMEOUT_S, extra_arguments=KERNEL_ARGS)
+    execute_notebook(source, executed, progress_bar=False, cwd=cwd, parameters=params,
+                     execution_timeout=NOTEBOOK_TIMEOUT_S)
     return executed
 
 

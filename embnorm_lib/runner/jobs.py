@@ -24,14 +24,12 @@ from ..core.errors import BRIEF_ERRORS, ConfigError, RunDirError
 from ..core.io import default_runs_dir, read_json, write_bytes_if_changed
 from ..core.rundir import RunDir, holds_a_run
 from ..core.seal import finished_summary
+from .kernels import execute_notebook
 from .registry import Cell
 from .reuse import missing_results
 
 KERNEL_START_RETRIES = 3
 CELL_TIMEOUT_S = 6 * 3600  # a notebook cell running longer than this fails the run instead of hanging the sweep
-# the kernel logs at ERROR only: since ipykernel 7 every kernel on local TCP warns that its traffic is unencrypted, a
-# line per executed notebook that the user can do nothing about (a cell's own warnings are its outputs, kept)
-KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
 
 # -- one cell -------------------------------------------------------------------------------------
@@ -202,10 +200,9 @@ def _execute_notebook(cells: list[Cell], out: Path, data_path, threads: int, not
     os.environ.update(env_threads)  # inherited by the kernel this worker starts
     while True:
         try:
-            _papermill(lambda: pm.execute_notebook(notebook, str(executed), parameters=params, kernel_name="python3",
-                                                   progress_bar=False, cwd=str(Path(notebook).parent),
-                                                   log_output=False, execution_timeout=CELL_TIMEOUT_S,
-                                                   extra_arguments=KERNEL_ARGS))
+            _papermill(lambda: execute_notebook(notebook, str(executed), parameters=params, progress_bar=False,
+                                                cwd=str(Path(notebook).parent), log_output=False,
+                                                execution_timeout=CELL_TIMEOUT_S))
             break
         except pm.PapermillExecutionError as e:
             _drop_unreadable_notebook(executed)

@@ -25,7 +25,7 @@ from ..core.rundir import RunDir
 from ..core.steplog import read_step_log
 from ..publishing.publish import publish
 from ..runner import sweep
-from ..runner.jobs import KERNEL_ARGS
+from ..runner.kernels import execute_notebook
 from ..runner.registry import default_study, resolve, site, study_cells
 from ..runner.results import load_runs
 
@@ -144,12 +144,10 @@ def compare_runs(committed: Path, reproduced: Path) -> dict:
 
 def prepare_data(data_path: str | None) -> None:
     """01_data: locate and verify the corpus; its executed copy is scratch, its figure is committed."""
-    import papermill as pm
-
     with tempfile.TemporaryDirectory(prefix="embnorm-data-") as tmp:
-        pm.execute_notebook(str(repo_root() / "notebooks" / "01_data.ipynb"), str(Path(tmp) / "01_data.ipynb"),
-                            parameters={"data_path": data_path or ""}, kernel_name="python3", progress_bar=False,
-                            cwd=str(repo_root() / "notebooks"), extra_arguments=KERNEL_ARGS)
+        execute_notebook(str(repo_root() / "notebooks" / "01_data.ipynb"), str(Path(tmp) / "01_data.ipynb"),
+                         parameters={"data_path": data_path or ""}, progress_bar=False,
+                         cwd=str(repo_root() / "notebooks"))
 
 
 def reproduce_sample(study: str, out: Path, data_path: str | None, seed: int | None) -> list[dict]:

@@ -1,0 +1,43 @@
+"""Every notebook the library executes (a sweep's runs, a publish's analysis notebooks, the main job's data step)
+goes through execute_notebook here: papermill with a kernel that talks over IPC sockets in a private temporary
+folder, not over local TCP.
+
+Why: over TCP the client picks free ports and the kernel binds them a moment later; a kernel started by another
+process in between (two sweep workers, a publish's two notebooks side by side, pytest-xdist) can take one, and the
+kernel dies with 'Address already in use' while its client waits 60 s (seen in CI, jupyter_client 8.10 and
+ipykernel 7.4). A socket file under a fresh folder cannot collide, and ipykernel does not warn about unencrypted
+TCP. Windows has no IPC transport there, and a socket path longer than the OS allows cannot be bound: both keep TCP."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+# the kernel logs at ERROR only: its warnings are about the kernel, which the user cannot act on (a cell's own
+# warnings are its outputs, kept)
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
+_UNIX_SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS; the socket names end in "-N"
+
+
+def kernel_options(folder: str) -> dict:
+    """papermill keywords for a kernel whose sockets live in `folder` (the caller owns and removes it)."""
+    socket_base = str(Path(folder) / "kernel")
+    if os.name == "nt" or len(socket_base.encode()) + 3 > _UNIX_SOCKET_PATH_MAX:
+        return {"extra_arguments": KERNEL_ARGS}
+    from traitlets.config import Config
+
+    return {"extra_arguments": KERNEL_ARGS,
+            "config": Config({"KernelManager": {"transport": "ipc", "ip": socket_base}})}
+
+
+def execute_notebook(source: str, executed: str, **papermill_kwargs) -> NotebookNode:
+    """pm.execute_notebook(source, executed, **papermill_kwargs) on a kernel of its own sockets (see above)."""
+    import papermill as pm
+
+    with tempfile.TemporaryDirectory(prefix="embnorm-kernel-") as folder:
+        return pm.execute_notebook(source, executed, kernel_name="python3", **papermill_kwargs,
+                                   **kernel_options(folder))
