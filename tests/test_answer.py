@@ -593,3 +593,18 @@ def test_an_unresolved_open_english_row_gives_each_norms_mde():
     for row in rows:
         mde = re.search(r"\(MDE ([^)]*)\)", row).group(1)
         assert re.fullmatch(r"`ln` \d\.\d{3}, `rms` \d\.\d{3}", mde), row
+
+
+def test_the_answer_gives_the_baselines_loss_and_the_reading_note_says_what_gpt2_init_is():
+    """The Δ alone leaves a reader without scale: the Answer names `none`'s mean final validation loss (from the runs),
+    and the reading note says GPT-2 init's embedding std and that its output head is the token embedding."""
+    from embnorm_lib.core.config import RunConfig
+
+    main = runs_of("main")
+    head = main[(main["cfg.preset"] == "seeds-final") & (main["variant"] == "none")]
+    assert f"nats/char over `none`'s {head['val_loss'].mean():.3f} (" in first_screen()
+    tied = {RunConfig.load(REPO / "runs" / "main" / r / "config.json").tie_embeddings for r in head["run_dir"]}
+    stds = set(head["cfg.emb_init_std"])
+    assert len(tied) == len(stds) == 1
+    words = "the output head tied to the token embedding" if tied.pop() else "an output head of its own"
+    assert f"*GPT-2 init*: token and position embeddings drawn from N(0, {stds.pop():g}), {words};" in first_screen()

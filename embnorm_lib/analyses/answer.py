@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..core.config import RunConfig
 from ..core.io import fingerprint, read_json, repo_root, runs_root
 from ..core.rundir import study_dir_for
 from ..runner.results import has_index, load_runs
@@ -97,6 +98,9 @@ def registered_data(out: Path) -> dict:
                          "iters": int(sub["cfg.max_iters"].iloc[0]), "seeds": int(sub["seed"].nunique()),
                          "epochs": _clean(sub["tokens"].mean() / train),
                          "emb_init_std": _clean(sub["cfg.emb_init_std"].iloc[0]),
+                         # a run written before the field existed has no column: its config loads with the default
+                         "tied_head": RunConfig.load(study_dir_for(REGISTERED_STUDY, out).root / sub["run_dir"].iloc[0]
+                                                     / "config.json").tie_embeddings,
                          "verdict": read_json(root / "decision.json")["overall"],
                          "none_loss": _clean(rows["baseline_mean"].iloc[0]),
                          "loss": _rows(rows, ["variant", "mean_diff", "ci_low", "ci_high", "p_holm", "significant"]),
@@ -612,8 +616,8 @@ def tldr_lines(d: dict) -> list[str]:
              + f" of {h1b['seeds']} still failed)")
     return [
         f"- **Answer: {regime}, {hw['verdict']}.** LayerNorm after the embedding "
-        f"**{effect_word(ln_head, 'raises', 'lowers')}** validation loss by {interval(ln_head)} nats/char "
-        f"({head['layers']} × {head['width']}, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm "
+        f"**{effect_word(ln_head, 'raises', 'lowers')}** validation loss by {interval(ln_head)} nats/char over "
+        f"`none`'s {head['none_loss']:.3f} ({head['layers']} × {head['width']}, {head['iters']} iterations, {head['seeds']} seeds); RMSNorm "
         f"{rms_head['mean_diff']:+.3f}.",
         f"- **Longer training**: `ln` {budget_sentence(b, bd)}.",
         f"- **Zero-shot**: `ln` **{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, "
@@ -634,7 +638,7 @@ def tldr_lines(d: dict) -> list[str]:
         f"parameters, {min(b['shortest'], head['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(d['size']['data_ladder'])}. "
         f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the Answer; the rest as labelled. "
-        "Details: [the answer in detail](FINDINGS.md#the-answer-in-detail).",
+        "[Details](FINDINGS.md#the-answer-in-detail).",
     ]
 
 
@@ -805,11 +809,17 @@ def open_english_note(d: dict) -> str:
             f"({a['link']})); *MDE*: the smallest difference a test detects with {stats_power_percent()}% power")
 
 
+def gpt2_init_words(regime: dict) -> str:
+    head = "the output head tied to the token embedding" if regime["tied_head"] else "an output head of its own"
+    return f"token and position embeddings drawn from N(0, {regime['emb_init_std']:g}), {head}"
+
+
 def reading_note(d: dict) -> str:
     """What the first screen's terms mean, each with a link to where it is defined."""
     h1b = d["failures"]["h1b"]["amendment"]
     return ("How to read: Δ is the norm's final validation loss minus `none`'s on the same seed (nats/char; 95% "
-            "paired t interval), so positive means the norm costs; `8 × 128` is layers × width; *epochs*: passes "
+            "paired t interval), so positive means the norm costs; `8 × 128` is layers × width; "
+            f"*GPT-2 init*: {gpt2_init_words(d['registered'][REGIMES[0]])}; *epochs*: passes "
             "over the 1 MB training text (the same iterations give different epochs where two regimes' batches "
             "differ). *Registered* results test hypotheses fixed "
             f"before the runs ([docs/PROTOCOL.md]({PROTOCOL.as_posix()})); *exploratory* ones describe. *Resolved* "
