@@ -608,3 +608,6 @@ def test_the_answer_gives_the_baselines_loss_and_the_reading_note_says_what_gpt2
     assert len(tied) == len(stds) == 1
     words = "the output head tied to the token embedding" if tied.pop() else "an output head of its own"
     assert f"*GPT-2 init*: token and position embeddings drawn from N(0, {stds.pop():g}), {words};" in first_screen()
+    other = main[(main["cfg.preset"] == "nanogpt-cpu") & (main["variant"] == "none")]["val_loss"].mean()
+    assert f"nats/char over `none`'s {head['val_loss'].mean():.3f} (" in tldr_line("Answer")
+    assert f"] over {other:.3f} (" in tldr_line("Answer")  # FINDINGS' long form: both registered regimes' baselines

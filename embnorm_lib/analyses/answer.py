@@ -655,9 +655,9 @@ def detail_lines(d: dict) -> list[str]:
     hw, b, i, s, z, f = (headline_words(d), budget_words(d["budget"]), init_words(d["init"]), size_words(d["size"]),
                          zeroshot_words(d["zeroshot"]), failure_words(d["failures"]))
     bd, zd, fd, idata, sd = d["budget"], d["zeroshot"], d["failures"], d["init"], d["size"]
-    regime = (f"on tiny Shakespeare at GPT-2 init (embeddings N(0, {head['emb_init_std']:g})) and short training "
-              f"budgets (≤ {hw['max_epochs']:.2f} epochs)" if hw["max_epochs"] else f"on tiny Shakespeare at GPT-2 "
-              f"init (embeddings N(0, {head['emb_init_std']:g}))")
+    regime = (f"on tiny Shakespeare at GPT-2 init ({gpt2_init_words(head)}) and short training budgets "
+              f"(≤ {hw['max_epochs']:.2f} epochs)" if hw["max_epochs"] else f"on tiny Shakespeare at GPT-2 init "
+              f"({gpt2_init_words(head)})")
     v1 = _pick(head["zeroshot_v1"], variant="ln")[0]
     tasks = zd["tasks"]
     top = tasks[z["top"]["task"]]
@@ -669,8 +669,9 @@ def detail_lines(d: dict) -> list[str]:
     lines = [
         f"- **Answer: {regime}, {hw['verdict']}.** A LayerNorm right after the embedding "
         f"**{effect_word(ln_head, 'raises', 'lowers')}** final validation loss by {interval(ln_head)} nats/char "
-        f"({_model(head)} model, {head['iters']} iterations = {head['epochs']:.2f} epochs, {head['seeds']} seeds; "
-        f"RMSNorm {rms_head['mean_diff']:+.3f}) and by {interval(ln_other)} ({_model(other)}, {other['iters']} "
+        f"over `none`'s {head['none_loss']:.3f} ({_model(head)} model, {head['iters']} iterations = "
+        f"{head['epochs']:.2f} epochs, {head['seeds']} seeds; RMSNorm {rms_head['mean_diff']:+.3f}) and by "
+        f"{interval(ln_other)} over {other['none_loss']:.3f} ({_model(other)}, {other['iters']} "
         f"iterations = {other['epochs']:.2f} epochs, {other['seeds']} seeds). With longer training {b['subject']} "
         f"{b['verb']}: {budget_sentence(b, bd, epochs=True)}.",
         f"- **Zero-shot** (the {_model(head)} models at {head['iters']} iterations, {zd['seeds']} seeds; suite v2: "
