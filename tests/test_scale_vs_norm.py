@@ -1,6 +1,7 @@
 """Scale vs normalization: per-regime paired tables and the attribution words on a synthetic study."""
 import numpy as np
 import pandas as pd
+import pytest
 
 from embnorm_lib.analyses import scale as scale_vs_norm
 
@@ -49,3 +50,6 @@ def test_normalizings_share_is_given_only_where_layernorms_difference_is_resolve
     assert by.loc[1.0, "ln_delta"] < -0.4 and by.loc[0.02, "ln_delta"] > 0.05
     assert (shares["share"] < 0.1).all()  # ln_matched has no effect by construction
     assert by.loc[1.0, "share"] == abs(by.loc[1.0, "ln_matched_delta"] / by.loc[1.0, "ln_delta"])
+    # rescaling alone: scaled_unit's difference over ln's, signed (a share against the norm's direction is negative)
+    assert (shares["scale_share"] == shares["scaled_unit_delta"] / shares["ln_delta"]).all()
+    assert [by.loc[1.0, "scale_share"], by.loc[0.02, "scale_share"]] == pytest.approx([1.0, 0.0], abs=0.05)  # as planted

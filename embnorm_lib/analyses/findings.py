@@ -467,10 +467,13 @@ def scale_finding(out: Path) -> str:
         return ""
     parts = [f"std {r.emb_init_std:g} {r.head} head: `ln` {r.ln_delta:+.3f} (block 1's input norm at init "
              f"{r.none_input_norm:.2f} → {r.ln_input_norm:.2f}), `ln_matched` {r.ln_matched_delta:+.3f} "
-             f"({r.share:.0%})" for r in shares.itertuples()]
+             f"({r.share:.0%})" + (f", `scaled_unit` {r.scaled_unit_delta:+.3f} ({r.scale_share:.0%}; input norm "
+                                   f"{r.scaled_unit_input_norm:.2f})" if "scale_share" in shares else "")
+             for r in shares.itertuples()]
     return (f"- In the {len(shares)} embedding-init regimes where LayerNorm's difference in final validation loss is "
-            "resolved, normalizing alone (`ln_matched`, gain starting at `none`'s input norm) carries a share of it: "
-            + "; ".join(parts) + ".")
+            "resolved, normalizing alone (`ln_matched`, gain starting at `none`'s input norm) carries a share of it"
+            + (" and rescaling alone (`scaled_unit`: the token embedding at unit RMS, not normalized) another"
+               if "scale_share" in shares else "") + ": " + "; ".join(parts) + " (shares described, not tested).")
 
 
 def budget_finding(out: Path) -> str:

@@ -100,7 +100,9 @@ def attribution_lines(attributed: pd.DataFrame) -> list[str]:
 
 def normalizing_share(table: pd.DataFrame) -> pd.DataFrame:
     """Per regime where LayerNorm's difference from none is resolved (Holm): its difference, normalizing alone's
-    (ln_matched), the share |ln_matched| / |ln|, and block 1's input norm at init for none and for ln."""
+    (ln_matched), the share |ln_matched| / |ln|, and block 1's input norm at init for none and for ln; where the study
+    ran scaled_unit (rescaling without normalizing), its difference, its input norm at init and `scale_share`,
+    scaled_unit / ln with its sign (negative where rescaling alone moves the loss the other way)."""
     rows = []
     for (std, head), sub in table.groupby(["emb_init_std", "head"], sort=False):
         by = {r["variant"]: r for _, r in sub.iterrows()}
@@ -110,7 +112,11 @@ def normalizing_share(table: pd.DataFrame) -> pd.DataFrame:
                      "ln_matched_delta": by["ln_matched"]["delta_vs_none"],
                      "share": abs(by["ln_matched"]["delta_vs_none"] / by["ln"]["delta_vs_none"]),
                      "none_input_norm": by["none"].get("init_block1_input_norm", np.nan),
-                     "ln_input_norm": by["ln"].get("init_block1_input_norm", np.nan)})
+                     "ln_input_norm": by["ln"].get("init_block1_input_norm", np.nan),
+                     **({"scaled_unit_delta": by["scaled_unit"]["delta_vs_none"],
+                         "scaled_unit_input_norm": by["scaled_unit"].get("init_block1_input_norm", np.nan),
+                         "scale_share": by["scaled_unit"]["delta_vs_none"] / by["ln"]["delta_vs_none"] + 0.0}  # no "-0%"
+                        if "scaled_unit" in by else {})})
     return pd.DataFrame(rows)
 
 
@@ -142,9 +148,11 @@ def write_report(out_dir=None, study: str = STUDY, answer: list[str] | None = No
              compact_markdown(attribution(table)), ""]
     shares = normalizing_share(table)
     if len(shares):
-        lines += ["## Normalizing alone, as a share of LayerNorm's difference", "",
+        lines += ["## Normalizing alone and rescaling alone, as shares of LayerNorm's difference", "",
                   "Regimes where LayerNorm's difference is resolved: `share` = |ln_matched| / |ln|, beside block 1's "
-                  "input norm at init without a norm and with LayerNorm.", "", compact_markdown(shares), ""]
+                  "input norm at init without a norm and with LayerNorm; `scale_share` = scaled_unit / ln (signed), "
+                  "beside the input norm scaled_unit gives block 1 at init (a description: no test of the shares).",
+                  "", compact_markdown(shares), ""]
     return write_text_stable(study_dir_for(study, out).root / "SCALE.md", "\n".join(lines))
 
 
