@@ -291,6 +291,8 @@ def test_the_paper_leads_with_the_budget_and_keeps_its_scope(tmp_path, fresh_dat
     # keep falling, and the subword ladder resolves a gain ("can only cost")
     for overclaim in ("acts through", "fail too", "keeps falling", "can only cost", "largest for the shortest"):
         assert overclaim not in text, overclaim
+    if fresh_data["ladder"].get("replication") and fresh_data["ladder"].get("replication2"):  # both signs, both said
+        assert "subword tokens, in runs near bigram level" in abstract and "character tokens only" in abstract
     if any("scale_share" in r for r in fresh_data["scale_vs_norm"]["shares"]):
         assert "rescaling alone" in abstract
     assert text.count(fresh_data["external"]["lescao_scale"]) == 2  # related work (their models) and Limitations
