@@ -414,3 +414,23 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     dl["sizes"] = 3
     text, _ = planted_paper(tmp_path, data)
     assert "are not quoted until" not in text and "is not quoted until" not in text
+
+
+def test_the_budget_figure_fills_a_marker_only_where_holm_resolves_it():
+    """As in every other figure of the paper: filled = significant after Holm (the series' points and the registered
+    diamonds alike); a reviewer found the budget figure's convention reversed."""
+    import matplotlib.colors as mcolors
+    import matplotlib.pyplot as plt
+
+    from embnorm_lib.analyses.paper import budget_figure
+
+    data = json.loads((REPO / "paper" / "data.json").read_text())
+    fig = budget_figure(data)
+    points = [c for c in fig.axes[0].collections if c.get_offsets().shape[0] > 1 and len(c.get_facecolors()) > 1]
+    white = mcolors.to_rgba("white")
+    filled = sorted(bool(tuple(face) != white) for c in points for face in c.get_facecolors())
+    assert filled == sorted(bool(r["significant_final"]) for r in data["budget"])
+    diamonds = [line for line in fig.axes[0].lines if line.get_marker() == "D"]
+    registered = [r for r in data["regimes"]["nanogpt_cpu"]["family"] if r["metric"] == "val_loss"]
+    assert sorted(line.get_markerfacecolor() != "white" for line in diamonds) == sorted(r["significant"] for r in registered)
+    plt.close(fig)

@@ -529,9 +529,10 @@ def forest_figure(data: dict) -> plt.Figure:
 
 
 def budget_figure(data: dict) -> plt.Figure:
-    """The headline figure: each norm's paired difference from none in final validation loss against the training
-    budget (the exploratory budget series on the nanoGPT CPU model, 3 seeds), with the registered comparison on the
-    same model (main, 2000 iterations) as open diamonds; passes over the training split on the top axis."""
+    """The budget series: each norm's paired difference from none in final validation loss against the training
+    budget (exploratory, on the nanoGPT CPU model), with the registered comparison on the same model (main, 2000
+    iterations) as diamonds; a marker is filled where Holm resolves it, as in every other figure; passes over the
+    training split on the top axis."""
     from ..publishing.plots import arm_color, interval_error
 
     frame = pd.DataFrame(data["budget"])
@@ -541,12 +542,16 @@ def budget_figure(data: dict) -> plt.Figure:
         offset = 1.06 if variant == "rms" else 1 / 1.06  # the two arms side by side at each budget
         ax.errorbar(sub["max_iters"] * offset, sub["delta_final"],
                     yerr=[sub["delta_final"] - sub["ci_low_final"], sub["ci_high_final"] - sub["delta_final"]],
-                    fmt="o-", color=color, capsize=2, ms=4, label=f"{variant} (budget series, 3 seeds)")
+                    fmt="-", color=color, capsize=2, label=f"{variant} (budget series, {int(sub['seeds'].max())} "
+                                                           "seeds)")
+        ax.scatter(sub["max_iters"] * offset, sub["delta_final"], s=18, zorder=3, edgecolors=color,
+                   facecolors=[color if resolved else "white" for resolved in sub["significant_final"]])
     registered = data["regimes"]["nanogpt_cpu"]
     for row in (r for r in registered["family"] if r["metric"] == "val_loss"):
         offset = 1.06 if row["variant"] == "rms" else 1 / 1.06
+        color = arm_color(row["variant"])
         ax.errorbar(registered["iters"] * offset * 1.12, row["mean_diff"], yerr=interval_error(row), fmt="D",
-                    mfc="white", color=arm_color(row["variant"]), capsize=2, ms=5,
+                    mfc=color if row["significant"] else "white", color=color, capsize=2, ms=5,
                     label=f"{row['variant']} (registered, {registered['seeds']} seeds)")
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set(xscale="log", xlabel="training iterations (4 × 128 model)", ylabel="Δ final val. loss (nats/char)")
