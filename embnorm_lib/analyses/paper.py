@@ -589,8 +589,9 @@ def ladder_figure(data: dict) -> plt.Figure:
     top = outer[0].subgridspec(1, max(panels, 1), wspace=0.5)
     bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12)
     if panels:
-        plot_lr_check(check, pd.DataFrame(found.get("best", [])),
-                      axes=[fig.add_subplot(top[0, i]) for i in range(panels)])
+        lr_axes = [fig.add_subplot(top[0, i]) for i in range(panels)]
+        plot_lr_check(check, pd.DataFrame(found.get("best", [])), axes=lr_axes)
+        lr_axes[0].set_ylabel("final val loss (nats/char)", fontsize=8)  # character rungs only: a token is a character
     capped = found.get("budget", {}).get("first_capped")
     capped_params = [p for r, p in found.get("params", {}).items() if capped is not None and int(r) >= capped]
     first = None
