@@ -84,8 +84,12 @@ def paper_data(out: Path) -> dict:
                         "p_floor": 0.001,  # smaller p-values are written "p < 0.001"
                         "power_percent": round(100 * stats.MDE_POWER)}
     data["external"] = EXTERNAL_FACTS
-    rep = replication_table(load_runs("seeds-prelim", out))
+    prelim = load_runs("seeds-prelim", out)
+    rep = replication_table(prelim)
     data["replication"] = {v: {k: _clean(x) for k, x in row.items()} for v, row in rep.iterrows()}
+    data["replication_setup"] = {"n_layer": int(prelim["cfg.n_layer"].iloc[0]), "n_embd": int(prelim["cfg.n_embd"].iloc[0]),
+                                 "iters": int(prelim["cfg.max_iters"].iloc[0]),
+                                 "emb_init_std": _clean(prelim["cfg.emb_init_std"].iloc[0])}
     data["seed_study_table1"] = SEED_STUDY_TABLE1
     budget = budget_table(load_budget_runs(out), len(load_corpus().train))
     data["budget"] = [{k: _clean(v) for k, v in row.items()} for row in budget.to_dict("records")]
