@@ -53,3 +53,21 @@ def test_normalizings_share_is_given_only_where_layernorms_difference_is_resolve
     # rescaling alone: scaled_unit's difference over ln's, signed (a share against the norm's direction is negative)
     assert (shares["scale_share"] == shares["scaled_unit_delta"] / shares["ln_delta"]).all()
     assert [by.loc[1.0, "scale_share"], by.loc[0.02, "scale_share"]] == pytest.approx([1.0, 0.0], abs=0.05)  # as planted
+
+
+@pytest.mark.committed
+def test_the_modules_command_line_writes_the_report_publish_writes(tmp_path):
+    """`python -m embnorm_lib.scale_vs_norm`, which SCALE.md names as its writer, writes what `publish` committed
+    (the answer its header quotes included; it used to drop it), up to the commit in its 'Written by' line."""
+    import re
+    import shutil
+
+    from conftest import REPO
+
+    shutil.copytree(REPO / "runs" / "stability-scale-v2", tmp_path / "stability-scale-v2")
+    (tmp_path / "stability-scale-v2" / "SCALE.md").unlink()
+    assert scale_vs_norm.main(["--out-dir", str(tmp_path)]) == 0
+    def unstamped(path):
+        return re.sub(r"at commit [0-9a-f]{12}", "at commit X", path.read_text())
+    assert unstamped(tmp_path / "stability-scale-v2" / "SCALE.md") == unstamped(
+        REPO / "runs" / "stability-scale-v2" / "SCALE.md")

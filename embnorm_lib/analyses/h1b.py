@@ -205,7 +205,9 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY, answer: lis
 
 
 def main(argv=None) -> int:
-    return report_main(argv, __doc__, [STUDY], lambda study, a: write_report(a.out_dir, a.figures_dir))
+    from ..runner.registry import write_own_report
+
+    return report_main(argv, __doc__, [STUDY], lambda study, a: write_own_report(study, a.out_dir, a.figures_dir))
 
 
 if __name__ == "__main__":

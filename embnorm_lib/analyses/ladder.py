@@ -799,11 +799,12 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
 
 
 def main(argv=None) -> int:
+    from ..runner.registry import write_own_report
     from ..studies import studies_of
 
     # every study the registry analyses as a ladder, the size ladder itself the default
     return report_main(argv, __doc__, sorted(studies_of("ladder"), key=lambda s: s != "ladder"),
-                       lambda study, a: write_report(study, a.out_dir, a.figures_dir))
+                       lambda study, a: write_own_report(study, a.out_dir, a.figures_dir))
 
 
 if __name__ == "__main__":

@@ -157,7 +157,9 @@ def write_report(out_dir=None, study: str = STUDY, answer: list[str] | None = No
 
 
 def main(argv=None) -> int:
-    return report_main(argv, __doc__, [STUDY], lambda study, a: write_report(a.out_dir), options=())
+    from ..runner.registry import write_own_report
+
+    return report_main(argv, __doc__, [STUDY], lambda study, a: write_own_report(study, a.out_dir), options=())
 
 
 if __name__ == "__main__":

@@ -269,6 +269,13 @@ def analysis_of(study: str) -> Analysis:
     return ANALYSES[STUDIES[study].analysis if study in STUDIES else site().default_kind]
 
 
+def write_own_report(study: str, out_dir=None, figures_dir=None) -> Path:
+    """A report module's own command line: the study's pages written by its kind's plugin, as `publish` writes them
+    (the answer its header quotes included), without the pages that quote it; the report's path (the plugin's first)."""
+    written = resolve(analysis_of(study).publish)(study, runs_root(out_dir), Path(figures_dir) if figures_dir else None)
+    return next(iter(written.values()))
+
+
 class MissingRunsError(RunDirError):
     """A registered run of a study that must be complete is missing or unfinished."""
 
