@@ -434,3 +434,16 @@ def test_the_budget_figure_fills_a_marker_only_where_holm_resolves_it():
     registered = [r for r in data["regimes"]["nanogpt_cpu"]["family"] if r["metric"] == "val_loss"]
     assert sorted(line.get_markerfacecolor() != "white" for line in diamonds) == sorted(r["significant"] for r in registered)
     plt.close(fig)
+
+
+def test_the_h1b_section_says_how_far_its_failure_test_reaches_at_its_seeds():
+    """With 5 seeds per arm even a perfect arm (0 failures) cannot resolve against `none`'s 3 with Fisher's test: the
+    paper says so, from the counts (a reviewer asked for the failure test's power)."""
+    from scipy.stats import fisher_exact
+
+    data = json.loads((REPO / "paper" / "data.json").read_text())
+    for regime in data["h1b"]["regimes"].values():
+        failures = next(r for r in regime["family"] if r["endpoint"] == "failures")
+        n, k = failures["n"], failures["none_value"]
+        assert regime["fisher_p_if_never_failed"] == pytest.approx(fisher_exact([[0, n], [k, n - k]]).pvalue)
+    assert "even an arm that never failed would give Fisher" in (REPO / "paper" / "paper.typ").read_text()

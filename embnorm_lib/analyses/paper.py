@@ -488,14 +488,19 @@ def h1b_data(out: Path) -> dict:
     """The confirmatory H1b study (amendment 2): per regime its family and decision rule 3, on the seeds whose
     every cell has finished."""
     from ..analyses import h1b
+    from .boundary import fisher_vs_none
 
     d = h1b.analyse(out)
     regimes = {}
     for clip, (family, decision) in d["confirmatory"].items():
+        failures = family[family["endpoint"] == "failures"].iloc[0]
+        n, none_failed = int(failures["n"]), int(failures["none_value"])
         regimes["clip" if clip else "noclip"] = {
             "family": _records(family, ["variant", "endpoint", "variant_value", "none_value", "mean_diff", "ci_low",
                                         "ci_high", "n", "p_holm", "significant"]),
-            "decision": json.loads(json.dumps(decision, default=_clean))}
+            "decision": json.loads(json.dumps(decision, default=_clean)),
+            # the failure test's reach at these seeds: an arm that never failed, against none's count, before Holm
+            "fisher_p_if_never_failed": _clean(fisher_vs_none(0, n, none_failed, n))}
     return {"runs": len(d["every"]), "planned": len(STUDIES[h1b.STUDY].cells()), "seeds": d["seeds"],
             "lr": h1b.CONFIRMATORY_LR, "best_lr": h1b.H1B_BEST_LR, "regimes": regimes}
 
