@@ -482,9 +482,11 @@ def data_ladder_short(p: dict) -> str:
         return f"{word} {at} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")"
 
     words = list(dict.fromkeys(effect_word(r["ln"]) for r in rungs))  # smallest size first, as in the scope
-    sizes = f"{len(rungs)} sizes" if len(rungs) == p["sizes"] else f"{len(rungs)} of {p['sizes']} sizes"
-    return (f"On open English ({p['chars'] / 1e6:.1f}M characters, {sizes}; [details](runs/{DATA_LADDER[1]}/"
-            "LADDER-DATA.md)): `ln` "
+    link = f"runs/{DATA_LADDER[1]}/LADDER-DATA.md"
+    # while sizes are still training, the link's words say which are quoted (a reader asked where the 4th size was)
+    sizes = (f"{len(rungs)} sizes; [details]({link})" if len(rungs) == p["sizes"] else
+             f"{len(rungs)} of {p['sizes']} sizes [{'quoted' if data_ladder_finished(p) else 'finished'}]({link})")
+    return (f"On open English ({p['chars'] / 1e6:.1f}M characters, {sizes}): `ln` "
             + ", ".join(outcome(w) for w in words) + ".")
 
 
