@@ -611,3 +611,9 @@ def test_the_answer_gives_the_baselines_loss_and_the_reading_note_says_what_gpt2
     other = main[(main["cfg.preset"] == "nanogpt-cpu") & (main["variant"] == "none")]["val_loss"].mean()
     assert f"nats/char over `none`'s {head['val_loss'].mean():.3f} (" in tldr_line("Answer")
     assert f"] over {other:.3f} (" in tldr_line("Answer")  # FINDINGS' long form: both registered regimes' baselines
+
+
+def test_no_page_writes_a_negative_zero_percent():
+    """A share that rounds to 0 is 0%: '-0%' reads as a direction the number does not have."""
+    pages = [REPO / "README.md", REPO / "FINDINGS.md", *sorted((REPO / "runs").glob("*/*.md"))]
+    assert not [p.name for p in pages if re.search(r"(?<![\d.])-0(\.0+)?%", p.read_text())]

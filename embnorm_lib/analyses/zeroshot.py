@@ -244,7 +244,8 @@ def task_breakdown_lines(out: Path, study: str = "main") -> list[str]:
         rows = rows.reindex(rows["share"].abs().sort_values(ascending=False).index)
         lines.append(f"- `{variant}` on `{study}` ({d['regime'] or 'one regime'}, {len(d['seeds'])} seeds): " + "; ".join(
             f"`{r.task}` {r.mean_diff:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}] "
-            f"({'significant' if r.significant else 'not resolved'}; {r.share:.0%} of the macro difference)"
+            f"({'significant' if r.significant else 'not resolved'}; {round(r.share, 2) or 0.0:.0%} of the macro "
+            "difference)"  # a share that rounds to 0 is written 0%, not -0%
             for r in rows.itertuples()) + ".")
     return lines
 
