@@ -21,6 +21,7 @@ import pandas as pd
 from ..core.config import RunConfig
 from ..core.io import fingerprint, read_json, repo_root, runs_root
 from ..core.rundir import study_dir_for
+from ..publishing.render import percent
 from ..runner.results import has_index, load_runs
 
 FIGURE = Path("figures") / "answer"  # .png (embedded in the README) and .pdf
@@ -680,7 +681,7 @@ def detail_lines(d: dict) -> list[str]:
         f"{len(tasks)} multiple-choice tasks with {zd['choices']} options, cut from the validation text — "
         f"{', '.join(t['kind'] for t in tasks.values())}; {zd['items']} items each): `ln` "
         f"**{effect_word(z['macro'], 'raises', 'lowers')}** macro accuracy, {interval(z['macro'])}, "
-        f"{z['top']['share']:.0%} of it from the {top['kind']} task `{z['top']['task']}` ({top['what']}). v2 is the "
+        f"{percent(z['top']['share'])} of it from the {top['kind']} task `{z['top']['task']}` ({top['what']}). v2 is the "
         f"registered endpoint, registered ([amendment {zd['amendment']['number']}]({zd['amendment']['link']})) after "
         f"suite v1's scores were seen and before any study was scored with it, on tasks chosen by {zd['pilot_runs']} "
         f"pilot runs outside the study. Suite v1 (`ln` {interval(v1)}) is superseded: {len(z['v1_at_edge'])} of its "

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..analyses.stability import recommendation_for
 from ..core.io import runs_root, write_bytes_if_changed
-from ..publishing.render import replication_markdown
+from ..publishing.render import percent, replication_markdown
 from ..runner.results import arm_order, has_index, load_runs
 from ..stats import p_text
 from ..studies import STUDIES, headline_studies
@@ -307,7 +307,7 @@ def _group_reading(key: str, out: Path, studies) -> str:
             top = shares[shares["variant"] == macro["variant"]].sort_values("share").iloc[-1]
             word = ("lowers" if macro["mean_diff"] < 0 else "raises") if macro["significant"] else "does not resolve"
             return (f"On suite v2 `{macro['variant']}` {word} macro accuracy ({macro['mean_diff']:+.3f} in the "
-                    f"largest regime), {top['share']:.0%} of it through one task, `{top['task']}`.")
+                    f"largest regime), {percent(top['share'])} of it through one task, `{top['task']}`.")
     if key == "stability":
         h1b_lines = h1b_findings(out)
         if h1b_lines:
@@ -432,8 +432,8 @@ def subword_scale_findings(out: Path, study: str = "ladder-bpe-scale") -> list[s
                  if "final_block1_input_norm" in runs else pd.Series(dtype=float))
         scale = ", ".join(f"`{v}` {norms[v]:.2f}" for v in ("none", "ln", "ln_matched", "scaled_unit") if v in norms)
         lines.append(f"- Of `ln`'s difference, normalizing alone (`ln_matched`) carries "
-                     f"{diff['ln_matched'] / diff['ln']:.0%} and rescaling alone (`scaled_unit`) "
-                     f"{diff['scaled_unit'] / diff['ln']:.0%} (a description"
+                     f"{percent(diff['ln_matched'] / diff['ln'])} and rescaling alone (`scaled_unit`) "
+                     f"{percent(diff['scaled_unit'] / diff['ln'])} (a description"
                      + (f"; block 1's input norm at the end of training: {scale}" if scale else "") + ").")
     return lines
 
@@ -467,7 +467,7 @@ def scale_finding(out: Path) -> str:
         return ""
     parts = [f"std {r.emb_init_std:g} {r.head} head: `ln` {r.ln_delta:+.3f} (block 1's input norm at init "
              f"{r.none_input_norm:.2f} → {r.ln_input_norm:.2f}), `ln_matched` {r.ln_matched_delta:+.3f} "
-             f"({r.share:.0%})" + (f", `scaled_unit` {r.scaled_unit_delta:+.3f} ({r.scale_share:.0%}; input norm "
+             f"({percent(r.share)})" + (f", `scaled_unit` {r.scaled_unit_delta:+.3f} ({percent(r.scale_share)}; input norm "
                                    f"{r.scaled_unit_input_norm:.2f})" if "scale_share" in shares else "")
              for r in shares.itertuples()]
     return (f"- In the {len(shares)} embedding-init regimes where LayerNorm's difference in final validation loss is "

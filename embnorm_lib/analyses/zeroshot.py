@@ -18,6 +18,7 @@ from .. import stats
 from ..core.errors import entry
 from ..core.io import read_json
 from ..core.rundir import finished_run_dirs
+from ..publishing.render import percent
 from ..runner.results import study_dir
 
 
@@ -244,8 +245,8 @@ def task_breakdown_lines(out: Path, study: str = "main") -> list[str]:
         rows = rows.reindex(rows["share"].abs().sort_values(ascending=False).index)
         lines.append(f"- `{variant}` on `{study}` ({d['regime'] or 'one regime'}, {len(d['seeds'])} seeds): " + "; ".join(
             f"`{r.task}` {r.mean_diff:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}] "
-            f"({'significant' if r.significant else 'not resolved'}; {round(r.share, 2) or 0.0:.0%} of the macro "
-            "difference)"  # a share that rounds to 0 is written 0%, not -0%
+            f"({'significant' if r.significant else 'not resolved'}; {percent(r.share)} of the macro "
+            "difference)"
             for r in rows.itertuples()) + ".")
     return lines
 
@@ -308,7 +309,7 @@ def macro_lines(found: dict[str, dict]) -> list[str]:
         parts = [f"`{r.variant}` {r.mean_diff:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}] "
                  f"({('raises' if r.mean_diff > 0 else 'lowers') + ' it' if r.significant else 'direction not resolved'}"
                  f", Holm p = {stats.p_text(r.p_holm)}"
-                 + (f"; {top[r.variant]['share']:.0%} of it from `{top[r.variant]['task']}`" if r.variant in top else "")
+                 + (f"; {percent(top[r.variant]['share'])} of it from `{top[r.variant]['task']}`" if r.variant in top else "")
                  + ")" for r in macro.itertuples()]
         lines.append((f"`{regime}`" if regime else "") + f"{' (' if regime else ''}{len(d['seeds'])} seeds"
                      f"{')' if regime else ''}: suite-v2 macro accuracy of `none` {macro['none'].iloc[0]:.4f}; "

@@ -42,6 +42,11 @@ def layouts_text(layouts) -> str:
     return " or ".join(f"{w} worker(s) x {t} thread(s)" for w, t in sorted({tuple(x) for x in layouts}))
 
 
+def percent(share: float) -> str:
+    """A share as a whole percent; one that rounds to 0 is "0%", never "-0%" (a direction the number does not have)."""
+    return f"{round(share, 2) + 0.0:.0%}"
+
+
 def fmt_mean_sd(mean: float, sd: float, digits: int = 4) -> str:
     return f"{mean:.{digits}f} ± {sd:.{digits}f}" if pd.notna(sd) else f"{mean:.{digits}f}"
 
