@@ -6,11 +6,19 @@ Why: over TCP the client picks free ports and the kernel binds them a moment lat
 process in between (two sweep workers, a publish's two notebooks side by side, pytest-xdist) can take one, and the
 kernel dies with 'Address already in use' while its client waits 60 s (seen in CI, jupyter_client 8.10 and
 ipykernel 7.4). A socket file under a fresh folder cannot collide, and ipykernel does not warn about unencrypted
-TCP. Windows has no IPC transport there, and a socket path longer than the OS allows cannot be bound: both keep TCP."""
+TCP. Windows has no IPC transport there, and a socket path longer than the OS allows cannot be bound: both keep TCP.
+
+The kernel also imports the very embnorm_lib that runs it. A kernel starts in the notebook's folder, where the
+package is not importable, so it would take whichever embnorm_lib its Python finds: with one checkout installed
+editable and a sweep started from another (a worktree at a fixed commit), every run trained on the installed
+checkout's code and wrote into *its* runs/ (seen in this project). Putting this package's folder first on the
+kernel's PYTHONPATH makes the sweep and its runs one code."""
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,10 +42,35 @@ def kernel_options(folder: str) -> dict:
             "config": Config({"KernelManager": {"transport": "ipc", "ip": socket_base}})}
 
 
+# the folder that holds this embnorm_lib (a checkout's root, or site-packages for an installed copy)
+PACKAGE_FOLDER = str(Path(__file__).resolve().parents[2])
+
+
+def kernel_pythonpath(current: str | None) -> str:
+    """PYTHONPATH for a kernel: this package's folder first, then what was there (once, never twice)."""
+    rest = [p for p in (current or "").split(os.pathsep) if p and os.path.abspath(p) != PACKAGE_FOLDER]
+    return os.pathsep.join([PACKAGE_FOLDER, *rest])
+
+
+@contextlib.contextmanager
+def _this_package_for_kernels() -> Iterator[None]:
+    # jupyter_client hands a new kernel os.environ (papermill passes no env of its own), so set it for the start
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = kernel_pythonpath(before)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
 def execute_notebook(source: str, executed: str, **papermill_kwargs) -> NotebookNode:
-    """pm.execute_notebook(source, executed, **papermill_kwargs) on a kernel of its own sockets (see above)."""
+    """pm.execute_notebook(source, executed, **papermill_kwargs) on a kernel of its own sockets that imports this
+    embnorm_lib (see above)."""
     import papermill as pm
 
-    with tempfile.TemporaryDirectory(prefix="embnorm-kernel-") as folder:
+    with tempfile.TemporaryDirectory(prefix="embnorm-kernel-") as folder, _this_package_for_kernels():
         return pm.execute_notebook(source, executed, kernel_name="python3", **papermill_kwargs,
                                    **kernel_options(folder))
