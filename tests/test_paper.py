@@ -132,8 +132,16 @@ def test_the_ladders_trend_sentence_quotes_the_scale_answer_and_names_the_unfini
     assert "Rung 4 of" in one and "has not finished" in one
     assert "claimed yet" not in text
     # the planted scale answer, quoted: its sizes, its range, its direction ("shrinks") and its slope
-    assert "Across its 3 finished sizes" in text and "(0.10M to 2.65M" in text and "moves towards zero" in text
-    assert "slope −0.012 [−0.046, −0.001] nats/char per decade" in text
+    assert "With char tokens (3 finished sizes, 0.10M to 2.65M non-embedding parameters" in text
+    assert "ln ’s difference from none moves towards zero" in text
+    assert "slope in nats/char per decade: −0.012 [−0.046, −0.001] for ln ; the next paragraph" in text
+    # two arms of one tokenizer share one sentence; an arm whose answer differs gets its own clause in it
+    rms = {**planted, "variant": "rms", "answer": "no change", "slope_per_decade": 0.001}
+    text = render({"scale": [planted, rms], "unfinished_rungs": []})
+    assert text.count("With char tokens") == 1 and "slopes in nats/char per decade: −0.012" in text
+    assert "moves towards zero as the model grows; rms ’s difference from none shows no change" in text
+    text = render({"scale": [planted, {**rms, "answer": "shrinks"}], "unfinished_rungs": []})
+    assert "each arm’s difference from none moves towards zero" in text
     assert "−0.079" not in text and "Carried to" not in text  # no extrapolation from data-bound rungs (issue 72)
     text = render({"scale": [planted], "unfinished_rungs": []})
     assert "have not finished" not in text and "has not finished" not in text
@@ -447,3 +455,32 @@ def test_the_h1b_section_says_how_far_its_failure_test_reaches_at_its_seeds():
         n, k = failures["n"], failures["none_value"]
         assert regime["fisher_p_if_never_failed"] == pytest.approx(fisher_exact([[0, n], [k, n - k]]).pvalue)
     assert "even an arm that never failed would give Fisher" in (REPO / "paper" / "paper.typ").read_text()
+
+
+@pytest.mark.committed
+def test_the_subword_section_states_each_tokenizers_budget_from_the_runs(tmp_path, fresh_data):
+    """The subword ladder's tokens per run, passes and tokens per non-embedding parameter, read back from runs.csv
+    and the tokenizers' training splits; a planted budget is quoted as it is."""
+    import pandas as pd
+
+    from embnorm_lib.core.config import LADDER_RUNGS, non_embedding_params
+    from embnorm_lib.studies.ladder import _train_tokens
+
+    runs = pd.read_csv(REPO / "runs" / "ladder-bpe" / "runs.csv")
+    budget = {b["tokenizer"]: b for b in fresh_data["ladder"]["subword_budget"]}
+    assert sorted(budget) == sorted(runs["tokenizer"].unique())
+    for tokenizer, sub in runs.groupby("tokenizer"):
+        b = budget[tokenizer]
+        assert b["tokens"] == sub["tokens"].max() == sub["tokens"].min()
+        assert b["passes"] == pytest.approx(b["tokens"] / _train_tokens(tokenizer))
+        assert b["passes"] <= 10.02  # the cap, a step's tokens over
+        for preset in sub["preset"].unique():
+            rung = int(preset.split("-")[1])
+            assert b["tokens_per_param"][str(rung)] == pytest.approx(
+                b["tokens"] / non_embedding_params(*LADDER_RUNGS[rung][:2]))
+    data = json.loads(json.dumps(fresh_data))
+    data["ladder"]["subword_budget"] = [{"tokenizer": "bpe-4096", "tokens": 1234567, "passes": 9.87,
+                                         "tokens_per_param": {"1": 4.56, "2": 1.23}}]
+    text, _ = planted_paper(tmp_path, data)
+    assert ("the 10-pass cap binding: 1.23M bpe-4096 tokens (9.9 passes over the training split; 4.6 and 1.2 tokens "
+            "per non-embedding parameter at rungs 1 and 2), below the 20 tokens per parameter") in text

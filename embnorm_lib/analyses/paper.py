@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..core.errors import entry
+from ..core.errors import RunDirError, entry
 from ..core.io import published, read_json, repo_root, runs_root
 from ..core.rundir import study_dir_for
 from ..publishing.paper import (  # noqa: F401 (data_json, latex_export: importable from here as before)
@@ -244,6 +244,26 @@ def subword_bigram(out: Path) -> dict:
             "none_rung1_iters": int(none["cfg.max_iters"].iloc[0])}
 
 
+def subword_budget(runs: pd.DataFrame) -> list[dict]:
+    """Per tokenizer of the subword ladder: the tokens every run trains on (the same at every rung: the pass cap
+    binds), the passes over the training split they make, and the tokens per non-embedding parameter per rung."""
+    from ..core.config import LADDER_RUNGS, non_embedding_params
+    from ..studies.ladder import _train_tokens
+
+    found = []
+    for tokenizer, sub in runs.groupby("cfg.tokenizer", sort=True):
+        tokens = sub["tokens"].unique()
+        if len(tokens) != 1:
+            raise RunDirError(f"ladder-bpe's {tokenizer} runs train on {sorted(tokens)} tokens; allowed: one budget "
+                                f"for every rung (the pass cap)")
+        rungs = sorted(int(p.split("-")[1]) for p in sub["cfg.preset"].unique())
+        found.append({"tokenizer": tokenizer, "tokens": int(tokens[0]),
+                      "passes": float(tokens[0] / _train_tokens(tokenizer)),
+                      "tokens_per_param": {str(r): float(tokens[0] / non_embedding_params(*LADDER_RUNGS[r][:2]))
+                                           for r in rungs}})
+    return found
+
+
 def gpu_check_data(out: Path) -> dict | None:
     """The main study re-trained on a GPU (runs/bench-gpu.json, `bench_gpu study main` then `bench_gpu compare
     main`), beside the committed runs: exploratory, a check of the instrument rather than a registered analysis."""
@@ -308,6 +328,7 @@ def ladder_data(out: Path) -> dict:
         runs = load_runs(study, out)
         if study == "ladder-bpe":
             found["subword_runs"] = len(runs)
+            found["subword_budget"] = subword_budget(runs)
         sizes = ladder.rung_table(runs)
         table = ladder.finished(ladder.primary(sizes))  # only sizes with all their registered seeds, as the README
         if len(table):
