@@ -484,3 +484,28 @@ def test_the_subword_section_states_each_tokenizers_budget_from_the_runs(tmp_pat
     text, _ = planted_paper(tmp_path, data)
     assert ("the 10-pass cap binding: 1.23M bpe-4096 tokens (9.9 passes over the training split; 4.6 and 1.2 tokens "
             "per non-embedding parameter at rungs 1 and 2), below the 20 tokens per parameter") in text
+
+
+def test_the_ladder_figure_ticks_every_size_and_shades_the_cap_apart_from_the_data_bound_rungs():
+    """A subword panel spans less than a decade, where log ticks labelled one size; and the shade that said '10
+    passes (data-bound)' covered rung 1, where the cap binds but the baseline still improves (reviewer items)."""
+    import matplotlib.pyplot as plt
+
+    from embnorm_lib.analyses.paper import ladder_figure
+
+    data = json.loads((REPO / "paper" / "data.json").read_text())
+    lad = data["ladder"]
+    fig = ladder_figure(data)
+    bottom = [ax for ax in fig.axes if ax.get_title().endswith("tokens")]
+    assert bottom
+    for ax in bottom:
+        sizes = sorted({r["params"] for r in lad["family"] if f"{r['tokenizer']} tokens" == ax.get_title()})
+        assert list(ax.get_xticks()) == sizes
+        assert all(label.get_text().endswith("M") for label in ax.get_xticklabels())
+    char = next(ax for ax in bottom if ax.get_title() == "char tokens")
+    spans = {p.get_label(): p.get_x() for p in char.patches if p.get_label() and "passes" in p.get_label()}
+    assert set(spans) == {"10 passes (capped)", "10 passes, data-bound"}
+    params = lad["params"]
+    assert params[str(lad["budget"]["first_capped"])] / 1.4 == pytest.approx(spans["10 passes (capped)"])
+    assert params[str(lad["plateau_from"])] / 1.4 == pytest.approx(spans["10 passes, data-bound"])
+    plt.close(fig)

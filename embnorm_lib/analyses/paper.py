@@ -624,6 +624,8 @@ def ladder_figure(data: dict) -> plt.Figure:
         lr_axes[0].set_ylabel("final val loss (nats/char)", fontsize=8)  # character rungs only: a token is a character
     capped = found.get("budget", {}).get("first_capped")
     capped_params = [p for r, p in found.get("params", {}).items() if capped is not None and int(r) >= capped]
+    plateau = found.get("plateau_from")  # the first data-bound rung, by the answer's rule (README says the same)
+    bound_params = [p for r, p in found.get("params", {}).items() if plateau is not None and int(r) >= plateau]
     first = None
     for i, tokenizer in enumerate(tokenizers):
         ax = fig.add_subplot(bottom[0, i], sharey=first)
@@ -636,14 +638,21 @@ def ladder_figure(data: dict) -> plt.Figure:
                         color=color, mfc="white", capsize=2, label=variant)
             sig = rows[rows["significant"]]
             ax.plot(sig["params"] * offset, sig["mean_diff"], "o", ms=4, color=color, zorder=3)
-        if tokenizer == "char" and capped_params:
-            ax.axvspan(min(capped_params) / 1.4, max(capped_params) * 1.4, color="0.92", zorder=0,
-                       label="10 passes (data-bound)")
+        if tokenizer == "char" and capped_params:  # the cap binds from one rung, the baseline plateaus from a later
+            cap = found["budget"]["epoch_cap"]
+            ax.axvspan(min(capped_params) / 1.4, max(capped_params) * 1.4, color="0.94", zorder=0,
+                       label=f"{cap} passes (capped)")
+            if bound_params:
+                ax.axvspan(min(bound_params) / 1.4, max(bound_params) * 1.4, color="0.84", zorder=0,
+                           label=f"{cap} passes, data-bound")
         ax.axhline(0, color="0.6", lw=0.8)
         ax.set_xscale("log")
         ax.set_title(f"{tokenizer} tokens", fontsize=8)
         ax.tick_params(labelsize=7)
-        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        # a tick at each size: a subword panel spans less than a decade, where log ticks would show one label
+        sizes = sorted(sub["params"].unique())
+        ax.set_xticks(sizes, [f"{p / 1e6:.2f}M" if p < 1e6 else f"{p / 1e6:.2g}M" for p in sizes])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
         ax.set_xlabel("non-embedding parameters", fontsize=7)
         if i == 0:
             ax.set_ylabel("Δ final val. loss\nvs none (nats/char)", fontsize=7)
