@@ -617,3 +617,22 @@ def test_no_page_writes_a_negative_zero_percent():
     """A share that rounds to 0 is 0%: '-0%' reads as a direction the number does not have."""
     pages = [REPO / "README.md", REPO / "FINDINGS.md", *sorted((REPO / "runs").glob("*/*.md"))]
     assert not [p.name for p in pages if re.search(r"(?<![\d.])-0(\.0+)?%", p.read_text())]
+
+
+def test_the_reading_note_says_what_an_arms_own_best_lr_is_from_the_search_h1b_follows():
+    """The H1b line's 'its own best LR' was undefined on the first screen (a first-screen reader): the note names the
+    search and its seeds per rate, read from the search's runs, and the best LR is the one lowest in seed-mean
+    capped loss there (stability.lr_sensitivity), as the tuned runs of H1b use."""
+    from embnorm_lib.analyses import stability
+
+    search = runs_of("stability-lr-v2")
+    seeds = search.groupby(["variant", "cfg.lr"])["seed"].nunique()
+    assert seeds.nunique() == 1
+    assert (f"an arm's *own best LR* is the peak learning rate with its lowest mean final validation loss in the LR "
+            f"search H1b follows (`stability-lr-v2`, {seeds.iloc[0]} seeds per rate, a failed run counted at its loss "
+            f"at initialisation)") in first_screen()
+    best = stability.lr_sensitivity(search).set_index("variant")["best_lr"]
+    tuned = runs_of("stability-h1b-v2")
+    tuned = tuned[tuned["run_dir"].str.contains("tuned") | ~tuned["cfg.lr"].isin([1.0, 0.3])]
+    for variant, lrs in tuned.groupby("variant")["cfg.lr"]:
+        assert set(lrs) == {best[variant]}, variant
