@@ -245,3 +245,49 @@ def test_a_resumed_runs_result_line_says_so_instead_of_a_negative_overhead():
     resumed = {**fresh, "seconds": 134.2, "train_wall_s": 510.0}
     line = _result_line(resumed)
     assert "resumed: its train loop's 510.0 s include the time before it stopped" in line and "-" not in line.split("(")[1]
+
+
+def test_a_relative_data_path_is_read_from_the_callers_directory_not_the_kernels(tmp_path, data_path):
+    """The kernel runs in notebooks/, so `--data-path data/x.txt` (the GUIDE's command) failed there with 'data file
+    not found'; the sweep resolves it where it was typed."""
+    out = tmp_path / "runs"
+    data = os.path.realpath(data_path)
+    done = subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", "trel", "--preset", "tiny", "--variants", "none",
+                           "--seeds", "0", "--set", "max_iters=2", "--out-dir", str(out),
+                           "--data-path", os.path.basename(data)],
+                          cwd=os.path.dirname(data), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (out / "trel" / "none" / "seed0" / "summary.json").is_file()
+
+
+def test_the_notebook_gets_a_checkout_file_relative_to_its_folder_and_an_outside_one_absolute(tmp_path, monkeypatch):
+    from embnorm_lib.core.io import repo_root
+    from embnorm_lib.runner.jobs import kernel_data_path
+
+    root = repo_root().resolve()
+    monkeypatch.chdir(root)
+    assert kernel_data_path("data/open-english.txt", root / "notebooks") == os.path.join("..", "data", "open-english.txt")
+    assert kernel_data_path(None, root / "notebooks") == "" == kernel_data_path("", root / "notebooks")
+    monkeypatch.chdir(tmp_path)
+    assert kernel_data_path("x.txt", root / "notebooks") == str((tmp_path / "x.txt").resolve())
+
+
+def test_slim_notebook_writes_papermills_paths_relative_to_the_checkout(tmp_path):
+    """The sweep hands papermill absolute paths; kept as they are, the executed copy named the machine's folder
+    (test_no_packed_notebook_names_an_absolute_path caught two such runs of a worktree)."""
+    from embnorm_lib.core.io import repo_root
+    from embnorm_lib.runner.jobs import slim_notebook
+
+    root = repo_root().resolve()
+    nb = nbformat.v4.new_notebook(metadata={"papermill": {
+        "input_path": str(root / "notebooks" / "02_train.ipynb"),
+        "output_path": str(root / "runs" / "s" / "ln" / "seed0" / "02_train.ipynb")}})
+    path = tmp_path / "02_train.ipynb"
+    nbformat.write(nb, path)
+    slim_notebook(path)
+    record = nbformat.read(path, as_version=4).metadata.papermill
+    assert record == {"input_path": "notebooks/02_train.ipynb", "output_path": "runs/s/ln/seed0/02_train.ipynb"}
+    outside = nbformat.v4.new_notebook(metadata={"papermill": {"input_path": str(tmp_path / "x.ipynb")}})
+    nbformat.write(outside, path)
+    slim_notebook(path)  # a notebook outside the checkout keeps its path: nothing to be relative to
+    assert nbformat.read(path, as_version=4).metadata.papermill == {"input_path": str(tmp_path / "x.ipynb")}

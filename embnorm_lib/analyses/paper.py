@@ -251,6 +251,8 @@ def subword_budget(runs: pd.DataFrame) -> list[dict]:
     from ..studies.ladder import _train_tokens
 
     found = []
+    if not {"tokens", "cfg.tokenizer", "cfg.preset"} <= set(runs.columns):  # an index without them (planted)
+        return found
     for tokenizer, sub in runs.groupby("cfg.tokenizer", sort=True):
         tokens = sub["tokens"].unique()
         if len(tokens) != 1:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
 
 from ..core.config import RunConfig
 from ..core.errors import BRIEF_ERRORS, ConfigError, RunDirError
-from ..core.io import default_runs_dir, read_json, write_bytes_if_changed
+from ..core.io import default_runs_dir, read_json, repo_root, write_bytes_if_changed
 from ..core.rundir import RunDir, holds_a_run
 from ..core.seal import finished_summary
 from .kernels import execute_notebook
@@ -180,6 +180,20 @@ def execute_job(cells: list[Cell], out_dir: str, data_path: str | None, threads:
             lock.release()
 
 
+def kernel_data_path(data_path: str | os.PathLike | None, kernel_cwd: Path) -> str:
+    """The notebook's data_path parameter for a --data-path given from the caller's directory. The kernel runs in
+    the notebook's folder, so a relative path is resolved here first (`--data-path data/x.txt` from the checkout
+    failed with 'data file not found' in the kernel); a file inside the checkout is then written relative to the
+    kernel's folder, so the executed notebook names no machine's path; one outside it stays absolute. "" keeps the
+    notebook's own search ($EMBNORM_DATA, the cache, ../shared/data, a download)."""
+    if not data_path:
+        return ""
+    path = Path(data_path).expanduser().resolve()
+    if path.is_relative_to(repo_root().resolve()):
+        return os.path.relpath(path, Path(kernel_cwd).resolve())
+    return str(path)
+
+
 def _execute_notebook(cells: list[Cell], out: Path, data_path, threads: int, notebook: str) -> list[dict]:
     import papermill as pm
 
@@ -191,7 +205,8 @@ def _execute_notebook(cells: list[Cell], out: Path, data_path, threads: int, not
     params = dict(variant=first.variant, seed=first.seed, preset=first.preset, max_iters=0, study=first.study,
                   # "" for the checkout's runs/ (the notebook's default): the executed copy names no machine's path
                   out_dir="" if out.resolve() == default_runs_dir().resolve() else str(out),
-                  data_path=data_path or "", overrides=overrides, run_tag=first.tag,
+                  data_path=kernel_data_path(data_path, Path(notebook).parent), overrides=overrides,
+                  run_tag=first.tag,
                   progress=False, figures=False,  # the figure would be dropped by slim_notebook anyway
                   pack_seeds=",".join(str(c.seed) for c in cells) if packed else "")
     executed = RunDir(first.run_dir(out)).notebook
@@ -338,7 +353,7 @@ def slim_notebook(path: Path) -> bool:
     (the same rows); consecutive prints to one stream become one output with carriage returns applied as a terminal
     shows them (a progress bar keeps its last state, not "0%"); the kernel client's per-cell iopub timestamps go, and
     of papermill's per-cell record the duration stays (with the exception and status where a cell failed). Text
-    outputs and errors stay. Saved as compact JSON (a valid notebook: Jupyter and nbformat read it; it is a record, not
+    outputs and errors stay; papermill's input and output paths are written relative to the checkout. Saved as compact JSON (a valid notebook: Jupyter and nbformat read it; it is a record, not
     edited by hand), a third of nbformat's indented form. True if the file changed."""
     import nbformat
     from nbconvert.preprocessors import CoalesceStreamsPreprocessor
@@ -361,6 +376,12 @@ def slim_notebook(path: Path) -> bool:
                 del data["text/html"]
         coalesce.preprocess_cell(cell, {}, index)
     nb.metadata.pop("widgets", None)  # a widget's saved state: stale as soon as the kernel is gone
+    record = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):  # where the checkout sits is this machine's, not the run's
+        if record.get(key) and Path(record[key]).is_absolute():
+            where = Path(record[key]).resolve()
+            if where.is_relative_to(repo_root().resolve()):
+                record[key] = where.relative_to(repo_root().resolve()).as_posix()
     after = (json.dumps(nbformat.v4.nbjson.strip_transient(nb), sort_keys=True, separators=(",", ":"),
                         ensure_ascii=False) + "\n").encode()
     if after != before:
