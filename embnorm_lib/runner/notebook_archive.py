@@ -15,12 +15,14 @@ fixed), so packing the same notebooks again writes the same file."""
 from __future__ import annotations
 
 import io
+import json
 import lzma
 import re
 import tarfile
 from pathlib import Path
 
 from ..core.errors import RunDirError
+from ..core.io import repo_root, write_bytes_if_changed
 from ..core.rundir import RunDir, StudyDir, finished_run_dirs
 from ..core.writes import atomic_write_bytes
 
@@ -101,3 +103,49 @@ def pack_notebooks(study_root: Path, skip: set[Path] = frozenset()) -> tuple[int
     for path in loose.values():
         path.unlink()
     return len(loose), loose_bytes, len(payload)
+
+
+FIGURE_NOT_KEPT = ("[figure not kept with the run: redraw it from its step logs with "
+                   "plots.plot_run(notebook.run_table(run_dir), notebook.eval_table(run_dir))]")
+
+
+def slim_notebook(path: Path) -> bool:
+    """Keep an executed run notebook small and readable as saved: its figures (most of its bytes) are redrawn from the
+    run's logs at will, so each becomes one line saying how; a table shown both as HTML and as text keeps the text
+    (the same rows); consecutive prints to one stream become one output with carriage returns applied as a terminal
+    shows them (a progress bar keeps its last state, not "0%"); the kernel client's per-cell iopub timestamps go, and
+    of papermill's per-cell record the duration stays (with the exception and status where a cell failed). Text
+    outputs and errors stay; papermill's input and output paths are written relative to the checkout. Saved as compact JSON (a valid notebook: Jupyter and nbformat read it; it is a record, not
+    edited by hand), a third of nbformat's indented form. True if the file changed."""
+    import nbformat
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
+    before = path.read_bytes()
+    nb = nbformat.reads(before.decode(), as_version=4)
+    coalesce = CoalesceStreamsPreprocessor()
+    for index, cell in enumerate(nb.cells):
+        cell.metadata.pop("execution", None)
+        record = cell.metadata.get("papermill")
+        if record:
+            failed = record.get("exception") or record.get("status") not in (None, "completed")
+            keep = ("duration", "exception", "status") if failed else ("duration",)
+            cell.metadata["papermill"] = {k: record[k] for k in keep if k in record}
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if any(k.startswith("image/") for k in data):
+                out["data"] = {"text/plain": FIGURE_NOT_KEPT}
+            elif "text/html" in data and "text/plain" in data:
+                del data["text/html"]
+        coalesce.preprocess_cell(cell, {}, index)
+    nb.metadata.pop("widgets", None)  # a widget's saved state: stale as soon as the kernel is gone
+    record = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):  # where the checkout sits is this machine's, not the run's
+        if record.get(key) and Path(record[key]).is_absolute():
+            where = Path(record[key]).resolve()
+            if where.is_relative_to(repo_root().resolve()):
+                record[key] = where.relative_to(repo_root().resolve()).as_posix()
+    after = (json.dumps(nbformat.v4.nbjson.strip_transient(nb), sort_keys=True, separators=(",", ":"),
+                        ensure_ascii=False) + "\n").encode()
+    if after != before:
+        write_bytes_if_changed(path, after)
+    return after != before

@@ -10,7 +10,7 @@ re-encodes a finished run's metrics.parquet whose timings are finer than their s
 (steplog.TIMING_DECIMALS: runs trained before it), which stores them as decimal columns (~30% fewer bytes), or whose
 `lr` column stores each value although the run's config reproduces every one (steplog.DERIVED: runs written before
 format 3), which stores it as its recipe (~30% fewer bytes again); nothing else in the log changes, and the rows
-read back are the same. And it slims the run's executed notebook (runner.jobs.slim_notebook: compact JSON, a table's
+read back are the same. And it slims the run's executed notebook (runner.notebook_archive.slim_notebook: compact JSON, a table's
 HTML twin and per-cell timestamps dropped), as sweeps now leave it, then packs each study's loose executed notebooks
 into `runs/<study>/notebooks.tar.xz` (runner.notebook_archive; `tar -xJf` puts them back). Per run,
 under its lock: the run is verified against its seal; each log is written as `<log>.parquet` (atomically, read back
@@ -188,7 +188,7 @@ def convert_locked(run: RunDir, dry_run: bool = False) -> Outcome:
         outcome = convert_run(run, dry_run) if not outcome.retimed else outcome
         retime_run(run, outcome, dry_run)
         if run.notebook.is_file() and not dry_run:  # not sealed: the sweep's record of how the run went
-            from ..runner.jobs import slim_notebook
+            from ..runner.notebook_archive import slim_notebook
 
             before = run.notebook.stat().st_size
             try:
