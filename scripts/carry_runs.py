@@ -3,6 +3,7 @@
     python scripts/carry_runs.py save /work/carry      # near a session's end: copy every unfinished run directory
     python scripts/carry_runs.py restore /work/carry   # in the next checkout, before any sweep: put them back
     python scripts/carry_runs.py list /work/carry      # what a carry folder holds, touches nothing
+    python scripts/carry_runs.py land /work/wt-ladder17   # copy the finished runs a worktree trained into this checkout
 
 A run directory with a checkpoint (`ckpt.pt`) and no `summary.json` is unfinished. Checkpoints are never committed,
 so in a fresh clone such a run starts over; on this project's CPU a rung-4 run of the ladder takes about 2.6 hours
@@ -16,6 +17,14 @@ run back only where this checkout has not finished it, holds no checkpoint at or
 config.json that differs from the carried one; the checkpoint's sha256 must match, and the run's own lock is held
 while its files are written. A restored run resumes bit for bit (`checkpoint.resume` checks its config, threads and
 logs), so carrying it changes no result. Exit code 1 when any carried run could not be put back.
+
+`land SOURCE` brings the finished runs that another checkout of this repository trained (a worktree at a fixed commit,
+as the ladders run) into this one: each finished run under SOURCE/runs that this checkout lacks, when its seal verifies,
+a sweep no longer owns its cell, and its recorded commit is clean and in this checkout's history. It copies the sealed
+files, the manifest and the executed notebook (never a checkpoint, weights or a lock), with papermill's input and output
+paths written relative to SOURCE (the sweep of an older commit wrote them absolute: a machine's path in a committed
+record), into a staging folder, verifies the copy against its seal and only then moves it into place. Exit code 1 when
+any run was refused; then `compact-logs`, `sweep STUDY --index-only` and `publish STUDY` as printed.
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,6 +43,7 @@ from embnorm_lib.core.data import sha256_of  # noqa: E402
 from embnorm_lib.core.errors import ConfigError, RunDirError  # noqa: E402
 from embnorm_lib.core.io import RunLock, git_commit, path_inside  # noqa: E402
 from embnorm_lib.core.rundir import LOCK_FILES, RunDir  # noqa: E402
+from embnorm_lib.core.seal import NOT_SEALED, SealError, verify_run  # noqa: E402
 
 MANIFEST = "carry.json"
 CHECKPOINT = RunDir(Path()).checkpoint.name
@@ -154,11 +165,116 @@ def restore(repo: Path, folder: Path, echo=print) -> int:
     return 1 if failed else 0
 
 
+def finished_runs(repo: Path) -> list[RunDir]:
+    """Run directories under repo/runs holding a summary (finished), in path order."""
+    runs = repo / "runs"
+    return [RunDir(s.parent) for s in sorted(runs.rglob(RunDir(Path()).summary.name))] if runs.is_dir() else []
+
+
+def commit_problem(repo: Path, commit: object) -> str | None:
+    """Why a run trained at `commit` cannot land in `repo` (None when it can): its code must be a clean commit of this
+    checkout's history, or no reader could rebuild what trained it."""
+    if not isinstance(commit, str) or not commit or commit.endswith("-dirty") or " " in commit:
+        return f"it was trained at {commit!r}; allowed: a clean commit of this repository"
+    known = subprocess.run(["git", "merge-base", "--is-ancestor", commit, "HEAD"], cwd=repo, capture_output=True)
+    if known.returncode != 0:
+        return f"its commit {commit[:12]} is not in this checkout's history; allowed: an ancestor of HEAD"
+    return None
+
+
+def checkout_relative_notebook(data: bytes, source: Path) -> bytes:
+    """The executed notebook with papermill's absolute input/output paths inside `source` written relative to it."""
+    nb = json.loads(data)
+    record = nb.get("metadata", {}).get("papermill", {})
+    changed = False
+    for key in ("input_path", "output_path"):
+        where = record.get(key)
+        if isinstance(where, str) and Path(where).is_absolute() and Path(where).resolve().is_relative_to(source):
+            record[key] = Path(where).resolve().relative_to(source).as_posix()
+            changed = True
+    if not changed:
+        return data
+    return (json.dumps(nb, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+def land_one(repo: Path, source: Path, run: RunDir) -> tuple[bool, str]:
+    """Copy one finished run of `source` into `repo`; (ok, what happened). One already landed is ok."""
+    rel = run.root.relative_to(source)
+    target = RunDir(repo / rel)
+    if target.summary.is_file():  # landed before (and maybe resealed here since, its logs compacted): left as it is
+        return True, f"kept {rel}: finished in this checkout"
+    if target.root.exists():
+        return False, f"refused {rel}: this checkout holds an unfinished run there; allowed: no run directory there"
+    try:
+        verify_run(run)
+    except SealError as e:
+        return False, f"refused {rel}: {e}"
+    problem = commit_problem(repo, json.loads(run.summary.read_text()).get("git_commit"))
+    if problem:
+        return False, f"refused {rel}: {problem}"
+    notebook = checkout_relative_notebook(run.notebook.read_bytes(), source) if run.notebook.is_file() else None
+    if notebook is not None and str(source).encode() in notebook:
+        return False, (f"refused {rel}: its notebook names {source} beyond papermill's paths (a parameter given as "
+                       f"an absolute path); allowed: paths relative to the checkout")
+    existed, cell = run.cell_lock_path.exists(), run.cell_lock()
+    if not cell.acquire():
+        return False, f"refused {rel}: a sweep still owns its cell (it may rewrite the notebook); land it afterwards"
+    created = [d for d in target.root.parents if not d.exists()]  # removed again if the copy fails
+    staging = RunDir(target.root.with_name(target.root.name + ".landing"))
+    try:
+        shutil.rmtree(staging.root, ignore_errors=True)
+        staging.root.mkdir(parents=True)
+        for item in sorted(run.root.iterdir()):
+            wanted = item.name not in NOT_SEALED or item.name == run.manifest.name
+            if item.is_file() and not item.is_symlink() and wanted and not item.name.startswith("."):
+                shutil.copy2(item, staging.root / item.name)
+        if notebook is not None:  # read before the cell was held: read again, now that no sweep can rewrite it
+            staging.notebook.write_bytes(checkout_relative_notebook(run.notebook.read_bytes(), source))
+        verify_run(staging)  # the copy, as it will lie in this checkout
+        staging.root.rename(target.root)
+    except (OSError, SealError) as e:
+        shutil.rmtree(staging.root, ignore_errors=True)
+        for folder in created:
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        return False, f"refused {rel}: its copy failed ({str(e)[:200]}); nothing was left here"
+    finally:
+        cell.release()
+        if not existed:
+            run.cell_lock_path.unlink(missing_ok=True)
+    return True, f"landed {rel}"
+
+
+def land(repo: Path, source: Path, echo=print) -> int:
+    source = source.resolve()
+    if source == repo.resolve() or not (source / "runs").is_dir():
+        raise SystemExit(f"cannot land from {source}; allowed: another checkout of this repository, with a runs/ "
+                         f"folder")
+    runs = finished_runs(source)
+    failed, studies = 0, set()
+    for run in runs:
+        ok, line = land_one(repo, source, run)
+        failed += not ok
+        if line.startswith("landed"):
+            studies.add(run.root.relative_to(source / "runs").parts[0])
+            echo(line)
+        elif not ok:
+            echo(line)
+    echo(f"{len(runs)} finished run(s) in {source}: {sum(1 for r in runs if (repo / r.root.relative_to(source)).is_dir())}"
+         f" here now, {failed} refused")
+    for study in sorted(studies):
+        echo(f"next: python -m embnorm_lib compact-logs --study {study}; python -m embnorm_lib sweep <its sweep> "
+             f"--index-only; python -m embnorm_lib publish {study}")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=("save", "restore", "list"))
-    p.add_argument("folder", type=Path)
+    p.add_argument("action", choices=("save", "restore", "list", "land"))
+    p.add_argument("folder", type=Path, help="the carry folder (save, restore, list) or the source checkout (land)")
     args = p.parse_args(argv)
+    if args.action == "land":
+        return land(REPO, args.folder)
     if args.action == "save":
         save(REPO, args.folder)
         return 0

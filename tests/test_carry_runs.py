@@ -134,6 +134,113 @@ def test_restore_refuses_a_checkpoint_that_is_not_a_torch_file_even_when_its_has
     assert not (repo / "runs" / "s").exists()
 
 
+def _checkout(repo) -> str:
+    """A git checkout with one commit and a runs/ folder; its HEAD."""
+    import subprocess
+
+    (repo / "runs").mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "registered"], check=True)
+    return _git_head(repo)
+
+
+def _git_head(repo) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _finished_in(source, arm, data_path, commit):
+    """A finished, sealed run of `source` trained at `commit`, with the executed notebook a sweep of an older commit
+    leaves (papermill's paths absolute), a stray checkpoint and a lock file."""
+    from embnorm_lib.core.seal import reseal
+
+    run = source / "runs" / "s" / arm / "seed0"
+    train(tiny(max_iters=4), run, data_path, progress=False)
+    summary = json.loads((run / "summary.json").read_text())
+    summary["git_commit"] = commit
+    (run / "summary.json").write_text(json.dumps(summary))
+    reseal(carry_runs.RunDir(run), "summary.json")
+    notebook = {"cells": [], "metadata": {"papermill": {"input_path": str(source / "notebooks" / "02_train.ipynb"),
+                                                        "output_path": str(run / "02_train.ipynb")}},
+                "nbformat": 4, "nbformat_minor": 5}
+    (run / "02_train.ipynb").write_text(json.dumps(notebook))
+    (run / "ckpt.pt").write_bytes(b"weights stay local")
+    (run / ".lock").write_bytes(b"")
+    return run
+
+
+def test_land_copies_a_worktrees_finished_runs_sealed_without_weights_and_with_checkout_relative_paths(tmp_path,
+                                                                                                       data_path):
+    from embnorm_lib.core.seal import verify_run
+
+    source, repo = tmp_path / "wt", tmp_path / "main"
+    run = _finished_in(source, "ln", data_path, _checkout(repo))
+    train(tiny(max_iters=8, checkpoint_interval=4), source / "runs" / "s" / "none" / "seed0", data_path,
+          progress=False, until_step=5)  # unfinished: stays where it trains
+
+    lines = []
+    assert carry_runs.land(repo, source, echo=lines.append) == 0
+    landed = repo / "runs" / "s" / "ln" / "seed0"
+    assert lines[0] == "landed runs/s/ln/seed0"
+    assert not (repo / "runs" / "s" / "none").exists()
+    assert sorted(p.name for p in landed.iterdir()) == sorted(
+        p.name for p in run.iterdir() if p.name not in ("ckpt.pt", "model.pt", ".lock", ".cell.lock"))
+    assert "ckpt.pt" not in {p.name for p in landed.iterdir()}
+    verify_run(carry_runs.RunDir(landed))
+    papermill = json.loads((landed / "02_train.ipynb").read_text())["metadata"]["papermill"]
+    assert papermill == {"input_path": "notebooks/02_train.ipynb", "output_path": "runs/s/ln/seed0/02_train.ipynb"}
+    assert not (run / ".cell.lock").exists()  # looking at the cell leaves no lock file behind
+
+    other = _finished_in(source, "rms", data_path, _git_head(repo))  # a parameter naming the worktree's path
+    notebook = json.loads((other / "02_train.ipynb").read_text())
+    notebook["metadata"]["papermill"]["parameters"] = {"data_path": str(source / "data" / "corpus.txt")}
+    (other / "02_train.ipynb").write_text(json.dumps(notebook))
+    lines = []
+    assert carry_runs.land(repo, source, echo=lines.append) == 1
+    assert lines[0].startswith(f"refused runs/s/rms/seed0: its notebook names {source.resolve()} beyond")
+    assert not (repo / "runs" / "s" / "rms").exists()
+
+    lines = []  # landing again keeps what is here
+    (other / "02_train.ipynb").unlink()
+    shutil.rmtree(other)
+    assert carry_runs.land(repo, source, echo=lines.append) == 0
+    assert len(lines) == 1 and lines[0].endswith("1 here now, 0 refused")
+
+
+def test_land_refuses_a_damaged_seal_a_dirty_or_foreign_commit_and_a_cell_a_sweep_owns(tmp_path, data_path):
+    source, repo = tmp_path / "wt", tmp_path / "main"
+    head = _checkout(repo)
+    damaged = _finished_in(source, "ln", data_path, head)
+    with open(damaged / "evals.jsonl", "a") as f:
+        f.write("{}\n")
+    _finished_in(source, "rms", data_path, head + "-dirty")
+    _finished_in(source, "none", data_path, "0" * 40)
+    owned = _finished_in(source, "scaled", data_path, head)
+    cell = carry_runs.RunDir(owned).cell_lock()
+    assert cell.acquire()
+    lines = []
+    try:
+        assert carry_runs.land(repo, source, echo=lines.append) == 1
+    finally:
+        cell.release()
+    refusals = dict(line.split(": ", 1) for line in lines if line.startswith("refused"))
+    assert "evals.jsonl" in refusals["refused runs/s/ln/seed0"]
+    assert refusals["refused runs/s/rms/seed0"].endswith("allowed: a clean commit of this repository")
+    assert "not in this checkout's history" in refusals["refused runs/s/none/seed0"]
+    assert refusals["refused runs/s/scaled/seed0"].startswith("a sweep still owns its cell")
+    assert lines[-1].endswith("0 here now, 4 refused")
+    assert not (repo / "runs" / "s").exists() or not any((repo / "runs" / "s").rglob("*"))
+
+
+def test_land_refuses_its_own_checkout(tmp_path):
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(SystemExit, match="cannot land from .*; allowed: another checkout"):
+        carry_runs.land(tmp_path, tmp_path, echo=quiet)
+
+
 def test_lm_eval_adapter_refuses_a_study_path(capsys):
     from embnorm_lib.core import lm_eval_adapter
 
