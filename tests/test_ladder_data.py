@@ -335,18 +335,27 @@ def test_comparisons_use_confirmatory_seeds_and_refuse_tuning_seeds():
         analysis.confirmatory_table(pd.concat([runs, stray]))
 
 
-def test_an_interval_that_excludes_zero_without_holm_says_why():
+def test_an_interval_that_excludes_zero_without_holm_says_why_once_per_rung():
     from embnorm_lib.analyses import ladder_data as analysis
 
     row = {"variant": "ln", "mean_diff": 0.07, "ci_low": 0.002, "ci_high": 0.15, "p_t": 0.045, "p_holm": 0.18,
            "alpha_holm": 0.0125, "significant": False, "mde_80": 0.13}
-    assert "excludes 0, but p = 0.045 is above its Holm level 0.0125" in analysis._words(row)
+    assert analysis.why_not_resolved([row]) == " `ln`'s interval excludes 0, but p = 0.045 is above its Holm level 0.0125."
+    assert "not resolved" in analysis._words(row) and "excludes" not in analysis._words(row)
     assert "costs" in analysis._words({**row, "significant": True, "p_holm": 0.01})
-    assert "excludes" not in analysis._words({**row, "ci_low": -0.001})
+    assert analysis.why_not_resolved([{**row, "significant": True, "p_holm": 0.01}]) == ""
+    assert analysis.why_not_resolved([{**row, "ci_low": -0.001}]) == ""
+    # two arms whose intervals exclude 0 without Holm: one sentence for the rung, each p against its own level
+    rms = {**row, "variant": "rms", "p_t": 0.033, "alpha_holm": 0.025}
+    both = analysis.why_not_resolved([row, rms])
+    assert both == " The `ln` and `rms` intervals exclude 0, but p = 0.045 and 0.033 are above their Holm levels 0.0125 and 0.025."
+    assert both.count("excludes") + both.count("exclude ") == 1
     # Holm steps down and stops at the first p above its level: a later test is not significant even where its p is
     # below its own level, and the reason must not call that p "above"
-    later = analysis._words({**row, "p_t": 0.0328, "alpha_holm": 0.05})
+    later = analysis.why_not_resolved([{**row, "p_t": 0.0328, "alpha_holm": 0.05}])
     assert "above its Holm level" not in later and "below its Holm level 0.05, but Holm's step-down stopped" in later
+    mixed = analysis.why_not_resolved([row, {**rms, "p_t": 0.0328, "alpha_holm": 0.05}])
+    assert "`ln`'s interval excludes 0, but p = 0.045 is above" in mixed and "`rms`'s interval excludes 0, but" in mixed
 
 
 def test_the_answer_names_the_rungs_still_to_finish():

@@ -401,7 +401,10 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     assert "3 of the 4 sizes have finished" in text and "is drawn only once 3 sizes" in text
     assert text.count("This size is data-bound") == 1 and "4 × 128" in text and "+0.032" in text
     assert "Size and budget grow together" not in text  # said with the trend it qualifies
-    assert "(+0.076 [+0.066, +0.086], Holm p = 0.400; the interval excludes 0, but the test is not significant" in text
+    # both norms off 0 without Holm (size 0): said once for the size; one norm (size 2's rms): said in its clause
+    assert text.count("Both intervals exclude 0, but neither test is significant after Holm") == 1
+    assert "(+0.076 [+0.066, +0.086], Holm p = 0.400; the test detects only" in text
+    assert "(+0.011 [+0.001, +0.021], Holm p = 0.400; the interval excludes 0, but the test is not significant" in text
     dl["trend"] = [{"variant": "ln", "rungs": 3, "slope_per_decade": -0.0456, "slope_ci_low": -0.0789,
                     "slope_ci_high": -0.0123, "direction": "falls"},
                    {"variant": "rms", "rungs": 3, "slope_per_decade": 0.0111, "slope_ci_low": -0.0222,

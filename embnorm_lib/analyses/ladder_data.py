@@ -217,7 +217,8 @@ def quoted_lines(runs: pd.DataFrame) -> list[str]:
         lines.append(f"- rung {rung} ({first['shape']}, {first['params'] / 1e6:.2f}M non-embedding parameters, "
                      f"{first['iters']:,} iterations = {first['passes']:.2f} passes, {first['seeds']} seeds; LR `none` "
                      f"{first['lr_none']:g}, {lrs}): final val loss vs `none` "
-                     + "; ".join(_words(r) for _, r in part.iterrows()) + ".")
+                     + "; ".join(_words(r) for _, r in part.iterrows()) + "."
+                     + why_not_resolved([r for _, r in part.iterrows()]))
     return lines + trend_bullets(trend_table(runs), "trend (exploratory), ") if lines else lines
 
 
@@ -322,24 +323,47 @@ def budget_confound_line(runs: pd.DataFrame) -> str:
             "shows is not separated into size and budget.")
 
 
-def _words(r) -> str:
-    from ..stats import holm_miss_reason, p_text
+def _unresolved_off_zero(r) -> bool:
+    """An interval that excludes 0 (and leaves the MEI) whose test Holm does not pass: said why (amendment 1 item 2)."""
+    within = -stats_mei() <= r["ci_low"] and r["ci_high"] <= stats_mei()
+    return not r["significant"] and not within and (r["ci_low"] > 0 or r["ci_high"] < 0)
 
+
+def _words(r) -> str:
     direction = ("costs" if r["mean_diff"] > 0 else "helps") if r["significant"] else "not resolved"
     if not r["significant"] and -stats_mei() <= r["ci_low"] and r["ci_high"] <= stats_mei():
         direction = "within the MEI"
-    elif not r["significant"] and (r["ci_low"] > 0 or r["ci_high"] < 0):  # amendment 1 item 2: say why
-        direction += f" (the interval excludes 0, but {holm_miss_reason(r['p_t'], r['alpha_holm'])})"
     return (f"`{r['variant']}` {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] (Holm p = "
-            f"{p_text(r['p_holm'])}; {direction}; MDE {r['mde_80']:.4f})")
+            f"{stats.p_text(r['p_holm'])}; {direction}; MDE {r['mde_80']:.4f})")
+
+
+def why_not_resolved(rows: list) -> str:
+    """One sentence for a rung's tests whose interval excludes 0 but Holm does not pass them: each p against its Holm
+    level, once for the rung rather than once per arm ("" when there are none)."""
+    missed = [r for r in rows if _unresolved_off_zero(r)]
+    if not missed:
+        return ""
+    if len(missed) == 1:
+        r = missed[0]
+        return f" `{r['variant']}`'s interval excludes 0, but {stats.holm_miss_reason(r['p_t'], r['alpha_holm'])}."
+    if all(r["p_t"] > r["alpha_holm"] for r in missed):
+        arms = " and ".join(f"`{r['variant']}`" for r in missed)
+        ps = " and ".join(stats.p_text(r["p_t"], 2, r["alpha_holm"]) for r in missed)
+        levels = " and ".join(f"{r['alpha_holm']:.4g}" for r in missed)
+        return f" The {arms} intervals exclude 0, but p = {ps} are above their Holm levels {levels}."
+    return " " + "; ".join(f"`{r['variant']}`'s interval excludes 0, but {stats.holm_miss_reason(r['p_t'], r['alpha_holm'])}"
+                           for r in missed) + "."
 
 
 def rung_lines(runs: pd.DataFrame) -> list[str]:
     """One bullet per finished rung (confirmatory_table): each norm's registered comparison on the primary endpoint."""
     table = confirmatory_table(runs)
-    return [f"- rung {rung} ({ladder_data.non_embedding_params(rung):,} non-embedding parameters), final validation "
-            "loss vs `none`: " + "; ".join(_words(r) for _, r in part.iterrows()) + "."
-            for rung, part in (table[table["metric"] == "val_loss"].groupby("rung") if len(table) else [])]
+    lines = []
+    for rung, part in (table[table["metric"] == "val_loss"].groupby("rung") if len(table) else []):
+        rows = [r for _, r in part.iterrows()]
+        lines.append(f"- rung {rung} ({ladder_data.non_embedding_params(rung):,} non-embedding parameters), final "
+                     "validation loss vs `none`: " + "; ".join(_words(r) for r in rows) + "." + why_not_resolved(rows))
+    return lines
 
 
 def pending_lines(runs: pd.DataFrame, cells) -> list[str]:
