@@ -888,7 +888,7 @@ def _init_panel(ax, d: dict):
         rows = [_pick(i["rows"], variant=variant, emb_init_std=s, head=h)[0] for s, h in cats]
         _errorbars(ax, np.arange(len(cats)) + 0.12 * (k - 0.5), rows, variant, joined=False)
     ax.axhline(0, color="0.5", lw=0.8)
-    ax.set_xticks(range(len(cats)), [f"N(0, {s:g})\n{h} head" for s, h in cats], fontsize=8)
+    ax.set_xticks(range(len(cats)), [f"N(0, {s:g})\n{h} head" for s, h in cats], fontsize=9)
     ax.set(xlabel="embedding init and output head", ylabel="Δ final val loss vs no norm (nats/char)")
     ax.set_title(f"Init grid (exploratory; {_model(i)}, {i['iters']} it, {i['seeds']} seeds): in this grid the init\n"
                  f"scale may set the sign, untied head {effect_word(iw['small'])} at std {iw['small']['emb_init_std']:g}, "
@@ -925,13 +925,13 @@ def _failure_panel(ax, d: dict):
             + ("no arm removed the failures." if not fw["fixed"] else f"{', '.join(fw['fixed'])} removed them.")
             + "\nCost at each arm's own best LR (nats/char):\n" + ", ".join(costs)
             + f"\n95% exact intervals where any arm failed;\n0 of {zero['runs']} failed: [0, {zero['ci_high']:.2f}]")
-    ax.text(0.02, 0.97, note, transform=ax.transAxes, fontsize=7, color="0.25", va="top")
+    ax.text(0.02, 0.97, note, transform=ax.transAxes, fontsize=8, color="0.25", va="top")
     at = f["lowest_failing_lr"]
     failing_there = [ARM_NAMES.get(v, v) for v in arms if any(r["failed"] for r in _pick(f["rows"], variant=v, lr=at))]
     ax.set_title(f"LR search {f['study']} (exploratory, {f['seeds']} seeds): "
                  f"{'no stability benefit detected' if not fw['fixed'] else 'a stability benefit'};\n"
                  f"no arm fails below LR {at:g}; there {', '.join(failing_there)} fail", fontsize=9)
-    ax.legend(fontsize=7, loc="center left")
+    ax.legend(fontsize=8, loc="center left")
 
 
 OPEN_ENGLISH_MARKERS = {"ln": "o", "rms": "D"}  # the adequate-data ladder's points, apart from the 1 MB ladder's
@@ -959,7 +959,7 @@ def _size_panel(ax, d: dict):
         # from just left of the first data-bound size: an open-English size below it (not data-bound) stays outside
         ax.axvspan(sw["plateau_params"] / 1.1, sw["high"] * 1.6, color="0.92", lw=0)
         ax.text(sw["plateau_params"] / 1.05, 0.3, "1 MB ladder data-bound:\nthe baseline's loss\nstops falling with size",
-                transform=ax.get_xaxis_transform(), va="bottom", fontsize=7, color="0.35")
+                transform=ax.get_xaxis_transform(), va="bottom", fontsize=8, color="0.35")
     for k, variant in enumerate(NORMS):
         rows = sorted(_pick(s["rows"], variant=variant), key=lambda r: r["params"])
         _errorbars(ax, np.array([r["params"] for r in rows], float) * (1 + 0.08 * k), rows, variant)
@@ -1007,8 +1007,8 @@ def answer_figure(d: dict) -> plt.Figure:
     _size_panel(axes[1][1], d)
     for a in axes.flat:
         if a is not axes[1][0]:
-            a.legend(fontsize=7, loc="best")
-        a.tick_params(labelsize=8)
+            a.legend(fontsize=8, loc="best")
+        a.tick_params(labelsize=9)
     reg, hw = d["registered"][REGIMES[0]], headline_words(d)
     also = " (size panel: also open English)" if data_ladder_rungs(d["size"]["data_ladder"]) else ""
     fig.suptitle(f"Embedding norm in a Pre-LN GPT on tiny Shakespeare{also}: {reg['verdict']} at GPT-2 init and "
