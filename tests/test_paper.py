@@ -422,9 +422,12 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     dl["sizes"] = 5
     text, _ = planted_paper(tmp_path, data)
     assert "Its 2 largest sizes are not quoted until all their registered runs are in." in text
-    dl["sizes"] = 3
+    assert "That experiment is under way" in text and "3 of the 5 sizes have finished" in text
+    dl["sizes"] = 3  # every size in: the ladder is reported as run, not as under way or as a count of the planned
     text, _ = planted_paper(tmp_path, data)
     assert "are not quoted until" not in text and "is not quoted until" not in text
+    assert "under way" not in text and "That experiment was run" in text and "All 3 sizes have finished" in text
+    assert "(all 3 sizes finished)" in text and " of 3 sizes" not in text and "of 3 planned" not in text
 
 
 def test_the_budget_figure_fills_a_marker_only_where_holm_resolves_it():
