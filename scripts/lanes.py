@@ -1,0 +1,136 @@
+"""Train a study's remaining runs in background lanes from a worktree at a fixed commit: one command at a session's start.
+
+    python scripts/lanes.py plan ladder-data --only preset=ladder-data-3
+    python scripts/lanes.py start ladder-data --worktree /work/wt-ladder17 --only preset=ladder-data-3 \\
+        --lanes 2 -- --data-path ../data/open-english.txt
+
+A ladder's runs train on this project's two cores for hours each, one single-thread lane per core, in a worktree at
+the commit that registered them (see docs/GUIDE.md); the runs land in this checkout with `carry_runs.py land`. The
+remaining runs are the study's registered cells (every `--only` text in the run directory's path, as the sweep reads
+it) that this checkout has not finished. A fresh worktree lacks the runs landed since its commit, so a plain sweep
+there would train those again: each lane instead runs `sweep STUDY --only <one cell>` for each cell of its queue in
+turn (the cells dealt round-robin; a cell already finished in the worktree waits to be landed, one whose run a
+process is training is left to it). A lane's kernels import the worktree's own package (PYTHONPATH=the worktree, for
+commits older than the sweep that does this itself). Arguments after `--` go to every sweep (`--data-path` is read in
+the worktree). `--dry-run` prints each lane's command and starts nothing. Logs: WORKTREE.lanes/lane-K.log.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from embnorm_lib.core.rundir import RunDir  # noqa: E402
+from embnorm_lib.studies import STUDIES  # noqa: E402
+
+
+def cell_paths(study: str, only: list[str]) -> list[str]:
+    """The study's registered cells as the sweep's `--only` reads them (`<arm>/seed<k>/` under runs/<study>/)."""
+    if study not in STUDIES:
+        raise SystemExit(f"unknown study {study!r}; allowed: {', '.join(STUDIES)}")
+    base = Path("runs") / study
+    paths = [cell.run_dir(Path("runs")).relative_to(base).as_posix() + "/" for cell in STUDIES[study].cells()]
+    chosen = [p for p in paths if all(text in p for text in only)]
+    if not chosen:
+        raise SystemExit(f"no cell of {study} contains {' and '.join(map(repr, only))}; allowed: text of a run "
+                         f"directory, e.g. {paths[0]!r}")
+    return chosen
+
+
+def is_training(run: RunDir) -> bool:
+    """A process holds the run's lock (it trains or writes it); looking leaves no lock file behind."""
+    if not run.root.is_dir():
+        return False
+    existed, lock = run.lock.exists(), run.training_lock()
+    if not lock.acquire():
+        return True
+    lock.release()
+    if not existed:
+        run.lock.unlink(missing_ok=True)
+    return False
+
+
+def plan(study: str, only: list[str], repo: Path, worktree: Path | None = None) -> tuple[list[str], list[str]]:
+    """(cells to train, cells finished in the worktree that this checkout still lacks: land them first)."""
+    todo, to_land = [], []
+    for rel in cell_paths(study, only):
+        if RunDir(repo / "runs" / study / rel).summary.is_file():
+            continue
+        there = RunDir(worktree / "runs" / study / rel) if worktree else None
+        if there is not None and there.summary.is_file():
+            to_land.append(rel)
+        elif there is None or not is_training(there):
+            todo.append(rel)
+    return todo, to_land
+
+
+def lane_commands(study: str, cells: list[str], lanes: int, sweep_args: list[str]) -> list[str]:
+    """One shell command per lane: its cells' sweeps in turn, each on one worker and one thread, stopping at a
+    failed one."""
+    queues = [cells[k::lanes] for k in range(lanes)]
+    return [" && ".join(f"python -m embnorm_lib sweep {shlex.quote(study)} --workers 1 --threads 1 --only "
+                        f"{shlex.quote(rel)}" + "".join(" " + shlex.quote(a) for a in sweep_args) for rel in queue)
+            for queue in queues if queue]
+
+
+def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: list[str], dry_run: bool,
+          repo: Path = REPO, echo=print) -> list[str]:
+    worktree = worktree.resolve()
+    if worktree == repo.resolve() or not (worktree / "embnorm_lib").is_dir():
+        raise SystemExit(f"invalid --worktree {worktree}; allowed: another checkout of this repository (git worktree "
+                         f"add DIR COMMIT)")
+    if lanes < 1:
+        raise SystemExit(f"invalid --lanes {lanes}; allowed: 1 or more (one per core)")
+    todo, to_land = plan(study, only, repo, worktree)
+    for rel in to_land:
+        echo(f"finished in the worktree, not here: {rel} (python scripts/carry_runs.py land {worktree})")
+    commands = lane_commands(study, todo, lanes, sweep_args)
+    logs = worktree.with_name(worktree.name + ".lanes")
+    for k, command in enumerate(commands):
+        echo(f"lane {k}: {command.count(' && ') + 1} run(s), log {logs / f'lane-{k}.log'}")
+        echo(f"  cd {shlex.quote(str(worktree))} && export PYTHONPATH={shlex.quote(str(worktree))} && {command}")
+        if dry_run:
+            continue
+        logs.mkdir(exist_ok=True)
+        with open(logs / f"lane-{k}.log", "ab") as log:
+            subprocess.Popen(["bash", "-c", command], cwd=worktree, stdin=subprocess.DEVNULL, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True,
+                             env={**os.environ, "PYTHONPATH": str(worktree)})
+    if not commands:
+        echo(f"nothing to train: every cell of {study} with {' and '.join(map(repr, only))} is finished or training")
+    elif not dry_run:
+        echo("before the session ends: python scripts/carry_runs.py save /work/carry (in the worktree), and land "
+             "each finished run here with python scripts/carry_runs.py land")
+    return commands
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sweep_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=("plan", "start"))
+    p.add_argument("study")
+    p.add_argument("--only", action="append", default=[], metavar="TEXT")
+    p.add_argument("--worktree", type=Path, default=None)
+    p.add_argument("--lanes", type=int, default=2)
+    p.add_argument("--dry-run", action="store_true")
+    args = p.parse_args(argv)
+    if args.action == "plan":
+        todo, to_land = plan(args.study, args.only, REPO, args.worktree)
+        print("\n".join([*todo, *(f"{rel} (finished in the worktree: land it)" for rel in to_land)]))
+        return 0
+    if args.worktree is None:
+        raise SystemExit("start needs --worktree DIR; allowed: a git worktree of this repository at the commit that "
+                         "trains the runs")
+    start(args.study, args.only, args.worktree, args.lanes, sweep_args, args.dry_run)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""scripts/lanes.py: a study's remaining runs, dealt to background lanes in a worktree, each cell trained once."""
+from __future__ import annotations
+
+import importlib.util
+import shlex
+
+import pytest
+from conftest import REPO
+
+spec = importlib.util.spec_from_file_location("lanes", REPO / "scripts" / "lanes.py")
+lanes = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lanes)
+
+STUDY, ONLY = "ladder-data", ["preset=ladder-data-0"]
+
+
+def _finish(root, rel):
+    run = root / "runs" / STUDY / rel
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text("{}")
+
+
+def test_plan_leaves_out_what_is_finished_here_waits_to_land_or_is_training(tmp_path):
+    repo, worktree = tmp_path / "main", tmp_path / "wt"
+    cells = lanes.cell_paths(STUDY, ONLY)
+    assert len(cells) == len(set(cells)) >= 6 and all(c.endswith("/") and "ladder-data-0/" in c for c in cells)
+    _finish(repo, cells[0])  # landed
+    _finish(worktree, cells[1])  # finished in the worktree, not landed
+    training = lanes.RunDir(worktree / "runs" / STUDY / cells[2])
+    training.root.mkdir(parents=True)
+    lock = training.training_lock()
+    assert lock.acquire()
+    try:
+        todo, to_land = lanes.plan(STUDY, ONLY, repo, worktree)
+    finally:
+        lock.release()
+    assert to_land == [cells[1]]
+    assert todo == cells[3:]
+    untouched = lanes.RunDir(worktree / "runs" / STUDY / cells[3])
+    assert not untouched.root.exists()  # looking leaves nothing behind
+    todo, _ = lanes.plan(STUDY, ONLY, repo, worktree)  # nobody trains cells[2] now
+    assert todo == cells[2:]
+    assert lanes.plan(STUDY, ONLY, repo)[0] == cells[1:]  # without a worktree: all this checkout lacks
+
+
+def test_each_cell_goes_to_one_lane_on_one_thread_with_the_sweep_arguments():
+    cells = lanes.cell_paths(STUDY, ONLY)
+    commands = lanes.lane_commands(STUDY, cells, 2, ["--data-path", "../data/open english.txt"])
+    assert len(commands) == 2
+    onlys = [part.split("--only ")[1].split(" ")[0] for c in commands for part in c.split(" && ")]
+    assert sorted(onlys) == sorted(shlex.quote(c) for c in cells)
+    for command in commands:
+        for part in command.split(" && "):
+            words = shlex.split(part)
+            assert words[:5] == ["python", "-m", "embnorm_lib", "sweep", STUDY]
+            assert words[5:9] == ["--workers", "1", "--threads", "1"]
+            assert words[-2:] == ["--data-path", "../data/open english.txt"]
+    assert lanes.lane_commands(STUDY, cells[:1], 2, []) == [lanes.lane_commands(STUDY, cells[:1], 1, [])[0]]
+
+
+def test_start_dry_run_starts_nothing_and_bad_input_is_refused_in_one_line(tmp_path):
+    repo, worktree = tmp_path / "main", tmp_path / "wt"
+    (worktree / "embnorm_lib").mkdir(parents=True)
+    lines = []
+    commands = lanes.start(STUDY, ONLY, worktree, 2, [], dry_run=True, repo=repo, echo=lines.append)
+    assert len(commands) == 2 and lines[0].startswith("lane 0: ")
+    assert f"export PYTHONPATH={worktree}" in lines[1]
+    assert not (tmp_path / "wt.lanes").exists() and not (worktree / "runs").exists()
+    with pytest.raises(SystemExit, match="invalid --worktree .*; allowed: another checkout"):
+        lanes.start(STUDY, ONLY, repo, 2, [], dry_run=True, repo=repo)
+    with pytest.raises(SystemExit, match="invalid --lanes 0; allowed: 1 or more"):
+        lanes.start(STUDY, ONLY, worktree, 0, [], dry_run=True, repo=repo)
+    with pytest.raises(SystemExit, match="unknown study 'nope'; allowed: "):
+        lanes.cell_paths("nope", [])
+    with pytest.raises(SystemExit, match="no cell of ladder-data contains 'seed99/'; allowed: text of a run"):
+        lanes.cell_paths(STUDY, ["seed99/"])
