@@ -152,13 +152,21 @@ def _git_head(repo) -> str:
                           check=True).stdout.strip()
 
 
-def _finished_in(source, arm, data_path, commit):
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, data_path):
+    """One finished tiny run, trained once for this module's landing tests (each copies it)."""
+    run = tmp_path_factory.mktemp("trained") / "seed0"
+    train(tiny(max_iters=4), run, data_path, progress=False)
+    return run
+
+
+def _finished_in(source, arm, trained, commit):
     """A finished, sealed run of `source` trained at `commit`, with the executed notebook a sweep of an older commit
     leaves (papermill's paths absolute), a stray checkpoint and a lock file."""
     from embnorm_lib.core.seal import reseal
 
     run = source / "runs" / "s" / arm / "seed0"
-    train(tiny(max_iters=4), run, data_path, progress=False)
+    shutil.copytree(trained, run)
     summary = json.loads((run / "summary.json").read_text())
     summary["git_commit"] = commit
     (run / "summary.json").write_text(json.dumps(summary))
@@ -173,11 +181,12 @@ def _finished_in(source, arm, data_path, commit):
 
 
 def test_land_copies_a_worktrees_finished_runs_sealed_without_weights_and_with_checkout_relative_paths(tmp_path,
+                                                                                                       trained,
                                                                                                        data_path):
     from embnorm_lib.core.seal import verify_run
 
     source, repo = tmp_path / "wt", tmp_path / "main"
-    run = _finished_in(source, "ln", data_path, _checkout(repo))
+    run = _finished_in(source, "ln", trained, _checkout(repo))
     train(tiny(max_iters=8, checkpoint_interval=4), source / "runs" / "s" / "none" / "seed0", data_path,
           progress=False, until_step=5)  # unfinished: stays where it trains
 
@@ -194,7 +203,7 @@ def test_land_copies_a_worktrees_finished_runs_sealed_without_weights_and_with_c
     assert papermill == {"input_path": "notebooks/02_train.ipynb", "output_path": "runs/s/ln/seed0/02_train.ipynb"}
     assert not (run / ".cell.lock").exists()  # looking at the cell leaves no lock file behind
 
-    other = _finished_in(source, "rms", data_path, _git_head(repo))  # a parameter naming the worktree's path
+    other = _finished_in(source, "rms", trained, _git_head(repo))  # a parameter naming the worktree's path
     notebook = json.loads((other / "02_train.ipynb").read_text())
     notebook["metadata"]["papermill"]["parameters"] = {"data_path": str(source / "data" / "corpus.txt")}
     (other / "02_train.ipynb").write_text(json.dumps(notebook))
@@ -210,15 +219,15 @@ def test_land_copies_a_worktrees_finished_runs_sealed_without_weights_and_with_c
     assert len(lines) == 1 and lines[0].endswith("1 here now, 0 refused")
 
 
-def test_land_refuses_a_damaged_seal_a_dirty_or_foreign_commit_and_a_cell_a_sweep_owns(tmp_path, data_path):
+def test_land_refuses_a_damaged_seal_a_dirty_or_foreign_commit_and_a_cell_a_sweep_owns(tmp_path, trained):
     source, repo = tmp_path / "wt", tmp_path / "main"
     head = _checkout(repo)
-    damaged = _finished_in(source, "ln", data_path, head)
+    damaged = _finished_in(source, "ln", trained, head)
     with open(damaged / "evals.jsonl", "a") as f:
         f.write("{}\n")
-    _finished_in(source, "rms", data_path, head + "-dirty")
-    _finished_in(source, "none", data_path, "0" * 40)
-    owned = _finished_in(source, "scaled", data_path, head)
+    _finished_in(source, "rms", trained, head + "-dirty")
+    _finished_in(source, "none", trained, "0" * 40)
+    owned = _finished_in(source, "scaled", trained, head)
     cell = carry_runs.RunDir(owned).cell_lock()
     assert cell.acquire()
     lines = []
