@@ -166,9 +166,11 @@ def restore(repo: Path, folder: Path, echo=print) -> int:
 
 
 def finished_runs(repo: Path) -> list[RunDir]:
-    """Run directories under repo/runs holding a summary (finished), in path order."""
+    """Run directories (runs/<study>/<arm>/seed<k>/) under repo/runs holding a summary (finished), in path order; a
+    run directory that is a link is listed too (land refuses it by name)."""
     runs = repo / "runs"
-    return [RunDir(s.parent) for s in sorted(runs.rglob(RunDir(Path()).summary.name))] if runs.is_dir() else []
+    found = sorted(runs.glob("*/*/seed*")) if runs.is_dir() else []
+    return [RunDir(d) for d in found if d.name.removeprefix("seed").isdigit() and RunDir(d).summary.is_file()]
 
 
 def commit_problem(repo: Path, commit: object) -> str | None:
@@ -182,10 +184,23 @@ def commit_problem(repo: Path, commit: object) -> str | None:
     return None
 
 
-def checkout_relative_notebook(data: bytes, source: Path) -> bytes:
+def json_object(path: Path) -> dict:
+    """A JSON object read from `path`; ValueError, naming the file, for anything else."""
+    try:
+        value = json.loads(path.read_bytes())
+    except ValueError:
+        raise ValueError(f"{path.name} is not JSON") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path.name} is not a JSON object")
+    return value
+
+
+def checkout_relative_notebook(path: Path, source: Path) -> bytes:
     """The executed notebook with papermill's absolute input/output paths inside `source` written relative to it."""
-    nb = json.loads(data)
-    record = nb.get("metadata", {}).get("papermill", {})
+    data = path.read_bytes()
+    nb = json_object(path)
+    record = nb.get("metadata", {}).get("papermill", {}) if isinstance(nb.get("metadata"), dict) else {}
+    record = record if isinstance(record, dict) else {}
     changed = False
     for key in ("input_path", "output_path"):
         where = record.get(key)
@@ -201,6 +216,8 @@ def land_one(repo: Path, source: Path, run: RunDir) -> tuple[bool, str]:
     """Copy one finished run of `source` into `repo`; (ok, what happened). One already landed is ok."""
     rel = run.root.relative_to(source)
     target = RunDir(repo / rel)
+    if run.root.is_symlink():
+        return False, f"refused {rel}: it is a link; allowed: a run directory in the source checkout itself"
     if target.summary.is_file():  # landed before (and maybe resealed here since, its logs compacted): left as it is
         return True, f"kept {rel}: finished in this checkout"
     if target.root.exists():
@@ -209,10 +226,13 @@ def land_one(repo: Path, source: Path, run: RunDir) -> tuple[bool, str]:
         verify_run(run)
     except SealError as e:
         return False, f"refused {rel}: {e}"
-    problem = commit_problem(repo, json.loads(run.summary.read_text()).get("git_commit"))
+    try:
+        problem = commit_problem(repo, json_object(run.summary).get("git_commit"))
+        notebook = checkout_relative_notebook(run.notebook, source) if run.notebook.is_file() else None
+    except ValueError as e:
+        return False, f"refused {rel}: {e}; allowed: the files the run wrote"
     if problem:
         return False, f"refused {rel}: {problem}"
-    notebook = checkout_relative_notebook(run.notebook.read_bytes(), source) if run.notebook.is_file() else None
     if notebook is not None and str(source).encode() in notebook:
         return False, (f"refused {rel}: its notebook names {source} beyond papermill's paths (a parameter given as "
                        f"an absolute path); allowed: paths relative to the checkout")
@@ -229,10 +249,10 @@ def land_one(repo: Path, source: Path, run: RunDir) -> tuple[bool, str]:
             if item.is_file() and not item.is_symlink() and wanted and not item.name.startswith("."):
                 shutil.copy2(item, staging.root / item.name)
         if notebook is not None:  # read before the cell was held: read again, now that no sweep can rewrite it
-            staging.notebook.write_bytes(checkout_relative_notebook(run.notebook.read_bytes(), source))
+            staging.notebook.write_bytes(checkout_relative_notebook(run.notebook, source))
         verify_run(staging)  # the copy, as it will lie in this checkout
         staging.root.rename(target.root)
-    except (OSError, SealError) as e:
+    except (OSError, ValueError, SealError) as e:
         shutil.rmtree(staging.root, ignore_errors=True)
         for folder in created:
             if folder.is_dir() and not any(folder.iterdir()):
@@ -251,17 +271,17 @@ def land(repo: Path, source: Path, echo=print) -> int:
         raise SystemExit(f"cannot land from {source}; allowed: another checkout of this repository, with a runs/ "
                          f"folder")
     runs = finished_runs(source)
-    failed, studies = 0, set()
+    landed, kept, failed, studies = 0, 0, 0, set()
     for run in runs:
         ok, line = land_one(repo, source, run)
         failed += not ok
+        kept += ok and line.startswith("kept")
         if line.startswith("landed"):
+            landed += 1
             studies.add(run.root.relative_to(source / "runs").parts[0])
+        if not line.startswith("kept"):
             echo(line)
-        elif not ok:
-            echo(line)
-    echo(f"{len(runs)} finished run(s) in {source}: {sum(1 for r in runs if (repo / r.root.relative_to(source)).is_dir())}"
-         f" here now, {failed} refused")
+    echo(f"{len(runs)} finished run(s) in {source}: {landed} landed, {kept} already here, {failed} refused")
     for study in sorted(studies):
         echo(f"next: python -m embnorm_lib compact-logs --study {study}; python -m embnorm_lib sweep <its sweep> "
              f"--index-only; python -m embnorm_lib publish {study}")

@@ -33,6 +33,8 @@ def cell_paths(study: str, only: list[str]) -> list[str]:
     """The study's registered cells as the sweep's `--only` reads them (`<arm>/seed<k>/` under runs/<study>/)."""
     if study not in STUDIES:
         raise SystemExit(f"unknown study {study!r}; allowed: {', '.join(STUDIES)}")
+    if any(not text.strip() for text in only):
+        raise SystemExit("invalid --only ''; allowed: text of a run directory (an empty one would match every cell)")
     base = Path("runs") / study
     paths = [cell.run_dir(Path("runs")).relative_to(base).as_posix() + "/" for cell in STUDIES[study].cells()]
     chosen = [p for p in paths if all(text in p for text in only)]
@@ -55,18 +57,34 @@ def is_training(run: RunDir) -> bool:
     return False
 
 
-def plan(study: str, only: list[str], repo: Path, worktree: Path | None = None) -> tuple[list[str], list[str]]:
-    """(cells to train, cells finished in the worktree that this checkout still lacks: land them first)."""
-    todo, to_land = [], []
+def check_worktree(worktree: Path, repo: Path) -> Path:
+    """The worktree, resolved: another checkout of this repository, at a commit of this checkout's history."""
+    worktree = worktree.resolve()
+    head = subprocess.run(["git", "-C", str(worktree), "rev-parse", "HEAD"], capture_output=True, text=True)
+    known = head.returncode == 0 and subprocess.run(
+        ["git", "-C", str(repo), "merge-base", "--is-ancestor", head.stdout.strip(), "HEAD"],
+        capture_output=True).returncode == 0
+    if worktree == repo.resolve() or not known or not (worktree / "embnorm_lib").is_dir():
+        raise SystemExit(f"invalid --worktree {worktree}; allowed: another checkout of this repository at a commit of "
+                         f"its history (git worktree add --detach DIR COMMIT)")
+    return worktree
+
+
+def plan(study: str, only: list[str], repo: Path, worktree: Path | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(cells to train, cells finished in the worktree that this checkout still lacks: land them first, cells a
+    process trains in the worktree now)."""
+    todo, to_land, training = [], [], []
     for rel in cell_paths(study, only):
         if RunDir(repo / "runs" / study / rel).summary.is_file():
             continue
         there = RunDir(worktree / "runs" / study / rel) if worktree else None
         if there is not None and there.summary.is_file():
             to_land.append(rel)
-        elif there is None or not is_training(there):
+        elif there is not None and is_training(there):
+            training.append(rel)
+        else:
             todo.append(rel)
-    return todo, to_land
+    return todo, to_land, training
 
 
 def lane_commands(study: str, cells: list[str], lanes: int, sweep_args: list[str]) -> list[str]:
@@ -80,15 +98,13 @@ def lane_commands(study: str, cells: list[str], lanes: int, sweep_args: list[str
 
 def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: list[str], dry_run: bool,
           repo: Path = REPO, echo=print) -> list[str]:
-    worktree = worktree.resolve()
-    if worktree == repo.resolve() or not (worktree / "embnorm_lib").is_dir():
-        raise SystemExit(f"invalid --worktree {worktree}; allowed: another checkout of this repository (git worktree "
-                         f"add DIR COMMIT)")
-    if lanes < 1:
-        raise SystemExit(f"invalid --lanes {lanes}; allowed: 1 or more (one per core)")
-    todo, to_land = plan(study, only, repo, worktree)
+    worktree = check_worktree(worktree, repo)
+    check_lanes(lanes)
+    todo, to_land, training = plan(study, only, repo, worktree)
     for rel in to_land:
         echo(f"finished in the worktree, not here: {rel} (python scripts/carry_runs.py land {worktree})")
+    for rel in training:
+        echo(f"training in the worktree now, left to its process: {rel}")
     commands = lane_commands(study, todo, lanes, sweep_args)
     logs = worktree.with_name(worktree.name + ".lanes")
     for k, command in enumerate(commands):
@@ -109,6 +125,12 @@ def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: l
     return commands
 
 
+def check_lanes(lanes: int) -> None:
+    cores = os.cpu_count() or 1
+    if not 1 <= lanes <= cores:
+        raise SystemExit(f"invalid --lanes {lanes}; allowed: 1 to {cores} (one single-thread lane per core)")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     sweep_args = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -121,9 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lanes", type=int, default=2)
     p.add_argument("--dry-run", action="store_true")
     args = p.parse_args(argv)
+    check_lanes(args.lanes)
     if args.action == "plan":
-        todo, to_land = plan(args.study, args.only, REPO, args.worktree)
-        print("\n".join([*todo, *(f"{rel} (finished in the worktree: land it)" for rel in to_land)]))
+        worktree = check_worktree(args.worktree, REPO) if args.worktree else None
+        todo, to_land, training = plan(args.study, args.only, REPO, worktree)
+        print("\n".join([*todo, *(f"{rel} (finished in the worktree: land it)" for rel in to_land),
+                         *(f"{rel} (training in the worktree now)" for rel in training)]))
         return 0
     if args.worktree is None:
         raise SystemExit("start needs --worktree DIR; allowed: a git worktree of this repository at the commit that "

@@ -216,7 +216,7 @@ def test_land_copies_a_worktrees_finished_runs_sealed_without_weights_and_with_c
     (other / "02_train.ipynb").unlink()
     shutil.rmtree(other)
     assert carry_runs.land(repo, source, echo=lines.append) == 0
-    assert len(lines) == 1 and lines[0].endswith("1 here now, 0 refused")
+    assert len(lines) == 1 and lines[0].endswith(": 0 landed, 1 already here, 0 refused")
 
 
 def test_land_refuses_a_damaged_seal_a_dirty_or_foreign_commit_and_a_cell_a_sweep_owns(tmp_path, trained):
@@ -228,6 +228,18 @@ def test_land_refuses_a_damaged_seal_a_dirty_or_foreign_commit_and_a_cell_a_swee
     _finished_in(source, "rms", trained, head + "-dirty")
     _finished_in(source, "none", trained, "0" * 40)
     owned = _finished_in(source, "scaled", trained, head)
+    from embnorm_lib.core.seal import file_record
+
+    odd_summary = _finished_in(source, "ln_tag=a", trained, head)  # its seal agrees, but it is not a summary
+    (odd_summary / "summary.json").write_text("[1, 2]")
+    manifest = json.loads((odd_summary / "manifest.json").read_text())
+    manifest["files"]["summary.json"] = file_record(odd_summary / "summary.json")
+    (odd_summary / "manifest.json").write_text(json.dumps(manifest))
+    odd_notebook = _finished_in(source, "ln_tag=b", trained, head)
+    (odd_notebook / "02_train.ipynb").write_text("not json")
+    (source / "runs" / "s" / "linked").mkdir()
+    (source / "runs" / "s" / "linked" / "seed0").symlink_to(owned)
+    (source / "runs" / "summary.json").write_text("{}")  # not a run directory: not a run
     cell = carry_runs.RunDir(owned).cell_lock()
     assert cell.acquire()
     lines = []
@@ -240,7 +252,10 @@ def test_land_refuses_a_damaged_seal_a_dirty_or_foreign_commit_and_a_cell_a_swee
     assert refusals["refused runs/s/rms/seed0"].endswith("allowed: a clean commit of this repository")
     assert "not in this checkout's history" in refusals["refused runs/s/none/seed0"]
     assert refusals["refused runs/s/scaled/seed0"].startswith("a sweep still owns its cell")
-    assert lines[-1].endswith("0 here now, 4 refused")
+    assert refusals["refused runs/s/ln_tag=a/seed0"].startswith("summary.json is not a JSON object; allowed:")
+    assert refusals["refused runs/s/ln_tag=b/seed0"].startswith("02_train.ipynb is not JSON; allowed:")
+    assert refusals["refused runs/s/linked/seed0"].startswith("it is a link; allowed:")
+    assert lines[-1].endswith("7 finished run(s) in " + str(source.resolve()) + ": 0 landed, 0 already here, 7 refused")
     assert not (repo / "runs" / "s").exists() or not any((repo / "runs" / "s").rglob("*"))
 
 

@@ -31,14 +31,14 @@ def test_plan_leaves_out_what_is_finished_here_waits_to_land_or_is_training(tmp_
     lock = training.training_lock()
     assert lock.acquire()
     try:
-        todo, to_land = lanes.plan(STUDY, ONLY, repo, worktree)
+        todo, to_land, training_now = lanes.plan(STUDY, ONLY, repo, worktree)
     finally:
         lock.release()
-    assert to_land == [cells[1]]
+    assert to_land == [cells[1]] and training_now == [cells[2]]
     assert todo == cells[3:]
     untouched = lanes.RunDir(worktree / "runs" / STUDY / cells[3])
     assert not untouched.root.exists()  # looking leaves nothing behind
-    todo, _ = lanes.plan(STUDY, ONLY, repo, worktree)  # nobody trains cells[2] now
+    todo, _, _ = lanes.plan(STUDY, ONLY, repo, worktree)  # nobody trains cells[2] now
     assert todo == cells[2:]
     assert lanes.plan(STUDY, ONLY, repo)[0] == cells[1:]  # without a worktree: all this checkout lacks
 
@@ -58,9 +58,21 @@ def test_each_cell_goes_to_one_lane_on_one_thread_with_the_sweep_arguments():
     assert lanes.lane_commands(STUDY, cells[:1], 2, []) == [lanes.lane_commands(STUDY, cells[:1], 1, [])[0]]
 
 
-def test_start_dry_run_starts_nothing_and_bad_input_is_refused_in_one_line(tmp_path):
+def _git(*args):
+    import subprocess
+
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *map(str, args)],
+                          check=True, capture_output=True)
+
+
+def test_start_dry_run_starts_nothing_and_bad_input_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(lanes.os, "cpu_count", lambda: 2)
     repo, worktree = tmp_path / "main", tmp_path / "wt"
-    (worktree / "embnorm_lib").mkdir(parents=True)
+    repo.mkdir()
+    _git("-C", repo, "init", "-q")
+    _git("-C", repo, "commit", "-q", "--allow-empty", "-m", "registered")
+    _git("clone", "-q", repo, worktree)  # a checkout of the same history
+    (worktree / "embnorm_lib").mkdir()
     lines = []
     commands = lanes.start(STUDY, ONLY, worktree, 2, [], dry_run=True, repo=repo, echo=lines.append)
     assert len(commands) == 2 and lines[0].startswith("lane 0: ")
@@ -68,8 +80,16 @@ def test_start_dry_run_starts_nothing_and_bad_input_is_refused_in_one_line(tmp_p
     assert not (tmp_path / "wt.lanes").exists() and not (worktree / "runs").exists()
     with pytest.raises(SystemExit, match="invalid --worktree .*; allowed: another checkout"):
         lanes.start(STUDY, ONLY, repo, 2, [], dry_run=True, repo=repo)
-    with pytest.raises(SystemExit, match="invalid --lanes 0; allowed: 1 or more"):
-        lanes.start(STUDY, ONLY, worktree, 0, [], dry_run=True, repo=repo)
+    copy = tmp_path / "copy"  # a folder with the package but no checkout of this history
+    (copy / "embnorm_lib").mkdir(parents=True)
+    for bad in (copy, tmp_path / "missing"):
+        with pytest.raises(SystemExit, match="invalid --worktree .*; allowed: another checkout of this repository at"):
+            lanes.start(STUDY, ONLY, bad, 2, [], dry_run=True, repo=repo)
+    for bad in (0, 3):
+        with pytest.raises(SystemExit, match=f"invalid --lanes {bad}; allowed: 1 to 2 "):
+            lanes.start(STUDY, ONLY, worktree, bad, [], dry_run=True, repo=repo)
+    with pytest.raises(SystemExit, match="invalid --only ''; allowed: text of a run directory"):
+        lanes.cell_paths(STUDY, [""])
     with pytest.raises(SystemExit, match="unknown study 'nope'; allowed: "):
         lanes.cell_paths("nope", [])
     with pytest.raises(SystemExit, match="no cell of ladder-data contains 'seed99/'; allowed: text of a run"):
