@@ -3,7 +3,7 @@
     python scripts/carry_runs.py save /work/carry      # near a session's end: copy every unfinished run directory
     python scripts/carry_runs.py restore /work/carry   # in the next checkout, before any sweep: put them back
     python scripts/carry_runs.py list /work/carry      # what a carry folder holds, touches nothing
-    python scripts/carry_runs.py land /work/wt-ladder17   # copy the finished runs a worktree trained into this checkout
+    python scripts/carry_runs.py land /work/wt-ladder17 --study ladder-data   # a worktree's finished runs, into here
 
 A run directory with a checkpoint (`ckpt.pt`) and no `summary.json` is unfinished. Checkpoints are never committed,
 so in a fresh clone such a run starts over; on this project's CPU a rung-4 run of the ladder takes about 2.6 hours
@@ -29,6 +29,7 @@ any run was refused; then `compact-logs`, `sweep STUDY --index-only` and `publis
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -165,11 +166,11 @@ def restore(repo: Path, folder: Path, echo=print) -> int:
     return 1 if failed else 0
 
 
-def finished_runs(repo: Path) -> list[RunDir]:
+def finished_runs(repo: Path, study: str = "*") -> list[RunDir]:
     """Run directories (runs/<study>/<arm>/seed<k>/) under repo/runs holding a summary (finished), in path order; a
     run directory that is a link is listed too (land refuses it by name)."""
     runs = repo / "runs"
-    found = sorted(runs.glob("*/*/seed*")) if runs.is_dir() else []
+    found = sorted(runs.glob(f"{glob.escape(study) if study != '*' else '*'}/*/seed*")) if runs.is_dir() else []
     return [RunDir(d) for d in found if d.name.removeprefix("seed").isdigit() and RunDir(d).summary.is_file()]
 
 
@@ -265,12 +266,16 @@ def land_one(repo: Path, source: Path, run: RunDir) -> tuple[bool, str]:
     return True, f"landed {rel}"
 
 
-def land(repo: Path, source: Path, echo=print) -> int:
+def land(repo: Path, source: Path, study: str | None = None, echo=print) -> int:
+    """Land the finished runs of `source` (of one study, or of all: a run this checkout has since removed would come
+    back, so name the study where you can)."""
     source = source.resolve()
     if source == repo.resolve() or not (source / "runs").is_dir():
         raise SystemExit(f"cannot land from {source}; allowed: another checkout of this repository, with a runs/ "
                          f"folder")
-    runs = finished_runs(source)
+    if study is not None and not (source / "runs" / study).is_dir():
+        raise SystemExit(f"invalid --study {study!r}: no runs/{study} in {source}; allowed: a study folder there")
+    runs = finished_runs(source, study or "*")
     landed, kept, failed, studies = 0, 0, 0, set()
     for run in runs:
         ok, line = land_one(repo, source, run)
@@ -292,9 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=("save", "restore", "list", "land"))
     p.add_argument("folder", type=Path, help="the carry folder (save, restore, list) or the source checkout (land)")
+    p.add_argument("--study", default=None, help="land: only this study's runs")
     args = p.parse_args(argv)
     if args.action == "land":
-        return land(REPO, args.folder)
+        return land(REPO, args.folder, args.study)
     if args.action == "save":
         save(REPO, args.folder)
         return 0

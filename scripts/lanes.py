@@ -102,7 +102,7 @@ def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: l
     check_lanes(lanes)
     todo, to_land, training = plan(study, only, repo, worktree)
     for rel in to_land:
-        echo(f"finished in the worktree, not here: {rel} (python scripts/carry_runs.py land {worktree})")
+        echo(f"finished in the worktree, not here: {rel} (python scripts/carry_runs.py land {worktree} --study {study})")
     for rel in training:
         echo(f"training in the worktree now, left to its process: {rel}")
     commands = lane_commands(study, todo, lanes, sweep_args)

@@ -212,9 +212,15 @@ def test_land_copies_a_worktrees_finished_runs_sealed_without_weights_and_with_c
     assert lines[0].startswith(f"refused runs/s/rms/seed0: its notebook names {source.resolve()} beyond")
     assert not (repo / "runs" / "s" / "rms").exists()
 
-    lines = []  # landing again keeps what is here
-    (other / "02_train.ipynb").unlink()
     shutil.rmtree(other)
+    with pytest.raises(SystemExit, match="invalid --study 'nope': no runs/nope in .*; allowed: a study folder"):
+        carry_runs.land(repo, source, "nope", echo=quiet)
+    lines = []  # one study only: another study's run stays where it is
+    shutil.copytree(run, source / "runs" / "t" / "ln" / "seed0")
+    assert carry_runs.land(repo, source, "s", echo=lines.append) == 0
+    assert not (repo / "runs" / "t").exists() and lines[-1].endswith(": 0 landed, 1 already here, 0 refused")
+    shutil.rmtree(source / "runs" / "t")
+    lines = []  # landing again keeps what is here
     assert carry_runs.land(repo, source, echo=lines.append) == 0
     assert len(lines) == 1 and lines[0].endswith(": 0 landed, 1 already here, 0 refused")
 
