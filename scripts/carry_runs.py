@@ -45,6 +45,7 @@ from embnorm_lib.core.errors import ConfigError, RunDirError  # noqa: E402
 from embnorm_lib.core.io import RunLock, git_commit, path_inside  # noqa: E402
 from embnorm_lib.core.rundir import LOCK_FILES, RunDir  # noqa: E402
 from embnorm_lib.core.seal import NOT_SEALED, SealError, verify_run  # noqa: E402
+from embnorm_lib.runner.notebook_archive import papermill_paths_relative  # noqa: E402
 
 MANIFEST = "carry.json"
 CHECKPOINT = RunDir(Path()).checkpoint.name
@@ -201,13 +202,7 @@ def checkout_relative_notebook(path: Path, source: Path) -> bytes:
     data = path.read_bytes()
     nb = json_object(path)
     record = nb.get("metadata", {}).get("papermill", {}) if isinstance(nb.get("metadata"), dict) else {}
-    record = record if isinstance(record, dict) else {}
-    changed = False
-    for key in ("input_path", "output_path"):
-        where = record.get(key)
-        if isinstance(where, str) and Path(where).is_absolute() and Path(where).resolve().is_relative_to(source):
-            record[key] = Path(where).resolve().relative_to(source).as_posix()
-            changed = True
+    changed = isinstance(record, dict) and papermill_paths_relative(record, source)
     if not changed:
         return data
     return (json.dumps(nb, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode()

@@ -109,6 +109,20 @@ FIGURE_NOT_KEPT = ("[figure not kept with the run: redraw it from its step logs 
                    "plots.plot_run(notebook.run_table(run_dir), notebook.eval_table(run_dir))]")
 
 
+def papermill_paths_relative(record: dict, checkout: Path) -> bool:
+    """Papermill's record of a notebook (`metadata.papermill`) with its absolute input and output paths inside
+    `checkout` written relative to it, in place: where the checkout sits is the machine's, not the run's. True if
+    any changed."""
+    changed = False
+    for key in ("input_path", "output_path"):
+        where = record.get(key)
+        if isinstance(where, str) and Path(where).is_absolute() and Path(where).resolve().is_relative_to(
+                Path(checkout).resolve()):
+            record[key] = Path(where).resolve().relative_to(Path(checkout).resolve()).as_posix()
+            changed = True
+    return changed
+
+
 def slim_notebook(path: Path) -> bool:
     """Keep an executed run notebook small and readable as saved: its figures (most of its bytes) are redrawn from the
     run's logs at will, so each becomes one line saying how; a table shown both as HTML and as text keeps the text
@@ -138,12 +152,7 @@ def slim_notebook(path: Path) -> bool:
                 del data["text/html"]
         coalesce.preprocess_cell(cell, {}, index)
     nb.metadata.pop("widgets", None)  # a widget's saved state: stale as soon as the kernel is gone
-    record = nb.metadata.get("papermill", {})
-    for key in ("input_path", "output_path"):  # where the checkout sits is this machine's, not the run's
-        if record.get(key) and Path(record[key]).is_absolute():
-            where = Path(record[key]).resolve()
-            if where.is_relative_to(repo_root().resolve()):
-                record[key] = where.relative_to(repo_root().resolve()).as_posix()
+    papermill_paths_relative(nb.metadata.get("papermill", {}), repo_root())
     after = (json.dumps(nbformat.v4.nbjson.strip_transient(nb), sort_keys=True, separators=(",", ":"),
                         ensure_ascii=False) + "\n").encode()
     if after != before:
