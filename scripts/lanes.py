@@ -9,7 +9,8 @@ the commit that registered them (see docs/GUIDE.md); the runs land in this check
 remaining runs are the study's registered cells (every `--only` text in the run directory's path, as the sweep reads
 it) that this checkout has not finished. A fresh worktree lacks the runs landed since its commit, so a plain sweep
 there would train those again: each lane instead runs `sweep STUDY --only <one cell>` for each cell of its queue in
-turn (the cells dealt round-robin; a cell already finished in the worktree waits to be landed, one whose run a
+turn (the cells dealt round-robin, those resuming from a checkpoint first, furthest on first; a cell already finished
+in the worktree waits to be landed, one whose run a
 process is training is left to it). A lane's kernels import the worktree's own package (PYTHONPATH=the worktree, for
 commits older than the sweep that does this itself). Arguments after `--` go to every sweep (`--data-path` is read in
 the worktree). `--dry-run` prints each lane's command and starts nothing. Logs: WORKTREE.lanes/lane-K.log.
@@ -17,6 +18,7 @@ the worktree). `--dry-run` prints each lane's command and starts nothing. Logs: 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -57,6 +59,20 @@ def is_training(run: RunDir) -> bool:
     return False
 
 
+def trained_to(run: RunDir) -> int:
+    """How far a run with a checkpoint has trained: its metrics log's last step (0 without a checkpoint). The
+    checkpoint holds that step or, after an interruption, an earlier one, which the run resumes from."""
+    if not run.checkpoint.is_file() or not run.metrics.is_file():
+        return 0
+    with open(run.metrics, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+        lines = f.read().splitlines()
+    try:
+        return int(json.loads(lines[-1])["step"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        return 0
+
+
 def check_worktree(worktree: Path, repo: Path) -> Path:
     """The worktree, resolved: another checkout of this repository, at a commit of this checkout's history."""
     worktree = worktree.resolve()
@@ -72,7 +88,8 @@ def check_worktree(worktree: Path, repo: Path) -> Path:
 
 def plan(study: str, only: list[str], repo: Path, worktree: Path | None = None) -> tuple[list[str], list[str], list[str]]:
     """(cells to train, cells finished in the worktree that this checkout still lacks: land them first, cells a
-    process trains in the worktree now)."""
+    process trains in the worktree now). Cells to train that resume from a checkpoint come first, the furthest on
+    first, so a session's first hours finish runs instead of starting new ones."""
     todo, to_land, training = [], [], []
     for rel in cell_paths(study, only):
         if RunDir(repo / "runs" / study / rel).summary.is_file():
@@ -84,6 +101,8 @@ def plan(study: str, only: list[str], repo: Path, worktree: Path | None = None) 
             training.append(rel)
         else:
             todo.append(rel)
+    if worktree is not None:
+        todo.sort(key=lambda rel: -trained_to(RunDir(worktree / "runs" / study / rel)))
     return todo, to_land, training
 
 
@@ -147,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "plan":
         worktree = check_worktree(args.worktree, REPO) if args.worktree else None
         todo, to_land, training = plan(args.study, args.only, REPO, worktree)
-        print("\n".join([*todo, *(f"{rel} (finished in the worktree: land it)" for rel in to_land),
+        steps = {rel: trained_to(RunDir(worktree / "runs" / args.study / rel)) if worktree else 0 for rel in todo}
+        print("\n".join([*(rel + (f" (trained to step {steps[rel]}; resumes from its checkpoint)" if steps[rel] else "") for rel in todo), *(f"{rel} (finished in the worktree: land it)" for rel in to_land),
                          *(f"{rel} (training in the worktree now)" for rel in training)]))
         return 0
     if args.worktree is None:

@@ -94,3 +94,19 @@ def test_start_dry_run_starts_nothing_and_bad_input_is_refused_in_one_line(tmp_p
         lanes.cell_paths("nope", [])
     with pytest.raises(SystemExit, match="no cell of ladder-data contains 'seed99/'; allowed: text of a run"):
         lanes.cell_paths(STUDY, ["seed99/"])
+
+
+def test_cells_that_resume_from_a_checkpoint_are_dealt_first_furthest_on_first(tmp_path):
+    repo, worktree = tmp_path / "main", tmp_path / "wt"
+    cells = lanes.cell_paths(STUDY, ONLY)
+    for rel, step in ((cells[4], 1125), (cells[2], 7875), (cells[5], None)):
+        run = lanes.RunDir(worktree / "runs" / STUDY / rel)
+        run.root.mkdir(parents=True)
+        run.metrics.write_text("".join(f'{{"step": {s}, "train_loss": 1.0}}\n' for s in (0, step or 0)))
+        if step is not None:  # a metrics log without a checkpoint resumes from nothing
+            run.checkpoint.write_bytes(b"ckpt")
+    todo, _, _ = lanes.plan(STUDY, ONLY, repo, worktree)
+    assert todo[:2] == [cells[2], cells[4]]
+    assert todo[2:] == [c for c in cells if c not in (cells[2], cells[4])]  # the rest keep their order
+    assert lanes.trained_to(lanes.RunDir(worktree / "runs" / STUDY / cells[5])) == 0
+    assert [q.split("--only ")[1].split(" ")[0] for q in lanes.lane_commands(STUDY, todo, 2, [])] == [cells[2], cells[4]]
