@@ -232,7 +232,7 @@ def land_one(repo: Path, source: Path, run: RunDir) -> tuple[bool, str]:
     if notebook is not None and str(source).encode() in notebook:
         return False, (f"refused {rel}: its notebook names {source} beyond papermill's paths (a parameter given as "
                        f"an absolute path); allowed: paths relative to the checkout")
-    existed, cell = run.cell_lock_path.exists(), run.cell_lock()
+    cell = run.cell_lock(leave_no_file=True)
     if not cell.acquire():
         return False, f"refused {rel}: a sweep still owns its cell (it may rewrite the notebook); land it afterwards"
     created = [d for d in target.root.parents if not d.exists()]  # removed again if the copy fails
@@ -256,8 +256,6 @@ def land_one(repo: Path, source: Path, run: RunDir) -> tuple[bool, str]:
         return False, f"refused {rel}: its copy failed ({str(e)[:200]}); nothing was left here"
     finally:
         cell.release()
-        if not existed:
-            run.cell_lock_path.unlink(missing_ok=True)
     return True, f"landed {rel}"
 
 

@@ -48,15 +48,7 @@ def cell_paths(study: str, only: list[str]) -> list[str]:
 
 def is_training(run: RunDir) -> bool:
     """A process holds the run's lock (it trains or writes it); looking leaves no lock file behind."""
-    if not run.root.is_dir():
-        return False
-    existed, lock = run.lock.exists(), run.training_lock()
-    if not lock.acquire():
-        return True
-    lock.release()
-    if not existed:
-        run.lock.unlink(missing_ok=True)
-    return False
+    return run.training_lock().held_elsewhere()
 
 
 def trained_to(run: RunDir) -> int:

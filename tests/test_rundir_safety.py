@@ -173,3 +173,29 @@ def test_uncommitted_indexes_names_the_untracked_and_the_changed_ones(tmp_path):
     assert io_module.uncommitted_indexes(runs) == ["runs/changed/runs.csv", "runs/kept/sweeps.jsonl",
                                                    "runs/new/runs.csv"]
     assert io_module.uncommitted_indexes(tmp_path / "runs" / "kept" / "missing") == []  # not a directory: no git
+
+
+def test_asking_whether_a_lock_is_held_leaves_nothing_behind(tmp_path):
+    absent = RunDir(tmp_path / "not-yet" / "seed0")
+    assert not absent.training_lock().held_elsewhere() and not (tmp_path / "not-yet").exists()
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    assert not run.cell_lock().held_elsewhere() and names(run.root) == []
+    with run.cell_lock():  # another holder
+        assert run.cell_lock().held_elsewhere()
+    assert names(run.root) == [".cell.lock"]  # made by the holder, not removed by the one who asked
+    assert not run.cell_lock().held_elsewhere() and names(run.root) == [".cell.lock"]
+
+
+def test_a_lock_that_leaves_no_file_removes_only_the_file_it_made(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    lock = run.training_lock(leave_no_file=True)
+    assert lock.acquire() and names(run.root) == [".lock"]
+    assert run.training_lock().held_elsewhere()
+    lock.release()
+    assert names(run.root) == []
+    run.lock.write_text("")  # a lock file a trainer left: it stays
+    assert lock.acquire()
+    lock.release()
+    assert names(run.root) == [".lock"]

@@ -54,12 +54,12 @@ class RunDir:
     def seed(self) -> int:
         return int(self.root.name.removeprefix("seed"))
 
-    def training_lock(self) -> RunLock:
-        return RunLock(self.lock)
+    def training_lock(self, leave_no_file: bool = False) -> RunLock:
+        return RunLock(self.lock, leave_no_file=leave_no_file)
 
-    def cell_lock(self) -> RunLock:
+    def cell_lock(self, leave_no_file: bool = False) -> RunLock:
         """The sweep's lock on one cell (its kept notebook and status); training takes the run dir's own lock."""
-        return RunLock(self.cell_lock_path, what="cell")
+        return RunLock(self.cell_lock_path, what="cell", leave_no_file=leave_no_file)
 
 
 @dataclass(frozen=True)

@@ -309,13 +309,26 @@ class RunLock:
     """An exclusive flock on one lock file; released when the process dies, so it never goes stale.
 
     `with RunLock(path):` refuses at once if another process holds it (one line, naming the file);
-    `acquire()` returns False instead."""
+    `acquire()` returns False instead. With `leave_no_file`, a lock file this lock made is removed again on release:
+    for a process that only looks at, or briefly holds, a run another process owns. `held_elsewhere()` asks."""
 
-    def __init__(self, path: str | os.PathLike, what: str = "run directory"):
-        self.path, self.what, self.fd = Path(path), what, None
+    def __init__(self, path: str | os.PathLike, what: str = "run directory", leave_no_file: bool = False):
+        self.path, self.what, self.fd, self.leave_no_file = Path(path), what, None, leave_no_file
         self.created: list[Path] = []  # the directories this call's own mkdir made, outermost first
+        self._made_file = False
+
+    def held_elsewhere(self) -> bool:
+        """Whether another process holds this lock now; asking leaves no lock file or directory behind."""
+        if not self.path.parent.is_dir():
+            return False
+        probe = RunLock(self.path, self.what, leave_no_file=True)
+        if not probe.acquire():
+            return True
+        probe.release()
+        return False
 
     def acquire(self) -> bool:
+        self._made_file = self.leave_no_file and not self.path.exists()
         for attempt in range(3):
             self.created = _make_dirs(self.path.parent)
             try:
@@ -334,6 +347,8 @@ class RunLock:
 
     def release(self) -> None:
         if self.fd is not None:
+            if self._made_file:  # removed while still held, so no other process locks a file on its way out
+                self.path.unlink(missing_ok=True)
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None

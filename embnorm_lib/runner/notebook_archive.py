@@ -83,12 +83,8 @@ def pack_notebooks(study_root: Path, skip: set[Path] = frozenset()) -> tuple[int
     for run in finished_run_dirs(study_root):
         if not run.notebook.is_file() or run.root in skip:
             continue
-        existed, lock = run.cell_lock_path.exists(), run.cell_lock()
-        if not lock.acquire():
+        if run.cell_lock().held_elsewhere():
             continue  # a sweep still owns the cell: it may rewrite the notebook
-        if not existed:
-            run.cell_lock_path.unlink(missing_ok=True)  # while held: no lock file left behind by looking
-        lock.release()
         loose[run.notebook.relative_to(study_root).as_posix()] = run.notebook
     if not loose:
         return 0, 0, archive_path(study_root).stat().st_size if archive_path(study_root).is_file() else 0
