@@ -323,15 +323,19 @@ def budget_confound_line(runs: pd.DataFrame) -> str:
             "shows is not separated into size and budget.")
 
 
+def _within_mei(r) -> bool:
+    """A test Holm does not pass whose whole interval lies within ±MEI: no difference of interest."""
+    return not r["significant"] and -stats.MEI <= r["ci_low"] and r["ci_high"] <= stats.MEI
+
+
 def _unresolved_off_zero(r) -> bool:
     """An interval that excludes 0 (and leaves the MEI) whose test Holm does not pass: said why (amendment 1 item 2)."""
-    within = -stats_mei() <= r["ci_low"] and r["ci_high"] <= stats_mei()
-    return not r["significant"] and not within and (r["ci_low"] > 0 or r["ci_high"] < 0)
+    return not r["significant"] and not _within_mei(r) and (r["ci_low"] > 0 or r["ci_high"] < 0)
 
 
 def _words(r) -> str:
     direction = ("costs" if r["mean_diff"] > 0 else "helps") if r["significant"] else "not resolved"
-    if not r["significant"] and -stats_mei() <= r["ci_low"] and r["ci_high"] <= stats_mei():
+    if _within_mei(r):
         direction = "within the MEI"
     return (f"`{r['variant']}` {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] (Holm p = "
             f"{stats.p_text(r['p_holm'])}; {direction}; MDE {r['mde_80']:.4f})")
@@ -373,12 +377,6 @@ def pending_lines(runs: pd.DataFrame, cells) -> list[str]:
     return [f"- rung {r.rung} ({ladder_data.non_embedding_params(r.rung):,} non-embedding parameters): not quoted "
             f"yet; {r.runs_finished} of {r.runs_finished + r.runs_left} registered runs finished."
             for r in (table.itertuples() if len(table) else []) if r.runs_left > 0]
-
-
-def stats_mei() -> float:
-    from ..stats import MEI
-
-    return MEI
 
 
 def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
@@ -423,7 +421,7 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         if len(table):
             lines += rung_lines(runs) + [
                 "", compact_markdown(table), "",
-                f"`mde_80` and `seeds_at_mei` (seeds for 80% power at the MEI, {stats_mei():g}) are at alpha "
+                f"`mde_80` and `seeds_at_mei` (seeds for 80% power at the MEI, {stats.MEI:g}) are at alpha "
                 f"{FAMILY_ALPHA:g}, the family's strictest Holm level (item 6); `mde_80_unadjusted` at alpha "
                 f"{stats.ALPHA:g}; `alpha_holm` is the level of each test's rank in Holm's step-down (alpha / (m - "
                 "rank + 1)): the procedure stops at the first p above its level, and no later test is significant "
