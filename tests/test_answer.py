@@ -378,7 +378,7 @@ def data_ladder_states() -> dict[str, dict]:
     tuning = {"ladder-data-lr": {"finished": 12, "registered": 30}}
 
     def stage(finished, registered, **more):
-        return {"chars": 58e6, "amendment": link, **more,
+        return {"chars": 58e6, "dictionary_share": 0.94, "amendment": link, **more,
                 "studies": {**tuning, "ladder-data": {"finished": finished, "registered": registered}}}
 
     def row(rung, variant, diff, low, high, significant):

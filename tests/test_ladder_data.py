@@ -169,10 +169,11 @@ def test_presets_train_on_the_registered_corpus_within_the_budget_rule():
 def test_tuning_grid_is_fine_and_its_seeds_are_never_confirmatory():
     assert not set(ladder_data.TUNING_SEEDS) & set(ladder_data.CONFIRMATORY_SEEDS)
     assert len(ladder_data.TUNING_SEEDS) >= 3 and len(ladder_data.CONFIRMATORY_SEEDS) >= 5
-    for arm in ladder_data.ARMS_TUNED:
-        lrs = ladder_data.grid(0, arm)
-        ratios = [b / a for a, b in zip(lrs, lrs[1:])]
-        assert len(lrs) >= 3 and max(ratios) <= math.sqrt(2) * 1.01
+    for rung in range(len(ladder_data.RUNGS)):  # every rung's grid, with the points its tuning added (EXTENSIONS)
+        for arm in ladder_data.ARMS_TUNED:
+            lrs = ladder_data.grid(rung, arm)
+            ratios = [b / a for a, b in zip(lrs, lrs[1:])]
+            assert len(lrs) >= 3 and max(ratios) <= math.sqrt(2) * 1.01, (rung, arm, lrs)
     tuning = study_cells("ladder-data-lr")
     assert {c.seed for c in tuning} == set(ladder_data.TUNING_SEEDS)
     confirmatory = set(ladder_data.CONFIRMATORY_SEEDS) | set(ladder_data.EXTRA_SEEDS)
@@ -281,6 +282,26 @@ def test_compute_table_sums_each_rungs_run_time_and_prices_what_is_left():
     assert 2 not in table.index and 3 not in table.index  # nothing registered or finished there yet
 
 
+def test_the_core_hours_section_adds_tuning_to_the_confirmatory_hours_and_sets_them_against_the_estimate():
+    """Tuning hours are the tuning study's run time at that rung only; the total adds what the confirmatory runs spent
+    and still need; the ratio is against amendment 16 item 8's estimate for the rung."""
+    from embnorm_lib.analyses import ladder_data as analysis
+    from embnorm_lib.runner.registry import Cell
+
+    runs = pd.DataFrame({"cfg.preset": ["ladder-data-0"] * 2, "wall_s": [3600.0, 1800.0],
+                         "train_ms_per_iter": [100.0, 200.0]})
+    tuning = pd.DataFrame({"cfg.preset": ["ladder-data-0", "ladder-data-0", "ladder-data-1"],
+                           "wall_s": [7200.0, 3600.0, 99999.0]})
+    cells = [Cell("s", "ladder-data-0", "none", seed) for seed in range(3)]
+    row = analysis.spend_table(runs, tuning, cells).set_index("rung").loc[0]
+    estimate = ladder_data.estimate_hours(ladder_data.committed_ms_per_iter)[0]
+    assert row["tuning_hours"] == pytest.approx(3.0) and row["confirmatory_hours"] == pytest.approx(1.5)
+    assert row["total_hours"] == pytest.approx(3.0 + 1.5 + 0.75)  # one run left at the median run time
+    assert row["estimated_hours"] == pytest.approx(estimate) and row["ratio"] == pytest.approx(5.25 / estimate)
+    text = "\n".join(analysis.spend_lines(runs, tuning, cells))
+    assert "5.2 core-hours (3.0 tuning, 1.5 confirmatory spent, 0.8 still needed)" in text and "BPE" in text
+
+
 def test_the_compute_section_shows_each_column_at_its_own_precision_and_a_dash_for_an_unmeasured_speed():
     from embnorm_lib.analyses import ladder_data as analysis
     from embnorm_lib.publishing.render import compact_markdown
@@ -356,6 +377,11 @@ def test_an_interval_that_excludes_zero_without_holm_says_why_once_per_rung():
     assert "above its Holm level" not in later and "below its Holm level 0.05, but Holm's step-down stopped" in later
     mixed = analysis.why_not_resolved([row, {**rms, "p_t": 0.0328, "alpha_holm": 0.05}])
     assert "`ln`'s interval excludes 0, but p = 0.045 is above" in mixed and "`rms`'s interval excludes 0, but" in mixed
+    # where the family's secondary endpoint repeats the primary, the miss says that each test counts twice, once
+    repeated = analysis.why_not_resolved([{**row, "endpoints_repeat": True}, {**rms, "endpoints_repeat": True}])
+    assert repeated.startswith(both) and repeated.count("counts twice") == 1
+    assert "Holm's levels would be 0.025 and 0.05 (not the registered reading)" in repeated
+    assert analysis.why_not_resolved([{**row, "ci_low": -0.001, "endpoints_repeat": True}]) == ""
 
 
 def test_the_answer_names_the_rungs_still_to_finish():
@@ -435,3 +461,13 @@ def test_a_rung_is_quoted_once_its_runs_are_in_and_the_seed_rule_is_settled(monk
     quoted = analysis.quoted_table(ten)
     assert list(quoted["variant"]) == ["ln", "rms"] and set(quoted["metric"]) == {"val_loss"}
     assert set(quoted["seeds"]) == {10} and list(quoted["iters"]) == [ladder_data.iters(added)] * 2
+
+
+def test_the_dictionary_share_counts_the_dictd_sources_of_the_record():
+    from embnorm_lib.core.opencorpus import dictionary_share
+
+    record = {"per_source": [{"source": "gcide", "chars_train": 60, "chars_val": 10},
+                             {"source": "fortunes", "chars_train": 15, "chars_val": 5},
+                             {"source": "tinyshakespeare", "chars_train": 9, "chars_val": 1}]}
+    assert dictionary_share(record) == pytest.approx(0.7)
+    assert 0.5 < dictionary_share(ladder_data.corpus_record()) < 1  # the committed corpus is mostly reference text

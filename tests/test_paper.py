@@ -392,7 +392,7 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
                 "iters": [480, 1620, 3840][rung], "passes": 0.1, "seeds": 10, "variant": variant, "lr": 0.006,
                 "lr_none": 0.007, "none": 2.0 - rung / 4, "none_sd": 0.0123, "mean_diff": diff, "ci_low": diff - 0.01,
                 "ci_high": diff + 0.01, "significant": significant, "p_holm": 0.001 if significant else 0.4,
-                "mde_80": 0.0234, "data_bound": data_bound}
+                "mde_80": 0.0234, "data_bound": data_bound, "endpoints_repeat": True}
 
     dl["rungs"] = [row(0, "ln", 0.076, False), row(0, "rms", 0.099, False), row(1, "ln", 0.052, True),
                    row(1, "rms", 0.048, True), row(2, "ln", 0.0321, True, True), row(2, "rms", 0.0111, False, True)]
@@ -403,7 +403,9 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     assert "Size and budget grow together" not in text  # said with the trend it qualifies
     # both norms off 0 without Holm (size 0): said once for the size; one norm (size 2's rms): said in its clause
     assert text.count("Both intervals exclude 0, but neither test is significant after Holm") == 1
-    assert "(+0.076 [+0.066, +0.086], Holm p = 0.400; the test detects only" in text
+    assert "(+0.076 [+0.066, +0.086], Holm p = 0.400; the test has 80% power only for differences above 0.023" in text
+    # each family of 4 holds its 2 distinct tests twice where best = final loss in every run: said once
+    assert text.count("holds its 2 distinct tests twice") == 1 and "would be 0.025 and 0.05" in text
     assert "(+0.011 [+0.001, +0.021], Holm p = 0.400; the interval excludes 0, but the test is not significant" in text
     dl["trend"] = [{"variant": "ln", "rungs": 3, "slope_per_decade": -0.0456, "slope_ci_low": -0.0789,
                     "slope_ci_high": -0.0123, "direction": "falls"},

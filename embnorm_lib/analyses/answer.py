@@ -277,6 +277,7 @@ def data_ladder_progress(out: Path) -> dict:
     finished, and each finished rung's registered comparison on the primary endpoint (`ladder_data.quoted_table`:
     every confirmatory seed in, item 6's seed rule settled). Its grids are registered rung by rung (the
     confirmatory runs once the LRs are tuned), so the registered count grows."""
+    from ..core.opencorpus import dictionary_share
     from ..core.presets import DATA_TOKENS_PER_PARAM
     from ..studies import study_cells
     from ..studies.ladder_data import (
@@ -294,7 +295,8 @@ def data_ladder_progress(out: Path) -> dict:
     runs = load_runs(confirm, out) if has_index(confirm, out) else pd.DataFrame()
     quoted = quoted_table(runs) if len(runs) else pd.DataFrame()
     fits = trend_table(runs) if len(runs) else pd.DataFrame()
-    return {"chars": corpus_record()["characters"], "amendment": amendment(f"`{DATA_LADDER[0]}`"),
+    return {"chars": corpus_record()["characters"], "dictionary_share": dictionary_share(corpus_record()),
+            "amendment": amendment(f"`{DATA_LADDER[0]}`"),
             "planned": confirmatory_runs_planned(), "sizes": len(RUNGS),
             "params_all": [non_embedding_params(r) for r in range(len(RUNGS))],
             "tokens_per_param": DATA_TOKENS_PER_PARAM, "lr_step": LR_STEP, "tuning_seeds": len(TUNING_SEEDS),
@@ -305,7 +307,7 @@ def data_ladder_progress(out: Path) -> dict:
                             "registered": len(study_cells(s))} for s in DATA_LADDER},
             "rungs": _rows(quoted, ["rung", "params", "shape", "iters", "passes", "seeds", "variant", "lr", "lr_none",
                                     "none", "none_sd", "mean_diff", "ci_low", "ci_high", "p_holm", "significant",
-                                    "mde_80", "data_bound"]) if len(quoted) else []}
+                                    "mde_80", "data_bound", "endpoints_repeat"]) if len(quoted) else []}
 
 
 def answer_data(out_dir=None) -> dict:
@@ -536,6 +538,7 @@ def data_ladder_words(p: dict) -> str:
     a = p["amendment"]
     report = f"[runs/{DATA_LADDER[1]}/LADDER-DATA.md](runs/{DATA_LADDER[1]}/LADDER-DATA.md)"
     head = (f"An adequate-data ladder ({p['chars'] / 1e6:.1f}M characters of open English, "
+            f"{p['dictionary_share']:.0%} of them dictionary and glossary entries, "
             f"[amendment {a['number']}]({a['link']}); studies `{DATA_LADDER[0]}`, `{DATA_LADDER[1]}`)")
     if data_ladder_finished(p):
         return (f"{head} has finished ({confirm['finished']} of {confirm['registered']} confirmatory runs)."

@@ -230,6 +230,7 @@ def ladder_paragraphs(out: Path) -> list[str]:
 
 def data_ladder_paragraph(out: Path) -> str:
     """The adequate-data ladder (amendment 16): each size once all its registered runs are in (quoted_lines)."""
+    from ..core.opencorpus import dictionary_share
     from ..core.presets import DATA_TOKENS_PER_PARAM
     from ..studies.ladder_data import corpus_record
     from . import ladder
@@ -241,7 +242,8 @@ def data_ladder_paragraph(out: Path) -> str:
         return ""
     return (f"The adequate-data ladder, confirmatory (docs/PROTOCOL.md amendment 16; "
             f"[`runs/{study}/LADDER-DATA.md`](runs/{study}/LADDER-DATA.md)): {corpus_record()['characters'] / 1e6:.1f}M "
-            f"characters of open English, {DATA_TOKENS_PER_PARAM} tokens per non-embedding parameter (under one pass), "
+            f"characters of open English ({dictionary_share(corpus_record()):.0%} of them dictionary and glossary "
+            f"entries, the rest quotations and tiny Shakespeare), {DATA_TOKENS_PER_PARAM} tokens per non-embedding parameter (under one pass), "
             "`none` and `ln` each "
             "at its own tuned LR and `rms` at `ln`'s, Holm within each size; a size is quoted once all its registered "
             f"runs are in, and the trend once {ladder.TREND_MIN_SIZES} sizes pass the data-bound check:\n\n"

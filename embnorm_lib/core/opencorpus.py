@@ -73,6 +73,15 @@ SOURCES = (
            ("usr/share/games/fortunes/",), "BSD fortune files (see the package's copyright file)"),
 )
 
+
+def dictionary_share(record: dict) -> float:
+    """The share of a built corpus's characters (training and validation) that come from dictionaries and glossaries
+    (the dictd sources), from its record's per-source counts: the corpus is mostly reference text, not prose."""
+    kinds = {s.name: s.kind for s in SOURCES}
+    chars = {r["source"]: r["chars_train"] + r["chars_val"] for r in record["per_source"]}
+    return sum(n for name, n in chars.items() if kinds.get(name) == "dictd") / sum(chars.values())
+
+
 # -- reading a .deb without dpkg: an `ar` archive whose data.tar.* member holds the files -----------------------
 
 
