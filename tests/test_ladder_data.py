@@ -471,3 +471,19 @@ def test_the_dictionary_share_counts_the_dictd_sources_of_the_record():
                              {"source": "tinyshakespeare", "chars_train": 9, "chars_val": 1}]}
     assert dictionary_share(record) == pytest.approx(0.7)
     assert 0.5 < dictionary_share(ladder_data.corpus_record()) < 1  # the committed corpus is mostly reference text
+
+
+def test_the_lr_margin_is_the_runner_up_minus_the_best_paired_by_tuning_seed():
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    seeds = ladder_data.TUNING_SEEDS
+    loss = {0.001: [1.30, 1.31, 1.32], 0.002: [1.20, 1.22, 1.21], 0.004: [1.25, 1.24, 1.26]}
+    runs = pd.DataFrame([{"cfg.preset": "ladder-data-1", "cfg.variant": "ln", "cfg.lr": lr, "cfg.seed": seed,
+                          "val_loss": v} for lr, vs in loss.items() for seed, v in zip(seeds, vs)])
+    found = {"means": {lr: sum(vs) / 3 for lr, vs in loss.items()}}
+    m = analysis.runner_up_margin(runs, 1, "ln", found)
+    diffs = [0.05, 0.02, 0.05]  # 0.004 minus 0.002, seed by seed
+    assert m["lr"] == 0.004 and m["seeds"] == 3 and m["margin"] == pytest.approx(sum(diffs) / 3)
+    assert m["se"] == pytest.approx(pd.Series(diffs).std() / 3 ** 0.5)
+    assert "Next best 0.004, +0.0400 nats/char behind" in analysis.runner_up_words(runs, 1, "ln", found)
+    assert analysis.runner_up_margin(runs, 1, "ln", {"means": {0.002: 1.21}}) is None  # nothing to compare with

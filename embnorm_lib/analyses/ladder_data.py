@@ -46,6 +46,55 @@ def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def runner_up_margin(runs: pd.DataFrame, rung: int, arm: str, found: dict) -> dict | None:
+    """How far the best LR is ahead of the next best (exploratory: the rule picks the lowest mean, whatever the
+    margin): the runner-up, its mean final validation loss minus the best's, paired by tuning seed, and that
+    difference's standard error over the seeds."""
+    means = found["means"]
+    if len(means) < 2:
+        return None
+    best, second = sorted(means, key=means.get)[:2]
+
+    def by_seed(lr):
+        at = runs[(runs["cfg.preset"] == f"ladder-data-{rung}") & (runs["cfg.variant"] == arm)
+                  & ((runs["cfg.lr"] - lr).abs() < 1e-12)]
+        return at.groupby("cfg.seed")["val_loss"].mean()
+
+    diff = (by_seed(second) - by_seed(best)).dropna().to_numpy(float)
+    if len(diff) < 2:
+        return None
+    return {"lr": second, "margin": float(diff.mean()), "se": float(diff.std(ddof=1) / math.sqrt(len(diff))),
+            "seeds": len(diff)}
+
+
+def runner_up_words(runs: pd.DataFrame, rung: int, arm: str, found: dict) -> str:
+    m = runner_up_margin(runs, rung, arm, found)
+    if m is None:
+        return ""
+    return (f" Next best {m['lr']:g}, {m['margin']:+.4f} nats/char behind (paired over {m['seeds']} tuning seeds, SE "
+            f"{m['se']:.4f}; exploratory).")
+
+
+def lr_margin_lines(tuning: pd.DataFrame) -> list[str]:
+    """For the confirmatory report: per rung, how far each tuned arm's registered LR led the next best in tuning
+    (runner_up_margin), beside which the differences between arms read in context."""
+    lines = []
+    for rung in range(len(ladder_data.RUNGS)):
+        found = ladder_data.best_lrs(tuning, rung) if len(tuning) else {}
+        margins = {arm: runner_up_margin(tuning, rung, arm, got) for arm, got in found.items()
+                   if got.get("complete") and got.get("bracketed")}
+        words = [f"`{arm}` {m['margin']:+.4f} (SE {m['se']:.4f})" for arm, m in margins.items() if m]
+        if words:
+            lines.append(f"- rung {rung}: " + ", ".join(words) + ".")
+    if not lines:
+        return []
+    return ["## How sharply the LRs were chosen (exploratory)", "",
+            "Each tuned arm's registered LR led the next best on its grid in tuning (`ladder-data-lr`) by this much "
+            f"final validation loss (nats/char, paired over the {len(ladder_data.TUNING_SEEDS)} tuning seeds): a "
+            "difference between arms of about this size may partly reflect where each arm's LR fell on its grid.",
+            "", *lines, ""]
+
+
 def tuning_lines(runs: pd.DataFrame) -> list[str]:
     lines = []
     for rung in range(len(ladder_data.RUNGS)):
@@ -63,7 +112,8 @@ def tuning_lines(runs: pd.DataFrame) -> list[str]:
             elif got["bracketed"]:
                 lines.append(f"- rung {rung} `{arm}`: best LR {got['best']:g} (mean final validation loss "
                              f"{got['means'][got['best']]:.4f} nats/char), bracketed; "
-                             + (f"registered ({registered:g})." if registered else "not registered yet."))
+                             + (f"registered ({registered:g})." if registered else "not registered yet.")
+                             + runner_up_words(runs, rung, arm, got))
             else:
                 lines.append(f"- rung {rung} `{arm}`: best LR {got['best']:g} sits at the grid's edge: the rule "
                              f"extends the grid to {got['extend_to']:g} (not bracketed yet).")
@@ -488,5 +538,6 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         lines += trend_lines(runs)
     lines += compute_lines(runs, STUDIES[study].cells())
     if study != "ladder-data-lr":
-        lines += spend_lines(runs, load_runs("ladder-data-lr", out), STUDIES[study].cells())
+        tuning = load_runs("ladder-data-lr", out)
+        lines += lr_margin_lines(tuning) + spend_lines(runs, tuning, STUDIES[study].cells())
     return write_text_stable(study_dir_for(study, out).root / "LADDER-DATA.md", "\n".join(lines).rstrip("\n") + "\n")
