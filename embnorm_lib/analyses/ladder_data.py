@@ -479,7 +479,7 @@ def pending_lines(runs: pd.DataFrame, cells) -> list[str]:
 
 
 def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
-    from ..core.io import git_commit, runs_root, write_text_stable
+    from ..core.io import fingerprint, git_commit, runs_root, write_text_stable
     from ..core.rundir import study_dir_for
     from ..publishing.render import compact_markdown
     from ..runner.results import load_runs
@@ -499,7 +499,7 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         answer = rung_lines(runs) + pending_lines(runs, STUDIES[study].cells())
     lines = [f"# The adequate-data ladder (`{study}`)", "", *header_lines(study, answer),
              f"Written by `python -m embnorm_lib.publish {study}` at commit {git_commit()[:12]} from "
-             f"`runs/{study}/runs.csv` ({len(runs)} of {planned} "
+             f"`runs/{study}/runs.csv` (sha256 {fingerprint(study_dir_for(study, out).index)}; {len(runs)} of {planned} "
              f"{'registered' if study == 'ladder-data-lr' else 'designed (amendment 16)'} runs finished"
              + ("; **partial**" if len(runs) < planned else "") + "). Registered in docs/PROTOCOL.md amendment 16.",
              "", " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
