@@ -307,10 +307,10 @@ def compute_table(runs: pd.DataFrame, cells) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def compute_lines(runs: pd.DataFrame, cells) -> list[str]:
+def compute_lines(runs: pd.DataFrame, cells, table: pd.DataFrame | None = None) -> list[str]:
     from ..publishing.render import compact_markdown
 
-    table = compute_table(runs, cells)
+    table = compute_table(runs, cells) if table is None else table
     if not len(table):
         return []
     places = {"run_hours": 2, "hours_left": 2, "ms_per_iter": 0, "ms_per_iter_estimated": 0}
@@ -322,11 +322,12 @@ def compute_lines(runs: pd.DataFrame, cells) -> list[str]:
             f"{table['hours_left'].sum():.2f} left for the runs registered so far.", ""]
 
 
-def spend_table(runs: pd.DataFrame, tuning: pd.DataFrame, cells) -> pd.DataFrame:
+def spend_table(runs: pd.DataFrame, tuning: pd.DataFrame, cells, confirmatory: pd.DataFrame | None = None
+                ) -> pd.DataFrame:
     """Per rung, the whole ladder's core-hours beside amendment 16 item 8's estimate: tuning spent (`ladder-data-lr`,
     grid extensions included), confirmatory spent and still needed (compute_table; seeds 5-9 included where added),
     their sum, the estimate (tuning before any extension, 5 confirmatory seeds) and the ratio of the two."""
-    confirmatory = compute_table(runs, cells)
+    confirmatory = compute_table(runs, cells) if confirmatory is None else confirmatory
     estimate = ladder_data.estimate_hours(ladder_data.committed_ms_per_iter)
     rows = []
     for r in confirmatory.itertuples():
@@ -339,10 +340,11 @@ def spend_table(runs: pd.DataFrame, tuning: pd.DataFrame, cells) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def spend_lines(runs: pd.DataFrame, tuning: pd.DataFrame, cells) -> list[str]:
+def spend_lines(runs: pd.DataFrame, tuning: pd.DataFrame, cells, confirmatory: pd.DataFrame | None = None
+                ) -> list[str]:
     from ..publishing.render import compact_markdown
 
-    table = spend_table(runs, tuning, cells)
+    table = spend_table(runs, tuning, cells, confirmatory)
     if not len(table):
         return []
     places = {c: 2 for c in table.columns if "hours" in c} | {"ratio": 1}
@@ -536,8 +538,10 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
                   "falls from the rung below by more than the larger of the two rungs' seed SDs.", ""]
         lines += [compact_markdown(bound) if len(bound) else "No rung has `none` runs yet.", ""]
         lines += trend_lines(runs)
-    lines += compute_lines(runs, STUDIES[study].cells())
+    cells = STUDIES[study].cells()
+    spent = compute_table(runs, cells)  # the compute section and, for the confirmatory study, the core-hours one
+    lines += compute_lines(runs, cells, spent)
     if study != "ladder-data-lr":
         tuning = load_runs("ladder-data-lr", out)
-        lines += lr_margin_lines(tuning) + spend_lines(runs, tuning, STUDIES[study].cells())
+        lines += lr_margin_lines(tuning) + spend_lines(runs, tuning, cells, spent)
     return write_text_stable(study_dir_for(study, out).root / "LADDER-DATA.md", "\n".join(lines).rstrip("\n") + "\n")
