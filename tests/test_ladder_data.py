@@ -356,6 +356,27 @@ def test_comparisons_use_confirmatory_seeds_and_refuse_tuning_seeds():
         analysis.confirmatory_table(pd.concat([runs, stray]))
 
 
+def test_a_failed_run_leaves_its_seed_pair_out_and_the_rung_line_says_so():
+    """A failed confirmatory run (non-finite loss, or `failed` in the index) must not shrink a rung's n unseen, nor
+    enter the paired mean as an ordinary value: its pair is left out and the rung's line names it."""
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    runs = _rung_runs(0, range(10), [2.5] * 10, {"ln": 0.05, "rms": 0.02}).assign(failed=False)
+    clean = analysis.confirmatory_table(runs)
+    assert set(clean["seeds"]) == {10} and set(clean["failed_pairs"]) == {""}
+    assert "failed" not in analysis.rung_lines(runs)[0]
+    broken = runs.copy()
+    broken.loc[(broken["variant"] == "rms") & (broken["seed"] == 7), "val_loss"] = float("nan")
+    broken.loc[(broken["variant"] == "none") & (broken["seed"] == 3), "failed"] = True  # worse than at init
+    table = analysis.confirmatory_table(broken).set_index(["variant", "metric"])
+    assert table.loc[("ln", "val_loss"), "seeds"] == 9 and table.loc[("ln", "val_loss"), "failed_pairs"] == "3"
+    assert table.loc[("rms", "val_loss"), "seeds"] == 8 and table.loc[("rms", "val_loss"), "failed_pairs"] == "3, 7"
+    assert table.loc[("rms", "best_val_loss"), "seeds"] == 8  # the pair leaves both endpoints
+    line = analysis.rung_lines(broken)[0]
+    assert "`ln` over 9 of 10 seed pairs (a run failed at seed 3)" in line
+    assert "`rms` over 8 of 10 seed pairs (a run failed at seeds 3, 7)" in line
+
+
 def test_an_interval_that_excludes_zero_without_holm_says_why_once_per_rung():
     from embnorm_lib.analyses import ladder_data as analysis
 

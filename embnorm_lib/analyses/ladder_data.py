@@ -19,7 +19,8 @@ ENDPOINTS = ("val_loss", "best_val_loss")  # amendment 16 item 6: one Holm famil
 # Item 6's MDE is at "the Holm-adjusted alpha for the family": read as alpha / m, the family's strictest level, which
 # does not depend on how the p-values rank, so the seed rule built on it is a decision on the variance alone; the
 # unadjusted MDE and the seeds needed at the MEI (amendment 1 item 4) are shown beside it.
-FAMILY_ALPHA = stats.ALPHA / (2 * len(ENDPOINTS))
+VARIANTS = ("ln", "rms")  # each compared with `none`
+FAMILY_ALPHA = stats.ALPHA / (len(VARIANTS) * len(ENDPOINTS))
 
 
 def _rung_of(preset: str) -> int:
@@ -132,22 +133,36 @@ def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
             continue
         sub = confirmatory_only(sub, rung)
         block = []
-        for variant in ("ln", "rms"):
+        for variant in VARIANTS:
+            left_out = failed_pairs(sub, variant)
+            kept = sub[~sub["seed"].isin(left_out)]
             for metric in ENDPOINTS:
-                c = stats.compare(sub, metric, variant)
+                c = stats.compare(kept, metric, variant)
                 mde, seeds_at_mei = stats.power_figures(c.sd_diff, c.n, alpha=FAMILY_ALPHA)
-                mde_unadjusted, _ = stats.power_figures(c.sd_diff, c.n)
                 block.append({"rung": rung, "params": ladder_data.non_embedding_params(rung),
                               "variant": variant, "metric": metric, "seeds": c.n, "none": c.baseline_mean,
                               "mean_diff": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_t": c.p_t,
-                              "mde_80": mde, "mde_80_unadjusted": mde_unadjusted,
-                              "seeds_at_mei": int(seeds_at_mei) if math.isfinite(seeds_at_mei) else pd.NA})
+                              "mde_80": mde, "mde_80_unadjusted": c.mde_80,
+                              "seeds_at_mei": int(seeds_at_mei) if math.isfinite(seeds_at_mei) else pd.NA,
+                              "failed_pairs": ", ".join(map(str, left_out))})
         part = pd.DataFrame(block)
         reject, adjusted = stats.holm(part["p_t"].to_numpy(float))
         rows.append(part.assign(p_holm=adjusted, alpha_holm=stats.holm_alphas(part["p_t"].to_numpy(float)),
                                 significant=reject,
                                 endpoints_repeat=bool((sub["best_val_loss"] == sub["val_loss"]).all())))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def failed_pairs(sub: pd.DataFrame, variant: str) -> list[int]:
+    """Seeds of one rung whose `none` or `variant` run failed (amendment 1 item 5: a non-finite loss, or a final
+    validation loss above the loss at initialisation). Amendment 16 does not say how a failure enters the comparison;
+    the pair is left out, as amendment 2 registers for the stability study's final-loss endpoint ("the seed pairs in
+    which neither run failed"), and the rung's line names it, so a failure cannot shrink n unseen."""
+    pair = sub[sub["variant"].isin(("none", variant))]
+    failed = ~np.isfinite(pair["val_loss"].astype(float))
+    if "failed" in pair:
+        failed = failed | pair["failed"].astype(bool)
+    return sorted({int(seed) for seed in pair.loc[failed, "seed"]})
 
 
 def confirmatory_only(sub: pd.DataFrame, rung: int) -> pd.DataFrame:
@@ -187,7 +202,7 @@ def seed_rule_table(runs: pd.DataFrame) -> pd.DataFrame:
             continue
         five = sub[sub["cfg.seed"].isin(first)]
         mde = max(stats.power_figures(c.sd_diff, c.n, alpha=FAMILY_ALPHA)[0]
-                  for c in (stats.compare(five, "val_loss", variant) for variant in ("ln", "rms")))
+                  for c in (stats.compare(five, "val_loss", variant) for variant in VARIANTS))
         rows.append({"rung": rung, "mde_80_at_5_seeds": mde, "above_limit": bool(mde > ladder_data.MDE_LIMIT),
                      "seeds_5_9_added": rung in ladder_data.SEEDS_ADDED,
                      "all_seeds_finished": _has_seeds(sub, ladder_data.confirmatory_seeds(rung))})
@@ -383,7 +398,8 @@ def trend_table(runs: pd.DataFrame) -> pd.DataFrame:
     rows = table[(table["metric"] == "val_loss") & table["rung"].isin(trend_rungs(runs))].assign(tokenizer="char")
     if rows.empty:
         return pd.DataFrame()
-    fits = ladder.trend(rows, seeds=len(ladder_data.CONFIRMATORY_SEEDS))  # a quoted rung has all its seeds
+    # trend_rungs keeps only quoted rungs; a rung whose failed runs left fewer than item 6's five pairs stays out
+    fits = ladder.trend(rows, seeds=len(ladder_data.CONFIRMATORY_SEEDS))
     return fits.drop(columns=[c for c in fits.columns if c.startswith(("at_params", "extrapolated", "tokenizer"))])
 
 
@@ -467,8 +483,21 @@ def rung_lines(runs: pd.DataFrame) -> list[str]:
     for rung, part in (table[table["metric"] == "val_loss"].groupby("rung") if len(table) else []):
         rows = [r for _, r in part.iterrows()]
         lines.append(f"- rung {rung} ({ladder_data.non_embedding_params(rung):,} non-embedding parameters), final "
-                     "validation loss vs `none`: " + "; ".join(_words(r) for r in rows) + "." + why_not_resolved(rows))
+                     "validation loss vs `none`: " + "; ".join(_words(r) for r in rows) + "." + why_not_resolved(rows)
+                     + failed_pair_words(rung, rows))
     return lines
+
+
+def failed_pair_words(rung: int, rows: list) -> str:
+    """Said where a failed run left its seed pair out of a rung's comparison (failed_pairs); "" where none did."""
+    registered = len(ladder_data.confirmatory_seeds(rung))
+    missing = [f"`{r['variant']}` over {r['seeds']} of {registered} seed pairs (a run failed at seed"
+               + ("s" if "," in r["failed_pairs"] else "") + f" {r['failed_pairs']})" for r in rows if r["failed_pairs"]]
+    if not missing:
+        return ""
+    return (" Compared " + "; ".join(missing) + ": a failed run (amendment 1: a non-finite loss, or a final loss "
+            "above the initial one) leaves its seed pair out, as amendment 2 registers for the stability study's final "
+            "loss; amendment 16 does not say how a failure enters.")
 
 
 def pending_lines(runs: pd.DataFrame, cells) -> list[str]:
@@ -521,7 +550,7 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         lines += ["## Per rung (confirmatory; Holm within each rung)", ""]
         if len(table):
             lines += rung_lines(runs) + [
-                "", compact_markdown(table.drop(columns="endpoints_repeat")), "",
+                "", compact_markdown(table.drop(columns=["endpoints_repeat", "failed_pairs"])), "",
                 f"`mde_80` and `seeds_at_mei` (seeds for 80% power at the MEI, {stats.MEI:g}) are at alpha "
                 f"{FAMILY_ALPHA:g}, the family's strictest Holm level (item 6); `mde_80_unadjusted` at alpha "
                 f"{stats.ALPHA:g}; `alpha_holm` is the level of each test's rank in Holm's step-down (alpha / (m - "
