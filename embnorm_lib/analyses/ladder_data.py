@@ -155,9 +155,9 @@ def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def failed_pairs(sub: pd.DataFrame, variant: str) -> list[int]:
     """Seeds of one rung whose `none` or `variant` run failed (amendment 1 item 5: a non-finite loss, or a final
-    validation loss above the loss at initialisation). Amendment 16 does not say how a failure enters the comparison;
-    the pair is left out, as amendment 2 registers for the stability study's final-loss endpoint ("the seed pairs in
-    which neither run failed"), and the rung's line names it, so a failure cannot shrink n unseen."""
+    validation loss above the loss at initialisation). The pair is left out, as amendment 2 registers for the
+    stability study's final loss and amendment 16's clarification adopts, and the rung's line names it, so a failure
+    cannot shrink n unseen."""
     pair = sub[sub["variant"].isin(("none", variant))]
     failed = ~np.isfinite(pair["val_loss"].astype(float))
     if "failed" in pair:
@@ -496,8 +496,7 @@ def failed_pair_words(rung: int, rows: list) -> str:
     if not missing:
         return ""
     return (" Compared " + "; ".join(missing) + ": a failed run (amendment 1: a non-finite loss, or a final loss "
-            "above the initial one) leaves its seed pair out, as amendment 2 registers for the stability study's final "
-            "loss; amendment 16 does not say how a failure enters.")
+            "above the initial one) leaves its seed pair out (amendment 16's clarification).")
 
 
 def pending_lines(runs: pd.DataFrame, cells) -> list[str]:
