@@ -458,6 +458,14 @@ def test_the_trend_and_its_budget_line_cover_only_quoted_rungs(monkeypatch):
     done = pd.concat(rungs)  # rung 3's MDE at seeds 0-4 is within the limit (the same spread in every arm)
     assert analysis.trend_rungs(done) == [0, 1, 2, 3]
     assert f"{ladder_data.iters(0):,} to {ladder_data.iters(3):,} iterations" in analysis.trend_lines(done)[-2]
+    # with 3 rungs in the trend the lowest cannot be left out (2 rungs are too few); with 4 it is, beside the fit
+    assert analysis.trend_table(runs, checked_only=True).empty
+    assert not any("without rung 0" in line for line in analysis.trend_lines(runs))
+    checked = analysis.trend_table(done, checked_only=True)
+    assert set(checked["rungs"]) == {3}
+    lines = analysis.trend_lines(done)
+    assert any("without rung 0" in line for line in lines)
+    assert sum(line.endswith("3 rungs).") for line in lines) == 2 and sum(line.endswith("4 rungs).") for line in lines) == 2
 
 
 def test_a_rung_is_quoted_once_its_runs_are_in_and_the_seed_rule_is_settled(monkeypatch):

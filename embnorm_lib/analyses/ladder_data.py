@@ -387,7 +387,7 @@ def trend_rungs(runs: pd.DataFrame) -> list[int]:
     return sorted(entering & {int(r) for r in quoted["rung"]})
 
 
-def trend_table(runs: pd.DataFrame) -> pd.DataFrame:
+def trend_table(runs: pd.DataFrame, checked_only: bool = False) -> pd.DataFrame:
     """Amendment 16 item 7 (exploratory): per variant, the WLS line of each quoted rung's mean difference in the final
     validation loss on log10 non-embedding parameters, over the rungs the data-bound check lets in, with the 1 MB
     ladder's fit (`ladder.trend`: weights from each rung's standard error, Knapp-Hartung's truncation at 1); it
@@ -395,7 +395,10 @@ def trend_table(runs: pd.DataFrame) -> pd.DataFrame:
     from . import ladder
 
     table = confirmatory_table(runs)
-    rows = table[(table["metric"] == "val_loss") & table["rung"].isin(trend_rungs(runs))].assign(tokenizer="char")
+    rungs = trend_rungs(runs)
+    if checked_only:  # without the lowest rung, which enters by definition: no rung below can check it
+        rungs = [r for r in rungs if r != 0]
+    rows = table[(table["metric"] == "val_loss") & table["rung"].isin(rungs)].assign(tokenizer="char")
     if rows.empty:
         return pd.DataFrame()
     # trend_rungs keeps only quoted rungs; a rung whose failed runs left fewer than item 6's five pairs stays out
@@ -414,7 +417,11 @@ def trend_lines(runs: pd.DataFrame) -> list[str]:
     if not len(fits):
         return head + [f"Needs {ladder.TREND_MIN_SIZES} rungs quoted with every seed and passing the data-bound check.",
                        ""]
-    return head + trend_bullets(fits) + ["", compact_markdown(fits), "", budget_confound_line(runs), ""]
+    checked = trend_table(runs, checked_only=True)
+    without_lowest = (["", "The same fit without rung 0, the lowest rung, which enters by definition because no rung "
+                       "below can check it (exploratory):", ""] + trend_bullets(checked)) if len(checked) else []
+    return (head + trend_bullets(fits) + without_lowest
+            + ["", compact_markdown(fits), "", budget_confound_line(runs), ""])
 
 
 def budget_confound_line(runs: pd.DataFrame) -> str:
