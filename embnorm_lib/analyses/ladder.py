@@ -116,10 +116,7 @@ def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
     final loss above the loss at initialisation), with the factor relative to the width rule. The loss is per token;
     within one tokenizer per character is a fixed multiple of it (the same validation text), so the ranking of
     factors is the same on either scale."""
-    failed = ~np.isfinite(runs["val_loss"].astype(float)) | runs.get("diverged", False)
-    if "failed" in runs:  # the index's own column adds the worse-than-init runs (tables made before it lack them)
-        failed = failed | runs["failed"].astype(bool)
-    frame = _with_factors(runs).assign(failed=failed)
+    frame = _with_factors(runs).assign(failed=stats.failed_runs(runs))
     rows = []
     for (tokenizer, preset, variant, factor), sub in frame.groupby(["tokenizer", "cfg.preset", "variant", "factor"],
                                                                    sort=True):

@@ -159,10 +159,7 @@ def failed_pairs(sub: pd.DataFrame, variant: str) -> list[int]:
     stability study's final loss and amendment 16's clarification adopts, and the rung's line names it, so a failure
     cannot shrink n unseen."""
     pair = sub[sub["variant"].isin(("none", variant))]
-    failed = ~np.isfinite(pair["val_loss"].astype(float))
-    if "failed" in pair:
-        failed = failed | pair["failed"].astype(bool)
-    return sorted({int(seed) for seed in pair.loc[failed, "seed"]})
+    return sorted({int(seed) for seed in pair.loc[stats.failed_runs(pair), "seed"]})
 
 
 def confirmatory_only(sub: pd.DataFrame, rung: int) -> pd.DataFrame:

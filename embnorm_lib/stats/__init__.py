@@ -72,6 +72,15 @@ def log10(values) -> np.ndarray:
     return np.array(out, dtype=float).reshape(flat.shape)
 
 
+def failed_runs(runs: pd.DataFrame) -> pd.Series:
+    """Per run, whether it failed as docs/PROTOCOL.md amendment 1 defines it: a non-finite loss, or a final loss above
+    the loss at initialisation (the index's `failed` column; tables made before it have `diverged` alone)."""
+    failed = ~np.isfinite(runs["val_loss"].astype(float)) | runs.get("diverged", False)
+    if "failed" in runs:
+        failed = failed | runs["failed"].astype(bool)
+    return failed
+
+
 def paired_differences(runs: pd.DataFrame, metric: str, variant: str, baseline: str = "none") -> pd.DataFrame:
     """Per seed: baseline value, variant value, difference (variant - baseline); seeds missing in either dropped."""
     a = runs[runs["variant"] == baseline].set_index("seed")[metric]
