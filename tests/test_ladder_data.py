@@ -233,6 +233,28 @@ def test_registered_lrs_are_what_the_tuning_runs_give():
                 assert got["extend_to"] in ladder_data.EXTENSIONS.get(rung, {}).get(arm, []), (rung, arm)
 
 
+@pytest.mark.committed
+def test_the_committed_ladder_has_the_sizes_seeds_passes_and_grid_the_design_asks():
+    """The index itself, not only the registry: >= 4 sizes x 3 arms x >= 5 confirmatory seeds that no tuning run used,
+    no confirmatory run copied from another study, every run within 4 passes, and each tuned arm's grid as run spaced by
+    at most sqrt(2) with >= 3 tuning seeds at every point."""
+    confirmatory = pd.read_csv(repo_root() / "runs" / "ladder-data" / "runs.csv")
+    tuning = pd.read_csv(repo_root() / "runs" / "ladder-data-lr" / "runs.csv")
+    assert (confirmatory["reused_from"].dropna().astype(str).str.strip() == "").all()
+    for runs in (confirmatory, tuning):
+        assert runs["epochs"].notna().all() and (runs["epochs"] <= 4).all()
+    assert not set(confirmatory["cfg.seed"]) & set(tuning["cfg.seed"])
+    seeds = confirmatory.groupby(["cfg.preset", "cfg.variant"])["cfg.seed"].nunique()
+    assert seeds.index.get_level_values(0).nunique() >= 4
+    assert set(seeds.index.get_level_values(1)) == {"none", "ln", "rms"}
+    assert len(seeds) == 3 * seeds.index.get_level_values(0).nunique() and (seeds >= 5).all(), seeds.to_dict()
+    for (preset, arm), grid in tuning.groupby(["cfg.preset", "cfg.variant"]):
+        points = grid.groupby("cfg.lr")["cfg.seed"].nunique().sort_index()
+        assert (points >= 3).all() and len(points) >= 3, (preset, arm, points.to_dict())
+        lrs = list(points.index)
+        assert max(b / a for a, b in zip(lrs, lrs[1:])) <= math.sqrt(2) * 1.01, (preset, arm, lrs)
+
+
 def test_runs_csv_records_passes_over_the_training_split():
     from embnorm_lib.core.config import TRAIN_CHARS_TINY_SHAKESPEARE
     from embnorm_lib.runner.results import epochs
