@@ -427,6 +427,27 @@ def test_an_interval_that_excludes_zero_without_holm_says_why_once_per_rung():
     assert analysis.why_not_resolved([{**row, "ci_low": -0.001, "endpoints_repeat": True}]) == ""
 
 
+def test_a_resolved_difference_inside_the_mei_keeps_its_direction_and_says_how_small():
+    """Amendment 16 item 6: a direction where Holm resolves it, and "within the MEI" where the interval lies inside
+    +-0.01; a resolved difference whose whole interval is that small gets both words, in the report and in FINDINGS."""
+    from embnorm_lib.analyses import answer
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    small = {"variant": "ln", "mean_diff": -0.004, "ci_low": -0.006, "ci_high": -0.0015, "p_t": 0.002,
+             "p_holm": 0.008, "alpha_holm": 0.0125, "significant": True, "mde_80": 0.004}
+    assert "(Holm p = 0.008; helps, within the MEI (±0.01); MDE 0.0040)" in analysis._words(small)
+    assert "; within the MEI (±0.01);" in analysis._words({**small, "significant": False, "p_holm": 0.2})
+    wide = {**small, "mean_diff": -0.02, "ci_low": -0.03, "ci_high": -0.011}
+    assert "; helps; MDE" in analysis._words(wide)
+    rung = {"rung": 3, "params": 1_843_200, "shape": "6 × 160", "iters": 9000, "passes": 0.64, "seeds": 10,
+            "none": 1.25, "data_bound": False}
+    p = {"rungs": [{**rung, **small}, {**rung, **wide, "variant": "rms"}], "trend": [], "trend_min_sizes": 3}
+    words = answer.data_ladder_result_words(p)
+    assert "`ln` helps -0.004 [-0.006, -0.002] (Holm p 0.008, MDE 0.004; inside ±0.01, the minimum effect of " \
+           "interest)" in words
+    assert "`rms` helps -0.020 [-0.030, -0.011] (Holm p 0.008, MDE 0.004)" in words
+
+
 def test_the_answer_names_the_rungs_still_to_finish():
     from embnorm_lib.analyses import ladder_data as analysis
     from embnorm_lib.runner.registry import Cell

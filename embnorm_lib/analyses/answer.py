@@ -504,7 +504,7 @@ def data_ladder_scope(p: dict) -> str:
 
 def data_ladder_result_words(p: dict) -> str:
     """Each quoted rung's registered comparison with its regime, and where the exploratory trend stands."""
-    from ..stats import p_text
+    from ..stats import MEI, p_text
     from .ladder import trend_words
 
     rungs = data_ladder_rungs(p)
@@ -512,8 +512,10 @@ def data_ladder_result_words(p: dict) -> str:
         return ""
 
     def arm(r: dict) -> str:
+        small = (f"; inside ±{MEI:g}, the minimum effect of interest" if r["significant"]
+                 and -MEI <= r["ci_low"] and r["ci_high"] <= MEI else "")  # a resolved direction, and how small
         return (f"`{r['variant']}` {effect_word(r)} {interval(r)} (Holm p {p_text(r['p_holm'])}, MDE "
-                f"{r['mde_80']:.3f})")
+                f"{r['mde_80']:.3f}{small})")
 
     sizes = "; ".join(f"{r['shape']} ({_millions(r['params'])}, {r['iters']:,} iterations = {r['passes']:.2f} passes, "
                       f"{r['seeds']} seeds, `none` at {r['none']:.3f}"

@@ -433,9 +433,14 @@ def budget_confound_line(runs: pd.DataFrame) -> str:
             "shows is not separated into size and budget.")
 
 
+def _inside_mei(r) -> bool:
+    """The whole interval lies within ±MEI (amendment 16 item 6: the one place "within the MEI" may be said)."""
+    return -stats.MEI <= r["ci_low"] and r["ci_high"] <= stats.MEI
+
+
 def _within_mei(r) -> bool:
     """A test Holm does not pass whose whole interval lies within ±MEI: no difference of interest."""
-    return not r["significant"] and -stats.MEI <= r["ci_low"] and r["ci_high"] <= stats.MEI
+    return not r["significant"] and _inside_mei(r)
 
 
 def _unresolved_off_zero(r) -> bool:
@@ -445,8 +450,9 @@ def _unresolved_off_zero(r) -> bool:
 
 def _words(r) -> str:
     direction = ("costs" if r["mean_diff"] > 0 else "helps") if r["significant"] else "not resolved"
-    if _within_mei(r):
-        direction = "within the MEI"
+    if _inside_mei(r):  # a resolved direction keeps its word, and says how small it is
+        within = f"within the MEI (±{stats.MEI:g})"  # FINDINGS quotes these words without defining the MEI
+        direction = f"{direction}, {within}" if r["significant"] else within
     return (f"`{r['variant']}` {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] (Holm p = "
             f"{stats.p_text(r['p_holm'])}; {direction}; MDE {r['mde_80']:.4f})")
 
