@@ -235,24 +235,31 @@ def test_registered_lrs_are_what_the_tuning_runs_give():
 
 @pytest.mark.committed
 def test_the_committed_ladder_has_the_sizes_seeds_passes_and_grid_the_design_asks():
-    """The index itself, not only the registry: >= 4 sizes x 3 arms x >= 5 confirmatory seeds that no tuning run used,
-    no confirmatory run copied from another study, every run within 4 passes, and each tuned arm's grid as run spaced by
-    at most sqrt(2) with >= 3 tuning seeds at every point."""
+    """The index itself, not only the registry: >= 4 sizes x 3 arms x >= 5 confirmatory seeds that no tuning run used
+    (each size's seeds among the ones registered for it), no confirmatory run copied from another study, every run
+    under one pass (amendment 16 item 3; the issue's cap is 4), and each tuned arm's grid as run spaced by sqrt(2) with
+    >= 3 tuning seeds at every point, at every size."""
     confirmatory = pd.read_csv(repo_root() / "runs" / "ladder-data" / "runs.csv")
     tuning = pd.read_csv(repo_root() / "runs" / "ladder-data-lr" / "runs.csv")
-    assert (confirmatory["reused_from"].dropna().astype(str).str.strip() == "").all()
     for runs in (confirmatory, tuning):
-        assert runs["epochs"].notna().all() and (runs["epochs"] <= 4).all()
+        assert runs[["cfg.preset", "cfg.variant", "cfg.seed", "cfg.lr"]].notna().all().all()  # groupby drops NaN keys
+        assert runs["epochs"].notna().all() and (runs["epochs"] < 1).all()
+    assert (confirmatory["reused_from"].dropna().astype(str).str.strip() == "").all()
     assert not set(confirmatory["cfg.seed"]) & set(tuning["cfg.seed"])
-    seeds = confirmatory.groupby(["cfg.preset", "cfg.variant"])["cfg.seed"].nunique()
-    assert seeds.index.get_level_values(0).nunique() >= 4
-    assert set(seeds.index.get_level_values(1)) == {"none", "ln", "rms"}
-    assert len(seeds) == 3 * seeds.index.get_level_values(0).nunique() and (seeds >= 5).all(), seeds.to_dict()
-    for (preset, arm), grid in tuning.groupby(["cfg.preset", "cfg.variant"]):
+    seeds = confirmatory.groupby(["cfg.preset", "cfg.variant"])["cfg.seed"].agg(set)
+    presets = sorted(set(seeds.index.get_level_values(0)))
+    assert len(presets) >= 4 and set(seeds.index) == {(p, v) for p in presets for v in ("none", "ln", "rms")}
+    for (preset, arm), used in seeds.items():
+        registered = set(ladder_data.confirmatory_seeds(int(preset.rsplit("-", 1)[1])))
+        assert len(used) >= 5 and used <= registered, (preset, arm, sorted(used))
+    grids = tuning.groupby(["cfg.preset", "cfg.variant"])
+    assert set(grids.groups) == {(p, v) for p in presets for v in ladder_data.ARMS_TUNED}
+    for (preset, arm), grid in grids:
         points = grid.groupby("cfg.lr")["cfg.seed"].nunique().sort_index()
         assert (points >= 3).all() and len(points) >= 3, (preset, arm, points.to_dict())
         lrs = list(points.index)
-        assert max(b / a for a, b in zip(lrs, lrs[1:])) <= math.sqrt(2) * 1.01, (preset, arm, lrs)
+        ratios = [b / a for a, b in zip(lrs, lrs[1:])]
+        assert all(math.sqrt(2) / 1.01 <= r <= math.sqrt(2) * 1.01 for r in ratios), (preset, arm, lrs)
 
 
 def test_runs_csv_records_passes_over_the_training_split():
@@ -429,7 +436,8 @@ def test_an_interval_that_excludes_zero_without_holm_says_why_once_per_rung():
 
 def test_a_resolved_difference_inside_the_mei_keeps_its_direction_and_says_how_small():
     """Amendment 16 item 6: a direction where Holm resolves it, and "within the MEI" where the interval lies inside
-    +-0.01; a resolved difference whose whole interval is that small gets both words, in the report and in FINDINGS."""
+    +-0.01 (bounds included, as the decision rule's "<= 0.01"); a resolved difference whose whole interval is that
+    small gets both, in the report, FINDINGS and the README's first screen, whichever its sign."""
     from embnorm_lib.analyses import answer
     from embnorm_lib.analyses import ladder_data as analysis
 
@@ -437,15 +445,26 @@ def test_a_resolved_difference_inside_the_mei_keeps_its_direction_and_says_how_s
              "p_holm": 0.008, "alpha_holm": 0.0125, "significant": True, "mde_80": 0.004}
     assert "(Holm p = 0.008; helps, within the MEI (±0.01); MDE 0.0040)" in analysis._words(small)
     assert "; within the MEI (±0.01);" in analysis._words({**small, "significant": False, "p_holm": 0.2})
+    assert "; helps, within the MEI (±0.01);" in analysis._words({**small, "ci_low": -0.01})  # the bound is inside
     wide = {**small, "mean_diff": -0.02, "ci_low": -0.03, "ci_high": -0.011}
     assert "; helps; MDE" in analysis._words(wide)
+    cost = {**small, "mean_diff": 0.008, "ci_low": 0.005, "ci_high": 0.0105}  # its upper end leaves the MEI
+    assert "; costs; MDE" in analysis._words(cost)
+    assert "; costs, within the MEI (±0.01);" in analysis._words({**cost, "ci_high": 0.01})
     rung = {"rung": 3, "params": 1_843_200, "shape": "6 × 160", "iters": 9000, "passes": 0.64, "seeds": 10,
             "none": 1.25, "data_bound": False}
-    p = {"rungs": [{**rung, **small}, {**rung, **wide, "variant": "rms"}], "trend": [], "trend_min_sizes": 3}
+    p = {"rungs": [{**rung, **small}, {**rung, **wide, "variant": "rms"}], "trend": [], "trend_min_sizes": 3,
+         "chars": 58_700_000, "sizes": 4, "studies": {"ladder-data": {"registered": 120, "finished": 117}}}
     words = answer.data_ladder_result_words(p)
-    assert "`ln` helps -0.004 [-0.006, -0.002] (Holm p 0.008, MDE 0.004; inside ±0.01, the minimum effect of " \
-           "interest)" in words
+    assert "`ln` helps, within the MEI (±0.01) -0.004 [-0.006, -0.002] (Holm p 0.008, MDE 0.004)" in words
     assert "`rms` helps -0.020 [-0.030, -0.011] (Holm p 0.008, MDE 0.004)" in words
+    short = answer.data_ladder_short(p)
+    assert ("helps -0.004 [-0.006, -0.002] at 1.8M, the whole interval within ±0.01 nats/char (the minimum effect of "
+            "interest)") in short
+    big = {**rung, "rung": 2, "params": 786_432, **wide}
+    short = answer.data_ladder_short({**p, "rungs": [big, {**big, "variant": "rms"}, *p["rungs"]]})
+    assert "helps at 0.79M and 1.8M (-0.020, -0.004), the whole interval within ±0.01 nats/char (the minimum " \
+           "effect of interest) at 1.8M" in short
 
 
 def test_the_answer_names_the_rungs_still_to_finish():

@@ -430,6 +430,16 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     assert "are not quoted until" not in text and "is not quoted until" not in text
     assert "under way" not in text and "That experiment was run" in text and "All 3 sizes have finished" in text
     assert "(all 3 sizes finished)" in text and " of 3 sizes" not in text and "of 3 planned" not in text
+    # a whole interval inside the MEI (amendment 16 item 6) is said beside the decision, resolved or not
+    narrow = {"ci_low": -0.006, "ci_high": -0.002, "mean_diff": -0.004}
+    dl["rungs"] = [{**r, **narrow} if r["rung"] == 2 else r for r in dl["rungs"]]
+    text, _ = planted_paper(tmp_path, data)
+    assert ("lowers the final validation loss (−0.004 [−0.006, −0.002] nats/char, Holm p = 0.001; the whole interval "
+            "lies inside ±0.01, the minimum effect of interest)") in text
+    assert ("80% power only for differences above 0.023; the whole interval lies inside ±0.01, the minimum effect of "
+            "interest)") in text
+    assert "a gain at 0.79M (−0.004 [−0.006, −0.002]; the whole interval lies inside ±0.01" in text
+    assert text.count("the minimum effect of interest") >= 4  # both norms' sentences, and the abstract and contributions
 
 
 def test_the_budget_figure_fills_a_marker_only_where_holm_resolves_it():

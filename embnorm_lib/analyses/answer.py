@@ -468,6 +468,9 @@ def data_ladder_short(p: dict) -> str:
     size of the ladder; a lone resolved size carries its interval, several their point differences (the regime table
     has every interval). The corpus's size says at once what open English is (the reading note under the TL;DR says
     more); the iterations are in the Scope bullet."""
+    from ..stats import MEI
+    from .ladder_data import inside_mei
+
     rungs = data_ladder_rungs(p)
     if not rungs:
         return ("An adequate-data ladder has finished: "
@@ -480,9 +483,16 @@ def data_ladder_short(p: dict) -> str:
         at = "at " + _size_list([i for i, _ in members], [_millions(r["params"]) for _, r in members])
         if word == "not resolved":
             return f"{word} {at}"
-        if len(resolved) == 1:
-            return f"{word} {interval(members[0][1]['ln'])} {at}"
-        return f"{word} {at} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")"
+        return ((f"{word} {interval(members[0][1]['ln'])} {at}" if len(resolved) == 1 else
+                 f"{word} {at} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")")
+                + small_words([(i, r) for i, r in members if inside_mei(r["ln"])], len(members)))
+
+    def small_words(small: list, of: int) -> str:  # a resolved difference too small to matter says so (item 6)
+        if not small:
+            return ""
+        where = "" if len(small) == of else " at " + _size_list([i for i, _ in small],
+                                                                [_millions(r["params"]) for _, r in small])
+        return f", the whole interval within ±{MEI:g} nats/char (the minimum effect of interest){where}"
 
     words = list(dict.fromkeys(effect_word(r["ln"]) for r in rungs))  # smallest size first, as in the scope
     link = f"runs/{DATA_LADDER[1]}/LADDER-DATA.md"
@@ -504,18 +514,17 @@ def data_ladder_scope(p: dict) -> str:
 
 def data_ladder_result_words(p: dict) -> str:
     """Each quoted rung's registered comparison with its regime, and where the exploratory trend stands."""
-    from ..stats import MEI, p_text
+    from ..stats import p_text
     from .ladder import trend_words
+    from .ladder_data import direction_words
 
     rungs = data_ladder_rungs(p)
     if not rungs:
         return ""
 
-    def arm(r: dict) -> str:
-        small = (f"; inside ±{MEI:g}, the minimum effect of interest" if r["significant"]
-                 and -MEI <= r["ci_low"] and r["ci_high"] <= MEI else "")  # a resolved direction, and how small
-        return (f"`{r['variant']}` {effect_word(r)} {interval(r)} (Holm p {p_text(r['p_holm'])}, MDE "
-                f"{r['mde_80']:.3f}{small})")
+    def arm(r: dict) -> str:  # the report's words for the test (direction_words), so FINDINGS says it one way
+        return (f"`{r['variant']}` {direction_words(r)} {interval(r)} (Holm p {p_text(r['p_holm'])}, MDE "
+                f"{r['mde_80']:.3f})")
 
     sizes = "; ".join(f"{r['shape']} ({_millions(r['params'])}, {r['iters']:,} iterations = {r['passes']:.2f} passes, "
                       f"{r['seeds']} seeds, `none` at {r['none']:.3f}"

@@ -433,14 +433,26 @@ def budget_confound_line(runs: pd.DataFrame) -> str:
             "shows is not separated into size and budget.")
 
 
-def _inside_mei(r) -> bool:
-    """The whole interval lies within ±MEI (amendment 16 item 6: the one place "within the MEI" may be said)."""
+MEI_WORDS = f"within the MEI (±{stats.MEI:g})"  # FINDINGS quotes these words without defining the MEI
+
+
+def inside_mei(r) -> bool:
+    """The whole interval lies within ±MEI (amendment 16 item 6: the one case where "within the MEI" is said)."""
     return -stats.MEI <= r["ci_low"] and r["ci_high"] <= stats.MEI
 
 
 def _within_mei(r) -> bool:
     """A test Holm does not pass whose whole interval lies within ±MEI: no difference of interest."""
-    return not r["significant"] and _inside_mei(r)
+    return not r["significant"] and inside_mei(r)
+
+
+def direction_words(r) -> str:
+    """Amendment 16 item 6's words for one test: a direction only where Holm resolves it, "within the MEI" where the
+    whole interval lies inside ±MEI, both where both hold (a resolved difference too small to be of interest)."""
+    direction = ("costs" if r["mean_diff"] > 0 else "helps") if r["significant"] else "not resolved"
+    if not inside_mei(r):
+        return direction
+    return f"{direction}, {MEI_WORDS}" if r["significant"] else MEI_WORDS
 
 
 def _unresolved_off_zero(r) -> bool:
@@ -449,12 +461,8 @@ def _unresolved_off_zero(r) -> bool:
 
 
 def _words(r) -> str:
-    direction = ("costs" if r["mean_diff"] > 0 else "helps") if r["significant"] else "not resolved"
-    if _inside_mei(r):  # a resolved direction keeps its word, and says how small it is
-        within = f"within the MEI (±{stats.MEI:g})"  # FINDINGS quotes these words without defining the MEI
-        direction = f"{direction}, {within}" if r["significant"] else within
     return (f"`{r['variant']}` {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] (Holm p = "
-            f"{stats.p_text(r['p_holm'])}; {direction}; MDE {r['mde_80']:.4f})")
+            f"{stats.p_text(r['p_holm'])}; {direction_words(r)}; MDE {r['mde_80']:.4f})")
 
 
 def why_not_resolved(rows: list) -> str:
