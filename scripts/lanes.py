@@ -9,9 +9,9 @@ the commit that registered them (see docs/GUIDE.md); the runs land in this check
 remaining runs are the study's registered cells (every `--only` text in the run directory's path, as the sweep reads
 it) that this checkout has not finished. A fresh worktree lacks the runs landed since its commit, so a plain sweep
 there would train those again: each lane instead runs `sweep STUDY --only <one cell>` for each cell of its queue in
-turn (the cells dealt round-robin, those resuming from a checkpoint first, furthest on first; a cell already finished
-in the worktree waits to be landed, one whose run a
-process is training is left to it). A lane's kernels import the worktree's own package (PYTHONPATH=the worktree, for
+turn (the cells with the most steps left dealt first, each to the lane with the least work so far; in a lane those
+resuming from a checkpoint go first, furthest on first; a cell already finished in the worktree waits to be landed,
+one whose run a process is training is left to it). A lane's kernels import the worktree's own package (PYTHONPATH=the worktree, for
 commits older than the sweep that does this itself). Arguments after `--` go to every sweep (`--data-path` is read in
 the worktree). `--dry-run` prints each lane's command and starts nothing. Logs: WORKTREE.lanes/lane-K.log.
 """
@@ -98,10 +98,32 @@ def plan(study: str, only: list[str], repo: Path, worktree: Path | None = None) 
     return todo, to_land, training
 
 
-def lane_commands(study: str, cells: list[str], lanes: int, sweep_args: list[str]) -> list[str]:
+def steps_left(study: str, cells: list[str], worktree: Path) -> dict[str, int]:
+    """Each cell's iterations still to train: its registered max_iters less what its checkpoint holds."""
+    iters = {cell.run_dir(Path("runs")).relative_to(Path("runs") / study).as_posix() + "/": cell.config().max_iters
+             for cell in STUDIES[study].cells()}
+    return {rel: max(0, iters[rel] - trained_to(RunDir(worktree / "runs" / study / rel))) for rel in cells}
+
+
+def deal(cells: list[str], lanes: int, left: dict[str, int] | None = None) -> list[list[str]]:
+    """The lanes' queues. With the steps each cell has left, the longest first onto the lane with the least work so
+    far (the lanes then end about together: a new run beside two nearly finished ones gets a lane of its own instead
+    of waiting behind one); without, round-robin. Each queue keeps the cells' order (resuming ones first)."""
+    if left is None:
+        return [cells[k::lanes] for k in range(lanes)]
+    queues, load = [[] for _ in range(lanes)], [0] * lanes
+    for rel in sorted(cells, key=lambda rel: -left[rel]):  # stable: equal work keeps the cells' order
+        k = load.index(min(load))
+        queues[k].append(rel)
+        load[k] += left[rel]
+    return [sorted(queue, key=cells.index) for queue in queues]
+
+
+def lane_commands(study: str, cells: list[str], lanes: int, sweep_args: list[str],
+                  left: dict[str, int] | None = None) -> list[str]:
     """One shell command per lane: its cells' sweeps in turn, each on one worker and one thread, stopping at a
     failed one."""
-    queues = [cells[k::lanes] for k in range(lanes)]
+    queues = deal(cells, lanes, left)
     return [" && ".join(f"python -m embnorm_lib sweep {shlex.quote(study)} --workers 1 --threads 1 --only "
                         f"{shlex.quote(rel)}" + "".join(" " + shlex.quote(a) for a in sweep_args) for rel in queue)
             for queue in queues if queue]
@@ -116,7 +138,7 @@ def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: l
         echo(f"finished in the worktree, not here: {rel} (python scripts/carry_runs.py land {worktree} --study {study})")
     for rel in training:
         echo(f"training in the worktree now, left to its process: {rel}")
-    commands = lane_commands(study, todo, lanes, sweep_args)
+    commands = lane_commands(study, todo, lanes, sweep_args, steps_left(study, todo, worktree))
     logs = worktree.with_name(worktree.name + ".lanes")
     for k, command in enumerate(commands):
         echo(f"lane {k}: {command.count(' && ') + 1} run(s), log {logs / f'lane-{k}.log'}")

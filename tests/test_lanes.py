@@ -110,3 +110,28 @@ def test_cells_that_resume_from_a_checkpoint_are_dealt_first_furthest_on_first(t
     assert todo[2:] == [c for c in cells if c not in (cells[2], cells[4])]  # the rest keep their order
     assert lanes.trained_to(lanes.RunDir(worktree / "runs" / STUDY / cells[5])) == 0
     assert [q.split("--only ")[1].split(" ")[0] for q in lanes.lane_commands(STUDY, todo, 2, [])] == [cells[2], cells[4]]
+
+
+def test_the_most_work_left_goes_first_to_the_least_loaded_lane(tmp_path):
+    """Two runs near their end and one new: the new one gets a lane of its own instead of waiting behind a resumed
+    one (round-robin would put it after the first), so both lanes end about together."""
+    worktree = tmp_path / "wt"
+    cells = lanes.cell_paths(STUDY, ["preset=ladder-data-3", "seed8"]) + lanes.cell_paths(STUDY, [
+        "preset=ladder-data-3", "rms", "seed7"])
+    ln8, none8, rms8, rms7 = (next(c for c in cells if c.startswith(arm) and c.endswith(seed))
+                              for arm, seed in (("ln", "seed8/"), ("none", "seed8/"), ("rms", "seed8/"),
+                                                ("rms", "seed7/")))
+    for rel, step in ((ln8, 7875), (rms7, 6750)):
+        run = lanes.RunDir(worktree / "runs" / STUDY / rel)
+        run.root.mkdir(parents=True)
+        run.metrics.write_text(f'{{"step": {step}, "train_loss": 1.0}}\n')
+        run.checkpoint.write_bytes(b"ckpt")
+    todo = [ln8, rms7, rms8]  # as plan orders them: resuming first, furthest on first
+    left = lanes.steps_left(STUDY, todo, worktree)
+    assert left == {ln8: 9000 - 7875, rms7: 9000 - 6750, rms8: 9000}
+    assert lanes.deal(todo, 2, left) == [[rms8], [ln8, rms7]]
+    assert lanes.deal(todo, 2) == [[ln8, rms8], [rms7]]  # round-robin, without the steps
+    assert lanes.deal([ln8, none8, rms8], 2, dict.fromkeys([ln8, none8, rms8], 9000)) == [[ln8, rms8], [none8]]
+    commands = lanes.lane_commands(STUDY, todo, 2, [], left)
+    assert [[part.split("--only ")[1].split(" ")[0] for part in c.split(" && ")] for c in commands] == [[rms8],
+                                                                                                       [ln8, rms7]]
