@@ -31,14 +31,18 @@ from embnorm_lib.core.rundir import RunDir  # noqa: E402
 from embnorm_lib.studies import STUDIES  # noqa: E402
 
 
+def cell_path(study: str, cell) -> str:
+    """A cell as the sweep's `--only` reads it: `<arm>/seed<k>/` under runs/<study>/."""
+    return cell.run_dir(Path("runs")).relative_to(Path("runs") / study).as_posix() + "/"
+
+
 def cell_paths(study: str, only: list[str]) -> list[str]:
     """The study's registered cells as the sweep's `--only` reads them (`<arm>/seed<k>/` under runs/<study>/)."""
     if study not in STUDIES:
         raise SystemExit(f"unknown study {study!r}; allowed: {', '.join(STUDIES)}")
     if any(not text.strip() for text in only):
         raise SystemExit("invalid --only ''; allowed: text of a run directory (an empty one would match every cell)")
-    base = Path("runs") / study
-    paths = [cell.run_dir(Path("runs")).relative_to(base).as_posix() + "/" for cell in STUDIES[study].cells()]
+    paths = [cell_path(study, cell) for cell in STUDIES[study].cells()]
     chosen = [p for p in paths if all(text in p for text in only)]
     if not chosen:
         raise SystemExit(f"no cell of {study} contains {' and '.join(map(repr, only))}; allowed: text of a run "
@@ -100,8 +104,7 @@ def plan(study: str, only: list[str], repo: Path, worktree: Path | None = None) 
 
 def steps_left(study: str, cells: list[str], worktree: Path) -> dict[str, int]:
     """Each cell's iterations still to train: its registered max_iters less what its checkpoint holds."""
-    iters = {cell.run_dir(Path("runs")).relative_to(Path("runs") / study).as_posix() + "/": cell.config().max_iters
-             for cell in STUDIES[study].cells()}
+    iters = {cell_path(study, cell): cell.config().max_iters for cell in STUDIES[study].cells()}
     return {rel: max(0, iters[rel] - trained_to(RunDir(worktree / "runs" / study / rel))) for rel in cells}
 
 
