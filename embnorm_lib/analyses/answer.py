@@ -478,20 +478,21 @@ def data_ladder_short(p: dict) -> str:
                 if data_ladder_finished(p) else "An adequate-data ladder is in progress.")
     resolved = [r for r in rungs if r["ln"]["significant"]]
 
+    def at(members: list) -> str:
+        return "at " + _size_list([i for i, _ in members], [_millions(r["params"]) for _, r in members])
+
     def outcome(word: str) -> str:
         members = [(i, r) for i, r in enumerate(rungs) if effect_word(r["ln"]) == word]
-        at = "at " + _size_list([i for i, _ in members], [_millions(r["params"]) for _, r in members])
         if word == "not resolved":
-            return f"{word} {at}"
-        return ((f"{word} {interval(members[0][1]['ln'])} {at}" if len(resolved) == 1 else
-                 f"{word} {at} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")")
+            return f"{word} {at(members)}"
+        return ((f"{word} {interval(members[0][1]['ln'])} {at(members)}" if len(resolved) == 1 else
+                 f"{word} {at(members)} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")")
                 + small_words([(i, r) for i, r in members if inside_mei(r["ln"])], len(members)))
 
     def small_words(small: list, of: int) -> str:  # a resolved difference too small to matter says so (item 6)
         if not small:
             return ""
-        where = "" if len(small) == of else " at " + _size_list([i for i, _ in small],
-                                                                [_millions(r["params"]) for _, r in small])
+        where = "" if len(small) == of else " " + at(small)
         return f", the whole interval within ±{MEI:g} nats/char (the minimum effect of interest){where}"
 
     words = list(dict.fromkeys(effect_word(r["ln"]) for r in rungs))  # smallest size first, as in the scope
