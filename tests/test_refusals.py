@@ -309,3 +309,46 @@ def test_a_device_this_machine_lacks_is_a_refusal_not_an_unexpected_error():
 
     with pytest.raises(ConfigError, match="invalid device='cuda': CUDA is not available on this machine; allowed"):
         select_device("cuda")
+
+
+@pytest.mark.parametrize("arm,config,summary,message", [
+    ("none", {"seed": 1}, {}, "config.json has seed=1 in directory seed0"),
+    ("none", {}, {"seed": 1}, "summary.json has seed=1 in directory seed0"),
+    ("none", {}, {"seed": True}, "summary.json has seed=True in directory seed0"),
+    ("none", {"variant": "ln"}, {}, r"config.json has variant='ln' and summary.json variant='ln' in arm directory "
+                                    r"none; allowed: the arm's variant \('none'\)"),
+    ("none", {}, {"variant": "rms"}, "summary.json variant='rms' in arm directory none"),
+    ("none", {"variant": None}, {}, "config.json has variant=None; allowed: a variant name"),
+    ("none", {}, {"variant": None}, "summary.json has variant=None; allowed: a variant name"),
+    ("ln_matched_lr=0.001", {"variant": "ln"}, {}, r"in arm directory ln_matched_lr=0.001; allowed: the arm's "
+                                                   r"variant \('ln_matched'\)"),
+])
+def test_a_run_whose_files_name_another_seed_or_variant_than_its_directory_is_neither_indexed_nor_sealed(
+        tmp_path, capsys, arm, config, summary, message):
+    """A summary copied into another seed's directory and resealed by hand was indexed as a second seed; publish then
+    stopped in pandas ('duplicate labels') instead of one line naming the run."""
+    from embnorm_lib.core import seal
+
+    run = RunDir(tmp_path / "tsyn" / arm / "seed0")
+    run.root.mkdir(parents=True)
+    run.config.write_text(json.dumps({**json.loads(tiny().to_json()), **config}))
+    run.metrics.write_text("".join(json.dumps({"step": s, "train_loss": 2.0}) + "\n" for s in (1, 2)))
+    run.summary.write_text(json.dumps({"steps": 2, "diverged": False, "val_loss": 2.0, **summary}))
+    with pytest.raises(RunDirError, match=message):
+        index_row(run, tmp_path / "tsyn")
+    assert entry(seal.main, ["tsyn", "--out-dir", str(tmp_path)]) == 2
+    assert message.split(" in ")[0].replace("\\", "") in capsys.readouterr().err and not run.manifest.exists()
+
+
+@pytest.mark.parametrize("arm,variant", [("ln", "ln"), ("ln_lr=0.001", "layernorm"), ("ln_matched", "ln_matched"),
+                                         ("ln_matched_preset=tiny", "ln_matched")])
+def test_a_run_whose_files_agree_with_its_directory_is_indexed_and_sealed(tmp_path, arm, variant):
+    from embnorm_lib.core import seal
+
+    run = RunDir(tmp_path / "tsyn" / arm / "seed3")
+    run.root.mkdir(parents=True)
+    run.config.write_text(tiny(variant=variant, seed=3).to_json())
+    run.metrics.write_text("".join(json.dumps({"step": s, "train_loss": 2.0}) + "\n" for s in (1, 2)))
+    run.summary.write_text(json.dumps({"steps": 2, "diverged": False, "val_loss": 2.0, "seed": 3, "variant": variant}))
+    assert index_row(run, tmp_path / "tsyn")["seed"] == 3
+    assert entry(seal.main, ["tsyn", "--out-dir", str(tmp_path)]) == 0 and run.manifest.is_file()

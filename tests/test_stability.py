@@ -148,7 +148,7 @@ def write_run(root, study, arm, seed, summary, config, steps=()):
     run.mkdir(parents=True)
     (run / "summary.json").write_text(json.dumps({"git_commit": "abc123", "steps": steps[-1]["step"] if steps else 0,
                                                   **summary}))
-    (run / "config.json").write_text(json.dumps(config))
+    (run / "config.json").write_text(json.dumps({"variant": summary["variant"], "seed": seed, **config}))
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
     seal_run(RunDir(run))  # as a finished run is
 

@@ -18,10 +18,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import RunDirError, entry
+from .errors import ConfigError, RunDirError, entry
 from .io import read_json, runs_root, write_json
 from .rundir import LOCK_FILES, RunDir, existing_study
 from .steplog import PARQUET, parquet_last_step, parquet_rows
+from .variants import VARIANTS, canonical_variant
 
 MANIFEST_FORMAT = 1
 # not results: weights and checkpoints stay local (never committed), the executed notebook is the sweep's record of
@@ -135,6 +136,33 @@ def check_summary_outcome(run: RunDir, summary: dict, error: type[RunDirError] =
                     "diverged is true) (restore the file from git, or retrain the run)")
 
 
+def check_run_identity(run: RunDir, config: dict, summary: dict, error: type[RunDirError] = RunDirError) -> None:
+    """A run is the one its directory names: seed<k> is config.json's and summary.json's seed, and the arm directory
+    begins with config.json's variant, which summary.json repeats. Every table keys runs on (arm, seed); a summary
+    copied into another seed's directory would be counted twice as two seeds, or stop a pairing with a duplicate."""
+    said = {"config.json": config.get("seed"), "summary.json": summary.get("seed", run.seed)}
+    for name, seed in said.items():
+        if seed != run.seed or isinstance(seed, bool):
+            raise error(f"run {run.root}: {name} has seed={seed!r} in directory seed{run.seed}; allowed: the "
+                        "directory's seed (restore the file from git, or retrain the run)")
+    config_variant = config.get("variant")
+    summary_variant = summary.get("variant", config_variant)  # a summary need not repeat it
+    for name, given in (("config.json", config_variant), ("summary.json", summary_variant)):
+        if not isinstance(given, str):  # never read as str(None), which is the variant 'none'
+            raise error(f"run {run.root}: {name} has variant={given!r}; allowed: a variant name (restore the file "
+                        "from git, or retrain the run)")
+    try:
+        variant, repeated = canonical_variant(config_variant), canonical_variant(summary_variant)
+    except ConfigError as e:
+        raise error(f"run {run.root}: {e}") from None
+    # the longest registered variant the arm's name begins with: ln_matched_lr=1 is ln_matched's, not ln's
+    named = max((v for v in VARIANTS if run.arm == v or run.arm.startswith(f"{v}_")), key=len, default=None)
+    if not variant == repeated == named:
+        raise error(f"run {run.root}: config.json has variant={config_variant!r} and summary.json "
+                    f"variant={summary_variant!r} in arm directory {run.arm}; allowed: the arm's "
+                    f"variant ({named!r}) in both (restore the files from git, or retrain the run)")
+
+
 def _check_consistent(run: RunDir, records: dict[str, dict]) -> int:
     """Before a seal vouches for a run: its summary and config are JSON objects, every log parses (file_record counted
     its rows) and metrics reach the summary's step count. Returns that step count."""
@@ -219,7 +247,6 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=None, help="the runs directory (default runs/)")
     p.add_argument("--check", action="store_true", help="verify only; seal nothing")
     args = p.parse_args(argv)
-    from .errors import ConfigError
 
     out = runs_root(args.out_dir)
     try:
@@ -239,6 +266,8 @@ def main(argv=None) -> int:
                 else:  # a run sealed by hand is one the index will read: its outcome must be one it can count
                     if run.summary.is_file() and isinstance(summary := read_json(run.summary), dict):
                         check_summary_outcome(run, summary, SealError)
+                        if isinstance(config := read_json(run.config), dict):
+                            check_run_identity(run, config, summary, SealError)
                     seal_run(run)
                     counts["sealed"] += 1
             except RunDirError as e:

@@ -16,7 +16,7 @@ from ..core.diagnostics import after_warmup
 from ..core.errors import RunDirError
 from ..core.io import atomic_write_text, read_json, runs_root
 from ..core.rundir import RunDir, StudyDir, finished_run_dirs, study_dir_for
-from ..core.seal import check_summary_outcome, run_dirs_of, verify_run
+from ..core.seal import check_run_identity, check_summary_outcome, run_dirs_of, verify_run
 from ..core.steplog import LOGS, read_step_log
 from ..core.variants import variant_rank
 
@@ -47,6 +47,7 @@ def index_row(run: RunDir, study_root: Path) -> dict:
     cfg = read_json(run.config)
     summary = read_json(run.summary)
     check_summary_outcome(run, summary)
+    check_run_identity(run, cfg, summary)
     reused_from = read_json(run.reused_from)["run_dir"] if run.reused_from.is_file() else ""
     row = {"run_dir": str(run.root.relative_to(study_root)), "arm": run.arm, "reused_from": reused_from}
     row.update({f"cfg.{k}": v for k, v in cfg.items()})
