@@ -351,7 +351,9 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
         index = REPO / "runs" / study / "runs.csv"
         finished = len(pd.read_csv(index)) if index.is_file() else 0
         assert progress["studies"][study] == {"finished": finished, "registered": len(study_cells(study))}, study
-    assert not answer.data_ladder_finished(progress)  # in progress: each size is quoted once all its runs are in
+    # each size is quoted once all its runs are in; the ladder is finished once every registered run is
+    assert answer.data_ladder_finished(progress) == all(v["finished"] == v["registered"]
+                                                        for v in progress["studies"].values())
     # every quoted size is the paired difference this file computes from the rung's confirmatory runs, and the
     # README's size line and regime table carry it
     confirm = runs_of("ladder-data")
@@ -366,7 +368,8 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
                                                                       f"{answer._millions(ln['params'])} params")]
         assert len(row) == 1 and answer.interval(ln) in row[0]
         if ln["significant"]:
-            assert answer.interval(ln) in tldr_line("Size") and answer.interval(ln) in readme.split("![", 1)[0]
+            # the size line gives each resolved size's mean; its interval is in the regime table row above
+            assert f"{ln['mean_diff']:+.3f}" in tldr_line("Size") and f"{ln['mean_diff']:+.3f}" in readme.split("![", 1)[0]
     scale = (REPO / "FINDINGS.md").read_text().split("### Scale", 1)[1].split("\n### ", 1)[0]
     for r in progress["rungs"]:  # the Scale section lists each quoted size, both norms, at the report's precision
         assert f"`{r['variant']}` {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]" in scale

@@ -468,8 +468,6 @@ def data_ladder_short(p: dict) -> str:
     size of the ladder; a lone resolved size carries its interval, several their point differences (the regime table
     has every interval). The corpus's size says at once what open English is (the reading note under the TL;DR says
     more); the iterations are in the Scope bullet."""
-    from ..stats import MEI
-    from .ladder_data import inside_mei
 
     rungs = data_ladder_rungs(p)
     if not rungs:
@@ -485,15 +483,8 @@ def data_ladder_short(p: dict) -> str:
         members = [(i, r) for i, r in enumerate(rungs) if effect_word(r["ln"]) == word]
         if word == "not resolved":
             return f"{word} {at(members)}"
-        return ((f"{word} {interval(members[0][1]['ln'])} {at(members)}" if len(resolved) == 1 else
-                 f"{word} {at(members)} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")")
-                + small_words([(i, r) for i, r in members if inside_mei(r["ln"])], len(members)))
-
-    def small_words(small: list, of: int) -> str:  # a resolved difference too small to matter says so (item 6)
-        if not small:
-            return ""
-        where = "" if len(small) == of else " " + at(small)
-        return f", the whole interval within ±{MEI:g} nats/char (the minimum effect of interest){where}"
+        return (f"{word} {interval(members[0][1]['ln'])} {at(members)}" if len(resolved) == 1 else
+                f"{word} {at(members)} (" + ", ".join(f"{r['ln']['mean_diff']:+.3f}" for _, r in members) + ")")
 
     words = list(dict.fromkeys(effect_word(r["ln"]) for r in rungs))  # smallest size first, as in the scope
     link = f"runs/{DATA_LADDER[1]}/LADDER-DATA.md"
