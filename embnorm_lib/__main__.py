@@ -19,7 +19,7 @@ VERBS = {
     "publish": ("publishing.publish", "analyse a study and rewrite what quotes it (reports, README, paper)"),
     "report": ("publishing.report", "a study's per-arm table; runs/README.md"),
     "paper": ("analyses.paper", "paper/paper.pdf from the committed studies"),
-    "seal": ("core.seal", "write or check the seals of finished runs"),
+    "seal": ("runner.seal_cli", "write or check the seals of finished runs"),
     "job": ("tools.job", "the README's main job: a study from a fresh clone, checked against the committed one"),
     "rescore": ("tools.rescore", "score finished runs with another zero-shot suite"),
     "bench": ("tools.bench", "where a run's time goes (runs/bench.json)"),
@@ -31,6 +31,7 @@ VERBS = {
     "compact-logs": ("tools.compact_logs", "finished runs' per-step logs to Parquet, per run under its lock"),
     "corpus": ("core.corpus", "a corpus of your own from a Hugging Face dataset"),
     "opencorpus": ("core.opencorpus", "build the open-English corpus offline"),
+    "prosecorpus": ("core.prosecorpus", "build the open-prose corpus (v2, natural prose) offline"),
 }
 
 

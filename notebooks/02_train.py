@@ -73,11 +73,14 @@ if smoke is not True:  # a smoke run lasts seconds, so nothing to pin; importing
 # %%
 from embnorm_lib.core.io import shown_path
 from embnorm_lib.core.notebook import check_switches, config_from_parameters, job_configs, run_dir_from_parameters
+from embnorm_lib.runner.design import check_registered_cell
 
 check_switches(progress=progress, figures=figures)  # `-p figures no` arrives as text, which would read as True
 cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides, smoke=smoke)
 cfgs = job_configs(cfg, pack_seeds)  # [cfg], or one config per seed of a packed job
 run_dirs = [run_dir_from_parameters(c, study, out_dir, run_tag) for c in cfgs]
+for c, d in zip(cfgs, run_dirs):  # a registered study takes only its own cells, as registered (issue 117)
+    check_registered_cell(study, c, d, out_dir or None)
 cfg, run_dir = cfgs[0], run_dirs[0]
 for c, d in zip(cfgs, run_dirs):
     print(f"{c.variant} seed {c.seed} ({c.execution}): {c.n_layer} layers x {c.n_embd}, {c.max_iters} iterations, "

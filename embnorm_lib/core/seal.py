@@ -241,8 +241,11 @@ def run_dirs_of(study_root: Path) -> list[RunDir]:
     return [RunDir(p) for p in sorted(marked) if not any(part.startswith(".") for part in p.relative_to(study_root).parts)]
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None, study_check: Callable[[str, Path], None] | None = None) -> int:
+    """The seal's command line; `study_check(study, runs_dir)` is the engine's rule for a whole study
+    (runner/design.py), given by the `seal` verb (runner/seal_cli.py): core knows no registry."""
+    p = argparse.ArgumentParser(prog="embnorm_lib seal", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("studies", nargs="*", help="studies under the runs directory (default: all of them)")
     p.add_argument("--out-dir", default=None, help="the runs directory (default runs/)")
     p.add_argument("--check", action="store_true", help="verify only; seal nothing")
@@ -258,6 +261,12 @@ def main(argv=None) -> int:
     roots = [out / s for s in args.studies] or sorted(p for p in out.iterdir() if p.is_dir())
     counts = {"sealed": 0, "verified": 0, "refused": 0}
     for root in roots:
+        if args.check and study_check is not None:  # the index's own rule on the whole study (issue 117)
+            try:
+                study_check(root.name, out)
+            except RunDirError as e:
+                print(f"error: {e}", file=sys.stderr)
+                counts["refused"] += 1
         for run in run_dirs_of(root):
             try:
                 if run.manifest.is_file() or args.check:

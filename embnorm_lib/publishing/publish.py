@@ -31,6 +31,7 @@ from ..core.io import (
     uncommitted_indexes,
     write_bytes_if_changed,
 )
+from ..runner.design import check_design
 from ..runner.kernels import execute_notebook
 from ..runner.registry import ANALYSES, analysis_of, headline_studies, moved_names, resolve, site
 from .report import write_runs_readme
@@ -167,6 +168,7 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
             pages = True
         else:
             plugin = analysis_of(study)
+            check_design(study, out, publishing=True)  # exactly the registered design, no sweep holding it
             try:
                 written = resolve(plugin.publish)(study, out, figures)
             except (ConfigError, RunDirError, DataError) as e:

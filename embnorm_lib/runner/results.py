@@ -86,7 +86,10 @@ def build_index(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
     """Write runs/<study>/runs.csv from the study's finished runs and return it. Every finished run is checked
     against its seal first (seal.verify_run): a missing, truncated, altered or unreadable file stops the index in
     one line naming the run and the file, and runs.csv is left as it was (never a smaller study)."""
+    from .design import check_design
+
     root = runs_root(out_dir) / study
+    check_design(study, out_dir)  # exactly the registered cells, nothing linked in (issue 117)
     rows = []
     for run in run_dirs_of(root):
         verify_run(run)

@@ -18,6 +18,7 @@ from ..core.errors import ConfigError, entry
 from ..core.lm_eval_adapter import score_if_asked
 from ..core.notebook import config_from_parameters, run_dir_from_parameters
 from ..core.train import train
+from .design import DesignError, check_registered_cell
 
 
 def main(argv=None) -> int:
@@ -42,6 +43,11 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_dir = run_dir_from_parameters(cfg, args.study, args.out_dir)
+    try:
+        check_registered_cell(args.study, cfg, run_dir, args.out_dir or None)
+    except DesignError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     result = train(cfg, run_dir, args.data_path, until_step=args.until_step, progress=args.progress,
                    out_dir=args.out_dir)
     if result.get("rank", 0) == 0 and result.get("finished", True):

@@ -1,0 +1,93 @@
+"""Publish exactly the registered design (issue 117): a linked-in run, an unregistered extra seed, an off-design run
+or a cell still training is refused in one line by the index, `seal --check` and publish, replayed on a copy of a
+committed study; the committed files never change."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from embnorm_lib.core.io import repo_root
+from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.seal import reseal
+from embnorm_lib.publishing.publish import publish
+from embnorm_lib.runner.design import DesignError, check_design
+from embnorm_lib.runner.results import build_index
+
+pytestmark = pytest.mark.committed
+STUDY = "seeds-final"
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """A copy of the committed study under a runs directory of the test's own."""
+    out = tmp_path / "runs"
+    shutil.copytree(repo_root() / "runs" / STUDY, out / STUDY, symlinks=True)
+    return out
+
+
+def committed_status() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "runs"], cwd=repo_root(), capture_output=True,
+                          text=True).stdout
+
+
+def test_the_copy_passes(copy):
+    check_design(STUDY, copy, publishing=True)
+    assert len(build_index(STUDY, copy)) == 15
+
+
+def test_a_symlinked_run_directory_is_refused_everywhere(copy):
+    before = committed_status()
+    index = (copy / STUDY / "runs.csv").read_bytes()
+    shutil.rmtree(copy / STUDY / "ln" / "seed2")
+    (copy / STUDY / "ln" / "seed2").symlink_to("../rms/seed2")
+    with pytest.raises(DesignError, match=r"ln/seed2 is a symbolic link; allowed: real directories"):
+        build_index(STUDY, copy)
+    with pytest.raises(DesignError, match="symbolic link"):
+        publish(STUDY, copy)
+    assert (copy / STUDY / "runs.csv").read_bytes() == index  # nothing rewritten
+    sealed = subprocess.run([sys.executable, "-m", "embnorm_lib", "seal", STUDY, "--check", "--out-dir", str(copy)],
+                            capture_output=True, text=True, timeout=120)
+    assert sealed.returncode == 2 and "is a symbolic link" in sealed.stderr
+    assert committed_status() == before
+
+
+def test_an_unregistered_extra_seed_is_refused(copy):
+    extra = copy / STUDY / "ln" / "seed9"
+    shutil.copytree(copy / STUDY / "ln" / "seed2", extra)
+    for name in ("config.json", "summary.json"):
+        data = json.loads((extra / name).read_text())
+        data["seed"] = 9
+        (extra / name).write_text(json.dumps(data))
+    reseal(RunDir(extra), "config.json", "summary.json")
+    with pytest.raises(DesignError, match=r"ln/seed9 is not one of its 15 registered cells"):
+        publish(STUDY, copy)
+    with pytest.raises(DesignError, match="not one of its 15 registered cells"):
+        build_index(STUDY, copy)
+
+
+def test_an_off_design_run_is_refused(copy):
+    run = copy / STUDY / "rms" / "seed1"
+    config = json.loads((run / "config.json").read_text())
+    config["lr"] = 0.5
+    (run / "config.json").write_text(json.dumps(config))
+    reseal(RunDir(run), "config.json")
+    with pytest.raises(DesignError, match=r"rms/seed1 was trained with lr=0.5 but its registered cell has lr=0.0003"):
+        build_index(STUDY, copy)
+
+
+def test_a_missing_run_and_a_cell_being_trained_stop_publish(copy):
+    held = RunDir(copy / STUDY / "none" / "seed3").cell_lock()
+    assert held.acquire()
+    try:
+        with pytest.raises(DesignError, match=r"none/seed3 is being trained by another process"):
+            publish(STUDY, copy)
+        build_index(STUDY, copy)  # indexing a study in progress is allowed
+    finally:
+        held.release()
+    shutil.rmtree(copy / STUDY / "none" / "seed3")
+    with pytest.raises(Exception, match="1 of 15 registered runs are missing"):
+        check_design(STUDY, copy, publishing=True)
