@@ -18,6 +18,7 @@ ANALYSES.register(
     Analysis("h1b", publish="analyses.publishers:h1b", partial=True, section="listed"),
     Analysis("ladder", publish="analyses.publishers:ladder", partial=True, section="listed"),
     Analysis("ladder-data", publish="analyses.publishers:ladder_data", partial=True, section="listed"),
+    Analysis("prose", publish="analyses.publishers:prose", partial=True, section="listed"),
 )
 
 register_site(Site(

@@ -212,34 +212,22 @@ def design_limits(out: Path) -> dict:
 
 TUNING_SEEDS = (0, 1)  # the LR check's seeds, reused as the ladder's seeds 0-1 (amendment 5, item 3)
 BIGRAM_TOKENIZER = "bpe-4096"
-BIGRAM_WEIGHTS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5)  # unigram weights tried on a held-out tail of the training split
 
 
 def subword_bigram(out: Path) -> dict:
-    """A count bigram on BIGRAM_TOKENIZER tokens, interpolated with the unigram (the weight chosen on the last tenth
-    of the training split, then the counts taken over the whole split), scored on the validation split in nats per
-    character; beside it none's final validation loss per character at the subword ladder's rung 1."""
+    """A count bigram on BIGRAM_TOKENIZER tokens, interpolated with the unigram (stats.baselines.count_bigram),
+    scored on the validation split in nats per character; beside it none's final validation loss per character at
+    the subword ladder's rung 1."""
     from ..core.data import load_corpus
+    from ..stats.baselines import count_bigram
 
     corpus = load_corpus(tokenizer=BIGRAM_TOKENIZER)
-    train, val = corpus.train.numpy(), corpus.val.numpy()
-    vocab = corpus.vocab_size
-
-    def nll(fit: np.ndarray, score: np.ndarray, weight: float) -> float:
-        counts = np.zeros((vocab, vocab))
-        np.add.at(counts, (fit[:-1], fit[1:]), 1)
-        unigram = (np.bincount(fit, minlength=vocab) + 1.0) / (len(fit) + vocab)
-        rows = counts.sum(1, keepdims=True)
-        prob = (1 - weight) * counts / np.maximum(rows, 1) + weight * unigram[None, :]
-        return float(-np.log(prob[score[:-1], score[1:]]).sum())
-
-    cut = int(0.9 * len(train))
-    weight = min(BIGRAM_WEIGHTS, key=lambda w: nll(train[:cut], train[cut:], w))
+    bigram = count_bigram(corpus.train.numpy(), corpus.val.numpy(), corpus.vocab_size)
     runs = load_runs("ladder-bpe", out)
     none = runs[(runs["variant"] == "none") & (runs["cfg.tokenizer"] == BIGRAM_TOKENIZER)
                 & (runs["cfg.preset"] == "ladder-1")]
-    return {"tokenizer": BIGRAM_TOKENIZER, "unigram_weight": weight,
-            "nats_per_char": nll(train, val, weight) / len(corpus.val_text),
+    return {"tokenizer": BIGRAM_TOKENIZER, "unigram_weight": bigram["unigram_weight"],
+            "nats_per_char": bigram["nll"] / len(corpus.val_text),
             "none_rung1_per_char": float(none["val_loss_per_char"].mean()),
             "none_rung1_iters": int(none["cfg.max_iters"].iloc[0])}
 

@@ -105,6 +105,12 @@ def ladder_data(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
     return _report(study, out, lambda: analysis.write_report(study, out, figures))
 
 
+def prose(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
+    from . import prose as analysis
+
+    return _report(study, out, lambda: analysis.write_report(study, out, figures))
+
+
 def publish_stability(out_dir=None, figures_dir=None) -> dict[str, Path]:
     """The old name of `publish stability`: the v1 stability studies together (STABILITY.md), then what quotes them."""
     from ..publishing.publish import publish

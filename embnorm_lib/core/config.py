@@ -29,6 +29,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 EXECUTIONS = ("single", "packed", "fleet")
 MAX_SEED = 2**32 - 1  # numpy's seed range; torch and Python accept it too
 DEVICES = ("auto", "cpu", "cuda", "mps")
+HEAD_INITS = ("normal", "zero")
 
 
 @dataclass
@@ -52,6 +53,7 @@ class RunConfig:
     init_std: float = 0.02
     emb_init_std: float = 0.02  # token and position embeddings; PyTorch's nn.Embedding default is 1.0
     tie_embeddings: bool = True  # False: an output head of its own, N(0, init_std), not the token embedding
+    head_init: str = "normal"  # an untied head's init: normal, N(0, init_std); zero (modded-nanogpt's speedrun)
     # optimisation (AdamW, linear warmup then cosine decay to min_lr)
     batch_size: int = 16  # global batch: per-rank micro-batch x world size x grad_accum
     grad_accum: int = 1
@@ -123,6 +125,9 @@ class RunConfig:
                "corpus_sha256", self.corpus_sha256, '"" (tiny Shakespeare) or a 64-character lowercase hex sha256')
         _check(not (self.lm_eval and self.corpus_sha256), "lm_eval", self.lm_eval,
                "false with a corpus of your own (the zero/few-shot tasks are built from Shakespeare's plays)")
+        _check(self.head_init in HEAD_INITS, "head_init", self.head_init, ", ".join(HEAD_INITS))
+        _check(not (self.head_init == "zero" and self.tie_embeddings), "head_init", self.head_init,
+               "normal with tie_embeddings=true (a tied head is the token embedding)")
         _check(self.device in DEVICES, "device", self.device, ", ".join(DEVICES))
         _check(self.compile in (True, False, "auto"), "compile", self.compile, "true, false, auto")
         for name in ("bias", "tie_embeddings", "eval_at_init", "lm_eval"):

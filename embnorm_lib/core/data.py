@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import urllib.request
 from dataclasses import dataclass
@@ -53,6 +54,13 @@ def download(dest: Path, url: str = CORPUS_URL) -> Path:
         raise DataError(f"downloaded file from {url} has sha256 {digest}, expected {CORPUS_SHA256}")
     atomic_write_bytes(dest, payload)
     return dest
+
+
+def token_cache(corpus_sha256: str, train_chars: int, tokenizer: str, tokenizer_sha256: str) -> Path:
+    """Where a corpus's token ids under one tokenizer file are kept between runs (encoding ~100M characters takes
+    ~45 s on one core): named by both checksums and the split point, so a file can only hold those ids."""
+    root = Path(os.environ.get(ENV_CACHE) or Path.home() / ".cache" / "embnorm")
+    return root / "tokens" / f"{corpus_sha256[:16]}-{train_chars}-{tokenizer}-{tokenizer_sha256[:16]}.npz"
 
 
 def shared_copy() -> Path:
@@ -182,16 +190,28 @@ def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "ch
 
 def _tokenized(chars: Corpus, name: str, out_dir=None) -> Corpus:
     """The character corpus's split, each side encoded by the subword tokenizer trained on its training side."""
-    from .tokenizer import bpe_tokenizer
+    from .tokenizer import bpe_tokenizer, check_tokenizer, encode_text, token_texts
 
     key = (chars.path, chars.sha256, len(chars.train), name, str(out_dir or ""))
     if key not in _TOKENIZED:
         tok, tok_sha = bpe_tokenizer(name, chars.train_text, chars.sha256, out_dir)
-        encode = lambda text: torch.tensor(tok.encode(text).ids, dtype=torch.int64)  # noqa: E731
-        vocab = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
-        _TOKENIZED[key] = Corpus(text=chars.text, chars=vocab, train=encode(chars.train_text),
-                                 val=encode(chars.val_text), path=chars.path, sha256=chars.sha256, tokenizer=name,
-                                 tokenizer_sha256=tok_sha, n_train_chars=len(chars.train_text))
+        spec = check_tokenizer(name)
+        encode = lambda text: torch.tensor(encode_text(tok, spec, text), dtype=torch.int64)  # noqa: E731
+        vocab = token_texts(tok, spec)
+        cached = token_cache(chars.sha256, len(chars.train_text), name, tok_sha) if spec.byte_level else None
+        if cached is not None and cached.is_file():
+            with np.load(cached, allow_pickle=False) as ids:
+                train, val = torch.from_numpy(ids["train"].astype(np.int64)), torch.from_numpy(
+                    ids["val"].astype(np.int64))
+        else:
+            train, val = encode(chars.train_text), encode(chars.val_text)
+            if cached is not None:
+                payload = io.BytesIO()
+                np.savez(payload, train=train.numpy().astype(np.uint16), val=val.numpy().astype(np.uint16))
+                atomic_write_bytes(cached, payload.getvalue())
+        _TOKENIZED[key] = Corpus(text=chars.text, chars=vocab, train=train, val=val, path=chars.path,
+                                 sha256=chars.sha256, tokenizer=name, tokenizer_sha256=tok_sha,
+                                 n_train_chars=len(chars.train_text))
     return _TOKENIZED[key]
 
 

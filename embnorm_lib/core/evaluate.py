@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -15,35 +16,51 @@ from .device import Precision
 # stay bit-identical to theirs.
 FORWARD_WINDOWS = 32
 SUM_WINDOWS = 128
+# The final pass keeps its logits for calibration: in memory up to this many bytes, else in a file in the run
+# directory read STREAM_WINDOWS windows at a time (4,096 tokens x 392k validation tokens is 6.4 GB as float32; two
+# lanes side by side, and calibration's copies, would not fit a 24 GB machine)
+KEEP_IN_MEMORY_BYTES = 1 << 30
+STREAM_WINDOWS = 16
 
 
 @torch.inference_mode()
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, precision: Precision,
              keep_logits: bool = False, forward_windows: int = FORWARD_WINDOWS,
-             char_lengths: torch.Tensor | None = None) -> dict | tuple[dict, torch.Tensor]:
+             char_lengths: torch.Tensor | None = None, keep_path=None) -> dict | tuple[dict, torch.Tensor]:
     """val loss (nats/token: nats/char for characters), perplexity, bits and next-token accuracy over the windows;
     with `char_lengths` (characters per token id, subword tokenizers) also the loss per character of the text the
     targets spell (`val_loss_per_char`, `val_bpc` per character, `val_chars`).
 
     Streams over the windows; with keep_logits it also returns all logits (float32, CPU) so the
-    final evaluation and the calibration analysis share one forward pass."""
+    final evaluation and the calibration analysis share one forward pass: in memory, or, with `keep_path`, in a
+    float32 file there (numpy memmap, shape windows x T x V) that calibration.py reads in chunks."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     total_nll, correct, count, kept = 0.0, 0, 0, []
+    store = None
     for i in range(0, len(x), SUM_WINDOWS):
         xb, yb = x[i: i + SUM_WINDOWS].to(device), y[i: i + SUM_WINDOWS].to(device)
         with precision.autocast():
             parts = [model(chunk)[0] for chunk in xb.split(forward_windows)]
         logits = parts[0] if len(parts) == 1 else torch.cat(parts)
         flat = logits.float().reshape(-1, logits.shape[-1])
-        if keep_logits:
+        if keep_logits and keep_path is not None and (store is not None or logits.shape[-1] * y.numel() * 4
+                                                       > KEEP_IN_MEMORY_BYTES):
+            if store is None:
+                store = np.lib.format.open_memmap(keep_path, mode="w+", dtype=np.float32,
+                                                  shape=(len(x), *logits.shape[1:]))
+            store[i: i + len(logits)] = logits.float().cpu().numpy()
+        elif keep_logits:
             kept.append(logits.float().cpu())
         total_nll += F.cross_entropy(flat, yb.reshape(-1), reduction="sum").item()
         correct += (flat.argmax(-1) == yb.reshape(-1)).sum().item()
         count += yb.numel()
     model.train(was_training)
     metrics = metrics_from_totals(total_nll, correct, count, y, char_lengths)
+    if store is not None:
+        store.flush()
+        return metrics, store
     return (metrics, torch.cat(kept)) if keep_logits else metrics
 
 
@@ -66,9 +83,19 @@ def metrics_from_totals(total_nll: float, correct: int, count: int, y: torch.Ten
 
 
 @torch.no_grad()
-def by_position(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, list[float]]:
+def by_position(logits, targets: torch.Tensor) -> dict[str, list[float]]:
     """Validation loss and next-token accuracy at each position 1..T of the windows (logits (N, T, V), targets
-    (N, T)): how well a model predicts with 0..T-1 tokens of context (issue 17's length brittleness)."""
+    (N, T)): how well a model predicts with 0..T-1 tokens of context (issue 17's length brittleness). Logits kept
+    in a file (a numpy memmap) are read a few windows at a time."""
+    if isinstance(logits, np.ndarray):
+        nll_sum, correct_sum = torch.zeros(targets.shape[1], dtype=torch.float64), torch.zeros(
+            targets.shape[1], dtype=torch.float64)
+        for i in range(0, len(targets), STREAM_WINDOWS):
+            part, t = torch.from_numpy(np.asarray(logits[i: i + STREAM_WINDOWS])), targets[i: i + STREAM_WINDOWS]
+            nll_sum += F.cross_entropy(part.transpose(1, 2), t, reduction="none").double().sum(0)
+            correct_sum += (part.argmax(-1) == t).double().sum(0)
+        n = len(targets)
+        return {"val_loss": (nll_sum / n).tolist(), "val_acc": (correct_sum / n).tolist(), "windows": int(n)}
     nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (N, T)
     correct = (logits.argmax(-1) == targets).double()
     return {"val_loss": nll.double().mean(0).tolist(), "val_acc": correct.mean(0).tolist(),

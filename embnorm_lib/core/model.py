@@ -76,7 +76,7 @@ def init_parameter_(p: torch.Tensor, name: str, is_norm: bool, cfg: RunConfig, e
         p.normal_(0.0, cfg.emb_init_std, generator=generator)
     elif is_norm:
         p.fill_((emb_gain_init if name == "emb_norm.weight" else 1.0) if name.endswith("weight") else 0.0)
-    elif name.endswith(".bias"):
+    elif name.endswith(".bias") or (name == "lm_head.weight" and cfg.head_init == "zero"):
         p.zero_()
     else:
         std = cfg.init_std / math.sqrt(2 * cfg.n_layer) if name.endswith("c_proj.weight") else cfg.init_std

@@ -16,7 +16,10 @@ ASCII, and de-duplicated. A document goes to validation when its sha256 falls in
 validation text is unseen text, not the tail of a document the model trained on. The file is the training
 documents in source order, then the validation documents; the record (`--record`, JSON) gives the split point
 (`train_chars`, which a run's config takes as its own field), the sha256, counts per source, the package versions,
-the .deb checksums and the licences. The text itself is never committed: anyone can rebuild it bit for bit."""
+the .deb checksums and the licences. The text itself is never committed: anyone can rebuild it bit for bit.
+
+Its successor for natural prose (corpus v2, issue 112) is prosecorpus.py, which reuses this module's package reader,
+ASCII folding and fortune and Shakespeare splitting."""
 from __future__ import annotations
 
 import argparse
@@ -189,9 +192,9 @@ def is_validation(doc: str) -> bool:
 # -- assembling ----------------------------------------------------------------------------------------------------
 
 
-def fetch_debs(directory: Path) -> None:
+def fetch_debs(directory: Path, sources=SOURCES) -> None:
     """`apt-get download` each pinned package into `directory` (Debian's own client; needs apt and a mirror)."""
-    wanted = [f"{s.package}={s.version}" for s in SOURCES]
+    wanted = [f"{s.package}={s.version}" for s in sources]
     try:
         subprocess.run(["apt-get", "download", *wanted], cwd=directory, check=True, capture_output=True, text=True)
     except FileNotFoundError:

@@ -106,3 +106,57 @@ def data_ladder_preset(rung: int) -> dict:
 if CORPUS_RECORD.is_file():  # a copy without docs/ has no such presets
     for _rung in range(len(DATA_RUNGS)):
         PRESETS[f"ladder-data-{_rung}"] = data_ladder_preset(_rung)
+
+
+# The prose ladder (issue 112; PROTOCOL amendment 17): three sizes x two embedding recipes (recipes.py) on the
+# open-prose corpus (prosecorpus.py) in byte-level BPE tokens. Its registered LRs and seeds are the study layer's
+# (studies/prose.py); the shapes, the budget rule and the corpus and tokenizer records are presets, here.
+PROSE_RECORD = repo_root() / "docs" / "corpus-open-prose.json"
+PROSE_TOKENIZER_RECORD = repo_root() / "docs" / "tokenizer-open-prose.json"
+PROSE_TOKENIZER = "bytebpe-4096"
+PROSE_RUNGS = ((2, 64, 2), (3, 96, 3), (4, 128, 4))  # (n_layer, n_embd, n_head): head size 32; 8x in parameters
+PROSE_TOKENS_PER_ITER = 32 * 128  # batch 32 x block 128
+PROSE_TOKENS_PER_PARAM = 20
+PROSE_MAX_PASSES = 4
+PROSE_BUDGET_FACTORS = {"": 1, "x4": 4}  # the budget control: the same model on 4x the tokens (suffix "-x4")
+PROSE_EVALS = 24  # interim evaluations per run (the learning curve the compute multiplier interpolates)
+PROSE_INTERIM_WINDOWS = 128  # ... each on the same 128 validation windows; the final one on every window
+
+
+def prose_records() -> tuple[dict, dict]:
+    return json.loads(PROSE_RECORD.read_text()), json.loads(PROSE_TOKENIZER_RECORD.read_text())
+
+
+def prose_iters(rung: int, factor: int = 1, train_tokens: int | None = None) -> int:
+    """20 tokens per non-embedding parameter (times the budget factor), capped at PROSE_MAX_PASSES passes."""
+    n_layer, n_embd, _ = PROSE_RUNGS[rung]
+    train_tokens = train_tokens if train_tokens is not None else prose_records()[1]["train_tokens"]
+    tokens = min(factor * PROSE_TOKENS_PER_PARAM * non_embedding_params(n_layer, n_embd),
+                 PROSE_MAX_PASSES * train_tokens)
+    return -(-tokens // PROSE_TOKENS_PER_ITER)
+
+
+def prose_preset(recipe: str, rung: int, budget: str = "") -> dict:
+    """PRESETS['prose-<recipe>-<rung>[-x4]']: corpus, tokenizer, model, budget and the recipe's embedding set-up;
+    lr is per arm (studies/prose.py)."""
+    from .recipes import get_recipe
+
+    corpus, tokenizer = prose_records()
+    n_layer, n_embd, n_head = PROSE_RUNGS[rung]
+    n = prose_iters(rung, PROSE_BUDGET_FACTORS[budget], tokenizer["train_tokens"])
+    every = max(n // PROSE_EVALS, 1)
+    return dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=128, batch_size=32, max_iters=n,
+                dropout=0.0, beta2=0.99, warmup_frac=0.05, lr=1e-3, lm_eval=False, tokenizer=PROSE_TOKENIZER,
+                corpus_sha256=corpus["sha256"], vocab_size=tokenizer["vocab_size"], train_chars=corpus["train_chars"],
+                eval_interval=every, checkpoint_interval=max(n // 8, 1), diag_interval=max(n // 20, 1),
+                interim_eval_windows=PROSE_INTERIM_WINDOWS, **get_recipe(recipe).overrides)
+
+
+if PROSE_RECORD.is_file() and PROSE_TOKENIZER_RECORD.is_file():  # a copy without docs/ has no such presets
+    from .recipes import RECIPES as _RECIPES
+
+    for _recipe in _RECIPES:
+        for _rung in range(len(PROSE_RUNGS)):
+            for _budget in PROSE_BUDGET_FACTORS:
+                PRESETS[f"prose-{_recipe}-{_rung}" + (f"-{_budget}" if _budget else "")] = prose_preset(
+                    _recipe, _rung, _budget)

@@ -43,6 +43,8 @@ class RunDir:
     notebook = property(lambda self: self.root / "02_train.ipynb")
     checkpoint = property(lambda self: self.root / "ckpt.pt")
     final_model = property(lambda self: self.root / "model.pt")
+    # the final pass's logits while calibration reads them, where too large for memory (removed before the seal)
+    final_logits = property(lambda self: self.root / ".final_logits.npy")
     lock = property(lambda self: self.root / ".lock")
     cell_lock_path = property(lambda self: self.root / ".cell.lock")
 

@@ -25,13 +25,53 @@ class TokenizerSpec:
     name: str
     description: str
     bpe_vocab_size: int = 0  # 0: characters
+    byte_level: bool = False  # GPT-2's byte-level BPE (every byte a base token, its regex pre-split)
 
 
 TOKENIZERS: dict[str, TokenizerSpec] = {t.name: t for t in (
     TokenizerSpec("char", "one token per character of the corpus (the committed studies)"),
     TokenizerSpec("bpe-512", "BPE, 512 tokens, trained on the training split", 512),
     TokenizerSpec("bpe-4096", "BPE, 4096 tokens, trained on the training split", 4096),
+    # the prose ladder (issue 112): byte-level as GPT-2's, 4,096 tokens so that the output layer of a 96-256 wide
+    # model stays a modest share of a CPU step (its cost grows with vocabulary x width)
+    TokenizerSpec("bytebpe-4096", "byte-level BPE (GPT-2's pre-split), 4096 tokens, trained on the training split",
+                  4096, byte_level=True),
 )}
+
+
+def byte_alphabet() -> dict[int, str]:
+    """GPT-2's printable stand-in for each byte (byte-level BPE's alphabet): printable Latin-1 bytes stand for
+    themselves, the others (space, newline, control bytes...) for code points from 256 up, in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def token_texts(tok: Tokenizer, spec: TokenizerSpec) -> list[str]:
+    """Each token id's text, one character per byte for a byte-level tokenizer (Latin-1: the text itself for the
+    ASCII corpora here), so that a token's length is its bytes and losses per character are per byte."""
+    vocab = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+    if not spec.byte_level:
+        return vocab
+    back = {c: b for b, c in byte_alphabet().items()}
+    return [bytes(back[c] for c in token).decode("latin-1") for token in vocab]
+
+
+def encode_text(tok: Tokenizer, spec: TokenizerSpec, text: str) -> list[int]:
+    """A text's token ids. A byte-level tokenizer encodes line by line (its pre-split already ends a word at a
+    newline), so a 100M-character corpus never becomes one pre-tokenized object."""
+    if not spec.byte_level:
+        return tok.encode(text).ids
+    ids: list[int] = []
+    for encoding in tok.encode_batch(text.splitlines(keepends=True)):
+        ids.extend(encoding.ids)
+    return ids
 
 
 def check_tokenizer(name: str) -> TokenizerSpec:
@@ -54,7 +94,15 @@ def bpe_tokenizer(name: str, train_text: str, corpus_sha256: str, out_dir=None) 
     spec = check_tokenizer(name)
     own, committed = tokenizer_path(name, corpus_sha256, out_dir), tokenizer_path(name, corpus_sha256)
     path = committed if committed.is_file() and not own.is_file() else own
-    if not path.is_file():
+    if not path.is_file() and spec.byte_level:
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=spec.bpe_vocab_size, show_progress=False, special_tokens=[],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tok.train_from_iterator(train_text.splitlines(keepends=True), trainer)
+        atomic_write_bytes(path, tok.to_str(pretty=True).encode())
+    elif not path.is_file():
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never")
         tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="never")

@@ -25,7 +25,7 @@ from ..runner.registry import (  # noqa: F401 (the registry's names, importable 
     unfinished_runs,
     waits_for,
 )
-from . import ladder, ladder_data, paired, stability
+from . import ladder, ladder_data, paired, prose, stability
 from .ladder import (  # noqa: F401 (the ladders' registered rules, importable from here as before)
     LADDER_LR_ARM,
     LADDER_LR_AT_128,
@@ -46,4 +46,5 @@ from .stability import H1B_BEST_LR, H1B_CLIPS, H1B_LRS, LR_GRID_V2, LR_V2_NOTE, 
 # the analysis kinds whose reports count finished runs (a study of one may be published while it trains)
 PARTIAL_REPORTS = ("boundary", "scale", "budget", "h1b", "ladder", "ladder-data")
 
-STUDIES.register(*paired.ENTRIES, *stability.ENTRIES, *ladder.ENTRIES, *ladder_data.ENTRIES, *paired.SMOKE)
+STUDIES.register(*paired.ENTRIES, *stability.ENTRIES, *ladder.ENTRIES, *ladder_data.ENTRIES, *prose.ENTRIES,
+                 *paired.SMOKE)

@@ -1,0 +1,93 @@
+"""The prose ladder's analysis (issue 112; amendment 17) as records: `tuning_record` reads the LR-tuning runs into a
+typed dict, written once as runs/<study>/result.json; the report is the template templates/prose_tuning.md.j2 filled
+from that record, so its prose is edited as prose and no number in it is typed.
+
+The confirmatory analysis (paired differences in bits per byte and zero-shot macro accuracy, Holm, TOST, the compute
+multiplier) lands with its first runs; its study publishes the design and what has finished until then."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..studies import prose
+
+LN2 = math.log(2)
+
+
+def _bits_per_byte(runs):
+    """Final validation loss in bits per byte: the loss per character (a byte here: the corpus is ASCII) over ln 2."""
+    return runs["val_loss_per_char"] / LN2 if "val_loss_per_char" in runs else runs["val_loss"] * np.nan
+
+
+def tuning_record(runs) -> dict:
+    """Per recipe, size and arm: the grid as run (mean final validation loss per LR over the tuning seeds, nats per
+    token, and bits per byte), the best LR by the registered rule, whether it is bracketed, the LR an extension adds,
+    and the runner-up with its lead paired over the tuning seeds (mean and standard error)."""
+    cells = []
+    for rung in range(len(prose.PROSE_RUNGS)):
+        for recipe in prose.RECIPE_NAMES:
+            found = prose.best_lrs(runs, recipe, rung) if len(runs) else {}
+            for arm in prose.ARMS:
+                grid = prose.grid(recipe, rung, arm)
+                if not grid:
+                    continue
+                info = found.get(arm, {"complete": False, "means": {}})
+                rows = runs[(runs["cfg.preset"] == prose.preset_name(recipe, rung)) & (runs["cfg.variant"] == arm)
+                            ] if len(runs) else runs
+                points = []
+                for lr in grid:
+                    at = rows[((rows["cfg.lr"] - lr).abs() < 1e-12)] if len(rows) else rows
+                    points.append({"lr": lr, "seeds": int(at["cfg.seed"].nunique()) if len(at) else 0,
+                                   "val_loss": float(at["val_loss"].mean()) if len(at) else None,
+                                   "bits_per_byte": float(_bits_per_byte(at).mean()) if len(at) else None})
+                cell = {"recipe": recipe, "rung": rung, "arm": arm, "points": points,
+                        "complete": info["complete"], "best": info.get("best"), "bracketed": info.get("bracketed"),
+                        "extend_to": info.get("extend_to"), "runner_up": info.get("runner_up"),
+                        "lead": None, "lead_se": None}
+                if info.get("runner_up") is not None:
+                    lead = _paired_lead(rows, info["best"], info["runner_up"])
+                    cell.update(lead=lead[0], lead_se=lead[1])
+                cells.append(cell)
+    return {"kind": "prose-tuning", "finished": int(len(runs)), "cells": cells,
+            "shapes": [{"rung": r, "shape": f"{n_layer} x {n_embd}", "params": prose.non_embedding_params(r)}
+                       for r, (n_layer, n_embd, _) in enumerate(prose.PROSE_RUNGS)]}
+
+
+def _paired_lead(rows, best: float, runner_up: float) -> tuple[float, float]:
+    """The runner-up's final loss minus the best's, paired by tuning seed: mean and standard error."""
+    a = rows[(rows["cfg.lr"] - runner_up).abs() < 1e-12].set_index("cfg.seed")["val_loss"]
+    b = rows[(rows["cfg.lr"] - best).abs() < 1e-12].set_index("cfg.seed")["val_loss"]
+    diff = (a - b).dropna()
+    se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else float("nan")
+    return float(diff.mean()), se
+
+
+def render(template: str, record: dict) -> str:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).resolve().parents[1] / "templates"),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+                             lstrip_blocks=True)
+    return env.get_template(template).render(**record)
+
+
+def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
+    from ..core.io import fingerprint, git_commit, runs_root, write_text_stable
+    from ..core.rundir import study_dir_for
+    from ..runner.results import load_runs
+    from ..studies import STUDIES
+
+    out = runs_root(out_dir)
+    runs = load_runs(study, out)
+    record = tuning_record(runs) if study == "prose-lr" else {"kind": "prose-pending", "finished": int(len(runs))}
+    record.update(study=study, commit=git_commit()[:12], planned=len(STUDIES[study].cells()),
+                  runs_sha256=fingerprint(study_dir_for(study, out).index), description=STUDIES[study].description,
+                  note=STUDIES[study].note, question=STUDIES[study].question)
+    folder = out / study
+    write_text_stable(folder / "result.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
+    report = folder / "PROSE.md"
+    write_text_stable(report, render("prose_tuning.md.j2" if study == "prose-lr" else "prose_pending.md.j2", record))
+    return report

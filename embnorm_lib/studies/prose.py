@@ -1,0 +1,151 @@
+"""The prose ladder (issue 112; docs/PROTOCOL.md amendment 17): three sizes x two embedding recipes x three arms on
+the open-prose corpus in byte-level BPE tokens, every arm of every recipe at its own LR tuned on a sqrt(2) grid with
+3 tuning seeds that are never confirmatory seeds, plus a budget control (the smallest size on 4x the tokens).
+
+Everything registered lives here as data. The tables that the tuning runs fill in by the registered rule
+(`EXTENSIONS`, `BEST_LR`, `SEEDS_ADDED`) start empty and are held to the committed runs by tests, so none can be typed
+by hand."""
+from __future__ import annotations
+
+import math
+
+from ..core.presets import PROSE_BUDGET_FACTORS, PROSE_RUNGS, PROSE_TOKENS_PER_ITER, prose_iters  # noqa: F401
+from ..core.recipes import RECIPES
+from ..runner import registry
+
+RECIPE_NAMES = tuple(RECIPES)  # gpt2, speedrun
+ARMS = ("none", "ln", "rms")  # every arm tuned, rms too
+LR_STEP = math.sqrt(2)
+# rung 0's grid centre for every arm and recipe: the open-English ladder's tuned LRs at the same 2 x 64 shape
+# (none 0.00707, ln 0.006; ladder_data.BEST_LR[0]) rounded to one value, 5 points either way covering 4x
+RUNG0_CENTRE = 0.0065
+GRID_HALF_WIDTH = {0: 2, 1: 1, 2: 1}  # points either side of the centre: 5, 3, 3
+TUNING_SEEDS = (100, 101, 102)
+CONFIRMATORY_SEEDS = (0, 1, 2, 3, 4, 5)
+EXTRA_SEEDS = (6, 7, 8, 9)  # added to a cell whose MDE at seeds 0-5 exceeds MDE_LIMIT (amendment 17 item 6)
+MDE_LIMIT = 0.01
+BUDGET_RUNG = 0  # the budget control's size
+SEEDS_ADDED: dict[str, tuple[int, ...]] = {}  # recipe -> rungs given EXTRA_SEEDS by the rule (none yet)
+
+# Filled in by the registered rule as tuning runs land (tested against the runs):
+# (recipe, rung) -> arm -> extra LRs beyond an edge where the best sat; and -> arm -> the bracketed best LR.
+EXTENSIONS: dict[tuple[str, int], dict[str, list[float]]] = {}
+BEST_LR: dict[tuple[str, int], dict[str, float]] = {}
+
+
+def preset_name(recipe: str, rung: int, budget: str = "") -> str:
+    return f"prose-{recipe}-{rung}" + (f"-{budget}" if budget else "")
+
+
+def non_embedding_params(rung: int) -> int:
+    n_layer, n_embd, _ = PROSE_RUNGS[rung]
+    return 12 * n_layer * n_embd ** 2
+
+
+def _snap(lr: float) -> float:
+    return float(f"{lr:.3g}")
+
+
+def centre(recipe: str, rung: int, arm: str) -> float | None:
+    """Rung 0: RUNG0_CENTRE. Above: the rung below's registered LR for this recipe and arm times the width ratio
+    (Adam's LR falls as 1/width); None while the rung below has none registered."""
+    if rung == 0:
+        return RUNG0_CENTRE
+    below = BEST_LR.get((recipe, rung - 1), {}).get(arm)
+    return None if below is None else below * PROSE_RUNGS[rung - 1][1] / PROSE_RUNGS[rung][1]
+
+
+def grid(recipe: str, rung: int, arm: str) -> list[float]:
+    """The centre times sqrt(2)^k for |k| <= the rung's half-width, then any registered extension."""
+    c = centre(recipe, rung, arm)
+    if c is None:
+        return []
+    k = GRID_HALF_WIDTH[rung]
+    points = {_snap(c * LR_STEP ** j) for j in range(-k, k + 1)}
+    return sorted(points | set(EXTENSIONS.get((recipe, rung), {}).get(arm, [])))
+
+
+def confirmatory_seeds(recipe: str, rung: int) -> tuple[int, ...]:
+    return CONFIRMATORY_SEEDS + (EXTRA_SEEDS if rung in SEEDS_ADDED.get(recipe, ()) else ())
+
+
+def best_lrs(runs, recipe: str, rung: int) -> dict[str, dict]:
+    """From the tuning runs (a runs.csv frame) of one recipe and rung: per arm, the mean final validation loss per LR
+    over the tuning seeds, the best LR (one with a failed or missing run never wins), whether it is bracketed, the
+    runner-up, and the LR one sqrt(2) step beyond the edge when the best is not bracketed."""
+    out = {}
+    rows = runs[runs["cfg.preset"] == preset_name(recipe, rung)]
+    for arm in ARMS:
+        lrs, sub = grid(recipe, rung, arm), rows[rows["cfg.variant"] == arm]
+        means, complete = {}, True
+        for lr in lrs:
+            at = sub[((sub["cfg.lr"] - lr).abs() < 1e-12) & sub["cfg.seed"].isin(TUNING_SEEDS)]
+            if at["cfg.seed"].nunique() < len(TUNING_SEEDS):
+                complete = False
+                continue
+            means[lr] = math.inf if at["failed"].astype(bool).any() else float(at["val_loss"].mean())
+        if not complete or not means:
+            out[arm] = {"complete": False, "means": means}
+            continue
+        ranked = sorted(means, key=means.get)
+        best = ranked[0]
+        edge = best in (min(lrs), max(lrs))
+        beyond = None
+        if edge and math.isfinite(means[best]):
+            beyond = _snap(best / LR_STEP) if best == min(lrs) else _snap(best * LR_STEP)
+        out[arm] = {"complete": True, "means": means, "best": best, "bracketed": not edge, "extend_to": beyond,
+                    "runner_up": ranked[1] if len(ranked) > 1 else None}
+    return out
+
+
+def lr_of(recipe: str, rung: int, arm: str) -> float | None:
+    return BEST_LR.get((recipe, rung), {}).get(arm)
+
+
+def _cells(study: str, kind: str) -> list[registry.Cell]:
+    """tuning: every recipe x arm on its rung's grid x the tuning seeds (a rung's grid exists once the rung below
+    has its registered LRs). confirmatory: every recipe x arm at its registered LR x fresh seeds. budget: the budget
+    control's size at 4x the tokens, each arm at its LR registered for that size."""
+    cells = []
+    for rung in range(len(PROSE_RUNGS)):
+        for recipe in RECIPE_NAMES:
+            for arm in ARMS:
+                if kind == "tuning" and grid(recipe, rung, arm):
+                    cells += registry.grid(study, preset_name(recipe, rung), [arm], TUNING_SEEDS,
+                                           axes={"lr": grid(recipe, rung, arm)}, tag_preset=True)
+                elif kind == "confirmatory" and lr_of(recipe, rung, arm) is not None:
+                    cells += registry.grid(study, preset_name(recipe, rung), [arm], confirmatory_seeds(recipe, rung),
+                                           fixed={"lr": lr_of(recipe, rung, arm)}, tag_preset=True)
+                elif kind == "budget" and rung == BUDGET_RUNG and lr_of(recipe, rung, arm) is not None:
+                    cells += registry.grid(study, preset_name(recipe, rung, "x4"), [arm], CONFIRMATORY_SEEDS,
+                                           fixed={"lr": lr_of(recipe, rung, arm)}, tag_preset=True)
+    return cells
+
+
+_WHAT = ("three sizes (2x64, 3x96, 4x128; 0.1M-0.8M non-embedding parameters) x two embedding recipes (GPT-2: "
+         "N(0, 0.02), tied head; speedrun: N(0, 1), untied zero-init head) x none/ln/rms, on ~100M characters of "
+         "open prose in byte-level BPE-4096 tokens, 20 tokens per non-embedding parameter")
+ENTRIES = (
+    registry.Study("prose-lr", f"Prose ladder, LR tuning (amendment 17): {_WHAT}; every arm on a sqrt(2) LR grid x "
+                               "tuning seeds 100-102, extended past any edge where the best sits.", "prose",
+                   lambda: _cells("prose-lr", "tuning"),
+                   note="Tuning seeds are never confirmatory seeds. A rung's grid is centred on the rung below's "
+                        "registered LR for the same recipe and arm, scaled by width (prose.centre).",
+                   status="tuning", amendment=17,
+                   question="Which learning rate is each arm's best for each recipe and size of the prose ladder?"),
+    registry.Study("prose", f"Prose ladder, confirmatory (amendment 17): {_WHAT}; fresh seeds 0-5 per cell (6-9 "
+                            "where the MDE rule adds them), each arm at its tuned LR.", "prose",
+                   lambda: _cells("prose", "confirmatory"),
+                   note="Per recipe and size: paired differences in bits per byte and in zero-shot macro accuracy, "
+                        "95% t intervals, Holm, TOST against +-0.01, the compute multiplier.",
+                   status="confirmatory", amendment=17,
+                   question=("With each arm tuned and a compute-optimal budget on natural prose, does a norm after "
+                             "the embedding help or hurt under either of today's embedding recipes?")),
+    registry.Study("prose-budget", "Prose ladder, budget control (amendment 17): the 2x64 size on 4x the tokens "
+                                   "(80 per non-embedding parameter), both recipes x none/ln/rms x seeds 0-5 at the "
+                                   "LRs tuned for 2x64.", "prose",
+                   lambda: _cells("prose-budget", "budget"),
+                   note="Tells a change with size from a change with budget: the same model, only the tokens grow.",
+                   status="confirmatory", amendment=17,
+                   question="Does the arms' difference at the smallest size change when only the budget grows?"),
+)

@@ -1,0 +1,144 @@
+"""Setting up the prose ladder before any of its runs (issue 112; amendment 17).
+
+    python -m embnorm_lib.studies.prose_setup tokenizer --data-path data/open-prose.txt
+    python -m embnorm_lib.studies.prose_setup steptimes --data-path data/open-prose.txt   # ~15 min on 2 cores
+    python -m embnorm_lib.studies.prose_setup estimate
+
+`tokenizer` trains the byte-level BPE on the training split (kept under runs/tokenizers/, committed) and writes its
+record, docs/tokenizer-open-prose.json: the file's sha256, the vocabulary, the tokens and bytes of each split.
+`steptimes` times short real runs of every preset, two processes side by side on one thread each (as the lanes
+train), and writes docs/prose-step-times.json: per preset, ms per training step, seconds per interim and final
+evaluation, and the start-up (reading and tokenizing the corpus). `estimate` turns them into core-hours for the
+registered design (the amendment quotes its output)."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..core.io import atomic_write_text, repo_root
+from ..core.presets import PRESETS, PROSE_EVALS, PROSE_RECORD, PROSE_TOKENIZER, PROSE_TOKENIZER_RECORD
+from ..stats.baselines import count_bigram
+from . import prose
+
+STEP_TIMES = repo_root() / "docs" / "prose-step-times.json"
+TIMING_ITERS = 40  # steps per timing run
+TIMING_EVERY = 10  # an interim evaluation every this many steps
+
+
+def write_tokenizer_record(data_path: str) -> dict:
+    from ..core.data import load_corpus
+
+    corpus_record = json.loads(PROSE_RECORD.read_text())
+    corpus = load_corpus(data_path, tokenizer=PROSE_TOKENIZER, corpus_sha256=corpus_record["sha256"],
+                         train_chars=corpus_record["train_chars"])
+    record = {"name": PROSE_TOKENIZER, "corpus_sha256": corpus.sha256, "sha256": corpus.tokenizer_sha256,
+              "vocab_size": corpus.vocab_size, "train_tokens": len(corpus.train), "val_tokens": len(corpus.val),
+              "train_bytes": len(corpus.train_text), "val_bytes": len(corpus.val_text),
+              "bytes_per_token_train": len(corpus.train_text) / len(corpus.train),
+              "bytes_per_token_val": len(corpus.val_text) / len(corpus.val)}
+    # the baseline a trained model must be well past (amendment 17): a count bigram on the same split, per byte
+    bigram = count_bigram(corpus.train.numpy(), corpus.val.numpy(), corpus.vocab_size)
+    record.update(bigram_unigram_weight=bigram["unigram_weight"],
+                  bigram_bits_per_byte=bigram["nll"] / math.log(2) / len(corpus.val_text))
+    atomic_write_text(PROSE_TOKENIZER_RECORD, json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _timing_command(preset: str, out: Path, data_path: str) -> list[str]:
+    return [sys.executable, "-m", "embnorm_lib", "run", "--preset", preset, "--variant", "ln", "--seed", "999",
+            "--study", "steptimes", "--out-dir", str(out), "--data-path", data_path,
+            "--set", f"max_iters={TIMING_ITERS}", "--set", f"eval_interval={TIMING_EVERY}",
+            "--set", f"checkpoint_interval={TIMING_ITERS}", "--set", "torch_threads=1"]
+
+
+def measure_step_times(data_path: str) -> dict:
+    """Every prose preset at base budget, timed in pairs side by side (two single-thread processes share the 2
+    cores, as two lanes do)."""
+    presets = [prose.preset_name(r, k) for k in range(len(prose.PROSE_RUNGS)) for r in prose.RECIPE_NAMES]
+    found = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for pair in (presets[i:i + 2] for i in range(0, len(presets), 2)):
+            started = time.perf_counter()
+            procs = {p: subprocess.Popen(_timing_command(p, Path(tmp) / p, data_path), stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True) for p in pair}
+            ends = {}
+            for p, proc in procs.items():
+                _, err = proc.communicate()
+                if proc.returncode:
+                    raise RuntimeError(f"timing run of {p} failed: {err.strip().splitlines()[-1:]}")
+                ends[p] = time.perf_counter() - started
+            for p in pair:
+                run = next((Path(tmp) / p).rglob("summary.json")).parent
+                summary = json.loads((run / "summary.json").read_text())
+                evals = [json.loads(line) for line in (run / "evals.jsonl").read_text().splitlines()]
+                interim = [e["eval_s"] for e in evals[:-1]]
+                train_s = summary["train_ms_per_iter"] * TIMING_ITERS / 1000
+                found[p] = {"ms_per_iter": summary["train_ms_per_iter"], "interim_eval_s": sum(interim) / len(interim),
+                            "final_eval_s": evals[-1]["eval_s"],
+                            "startup_s": ends[p] - train_s - sum(e["eval_s"] for e in evals),
+                            "cpu_model": summary["cpu_model"], "cpu_capability": summary["cpu_capability"]}
+    record = {"iters_timed": TIMING_ITERS, "side_by_side": 2, "threads": 1, "presets": found}
+    atomic_write_text(STEP_TIMES, json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def run_hours(preset: str, times: dict) -> float:
+    """One run's estimated wall hours: start-up, every step, PROSE_EVALS interim and one final evaluation."""
+    t = times["presets"][preset.removesuffix("-x4")]
+    n = PRESETS[preset]["max_iters"]
+    return (t["startup_s"] + n * t["ms_per_iter"] / 1000 + PROSE_EVALS * t["interim_eval_s"] + t["final_eval_s"]) / 3600
+
+
+def estimate(times: dict) -> list[dict]:
+    """Core-hours per size for the registered design before any grid extension (one core per run)."""
+    rows = []
+    for rung in range(len(prose.PROSE_RUNGS)):
+        tuning = confirm = budget = 0.0
+        for recipe in prose.RECIPE_NAMES:
+            base = run_hours(prose.preset_name(recipe, rung), times)
+            points = 2 * prose.GRID_HALF_WIDTH[rung] + 1
+            tuning += len(prose.ARMS) * points * len(prose.TUNING_SEEDS) * base
+            confirm += len(prose.ARMS) * len(prose.CONFIRMATORY_SEEDS) * base
+            if rung == prose.BUDGET_RUNG:
+                budget += len(prose.ARMS) * len(prose.CONFIRMATORY_SEEDS) * run_hours(
+                    prose.preset_name(recipe, rung, "x4"), times)
+        n_layer, n_embd, _ = prose.PROSE_RUNGS[rung]
+        rows.append({"rung": rung, "shape": f"{n_layer} x {n_embd}", "params": prose.non_embedding_params(rung),
+                     "iters": PRESETS[prose.preset_name("gpt2", rung)]["max_iters"],
+                     "run_hours": run_hours(prose.preset_name("gpt2", rung), times),
+                     "tuning": tuning, "confirmatory": confirm, "budget": budget})
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=("tokenizer", "steptimes", "estimate"))
+    p.add_argument("--data-path", default=None, help="the open-prose corpus file (prosecorpus --out)")
+    args = p.parse_args(argv)
+    if args.what in ("tokenizer", "steptimes") and not args.data_path:
+        print(f"error: {args.what} needs --data-path; allowed: the file prosecorpus wrote", file=sys.stderr)
+        return 2
+    if args.what == "tokenizer":
+        print(json.dumps(write_tokenizer_record(args.data_path), indent=2))
+    elif args.what == "steptimes":
+        print(json.dumps(measure_step_times(args.data_path), indent=2))
+    else:
+        rows = estimate(json.loads(STEP_TIMES.read_text()))
+        for r in rows:
+            print(f"- size {r['rung']}: {r['shape']}, {r['params']:,} non-embedding parameters, {r['iters']:,} "
+                  f"iterations, ~{r['run_hours']:.2f} h per run; tuning {r['tuning']:.1f}, confirmatory "
+                  f"{r['confirmatory']:.1f}" + (f", budget control {r['budget']:.1f}" if r["budget"] else "")
+                  + " core-hours")
+        total = sum(r["tuning"] + r["confirmatory"] + r["budget"] for r in rows)
+        print(f"- total {total:.1f} core-hours before any grid extension or added seed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""The prose ladder's registered design (issue 112; amendment 17): presets, grids, seeds, the tables the tuning fills,
+the tuning record and its report, and the rule that the amendment precedes every run."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+
+import pandas as pd
+import pytest
+
+from embnorm_lib.analyses import prose as analysis
+from embnorm_lib.core.config import PRESETS, RunConfig
+from embnorm_lib.core.io import repo_root
+from embnorm_lib.core.presets import PROSE_RECORD, PROSE_TOKENIZER_RECORD, prose_iters
+from embnorm_lib.studies import STUDIES, prose
+
+needs_records = pytest.mark.skipif(not (PROSE_RECORD.is_file() and PROSE_TOKENIZER_RECORD.is_file()),
+                                   reason="no committed open-prose records")
+
+
+def test_sizes_span_at_least_6x_and_budget_rule():
+    params = [prose.non_embedding_params(r) for r in range(len(prose.PROSE_RUNGS))]
+    assert len(params) >= 3 and params[-1] / params[0] >= 6
+    for rung, p in enumerate(params):
+        assert prose_iters(rung, 1, train_tokens=10**9) == math.ceil(20 * p / prose.PROSE_TOKENS_PER_ITER)
+        assert prose_iters(rung, 4, train_tokens=10**9) == math.ceil(80 * p / prose.PROSE_TOKENS_PER_ITER)
+        # the pass cap binds on a small corpus
+        assert prose_iters(rung, 1, train_tokens=1000) == math.ceil(4000 / prose.PROSE_TOKENS_PER_ITER)
+
+
+@needs_records
+def test_presets_carry_recipe_corpus_tokenizer_and_stay_within_4_passes():
+    tokens = json.loads(PROSE_TOKENIZER_RECORD.read_text())["train_tokens"]
+    for recipe in prose.RECIPE_NAMES:
+        for rung in range(len(prose.PROSE_RUNGS)):
+            for budget in ("", "x4"):
+                cfg = RunConfig(**PRESETS[prose.preset_name(recipe, rung, budget)])
+                assert cfg.tokenizer == "bytebpe-4096" and cfg.corpus_sha256 == json.loads(
+                    PROSE_RECORD.read_text())["sha256"]
+                assert cfg.max_iters * cfg.tokens_per_iter / tokens <= 4
+                assert cfg.tie_embeddings is (recipe == "gpt2")
+                assert cfg.emb_init_std == (0.02 if recipe == "gpt2" else 1.0)
+
+
+def test_rung0_grid_is_sqrt2_spaced_with_five_points_for_every_arm():
+    for recipe in prose.RECIPE_NAMES:
+        for arm in prose.ARMS:
+            lrs = prose.grid(recipe, 0, arm)
+            assert len(lrs) == 5
+            ratios = [b / a for a, b in zip(lrs, lrs[1:])]
+            assert all(abs(r - math.sqrt(2)) < 0.01 for r in ratios)
+
+
+def test_tuning_cells_use_only_tuning_seeds_and_every_arm_is_tuned():
+    cells = STUDIES["prose-lr"].cells()
+    assert {c.seed for c in cells} == set(prose.TUNING_SEEDS)
+    assert not set(prose.TUNING_SEEDS) & set(prose.CONFIRMATORY_SEEDS + prose.EXTRA_SEEDS)
+    assert {c.variant for c in cells} == {"none", "ln", "rms"}
+    assert {c.preset for c in cells} >= {prose.preset_name(r, 0) for r in prose.RECIPE_NAMES}
+    assert len(prose.CONFIRMATORY_SEEDS) >= 6
+
+
+def _planted(recipe="gpt2", rung=0, arm="ln", losses=None):
+    """Tuning runs of one arm: losses[lr] = per-seed final losses."""
+    rows = []
+    for lr, values in losses.items():
+        for seed, value in zip(prose.TUNING_SEEDS, values):
+            rows.append({"cfg.preset": prose.preset_name(recipe, rung), "cfg.variant": arm, "cfg.lr": lr,
+                         "cfg.seed": seed, "val_loss": value, "val_loss_per_char": value / 4, "failed": False})
+    return pd.DataFrame(rows)
+
+
+def test_best_lr_rule_brackets_extends_and_reports_the_runner_up():
+    lrs = prose.grid("gpt2", 0, "ln")
+    interior = {lr: [3.0 + abs(i - 2) * 0.01 + s * 0.001 for s in range(3)] for i, lr in enumerate(lrs)}
+    found = prose.best_lrs(_planted(losses=interior), "gpt2", 0)["ln"]
+    assert found["best"] == lrs[2] and found["bracketed"] and found["runner_up"] in (lrs[1], lrs[3])
+    edge = {lr: [3.0 + i * 0.01] * 3 for i, lr in enumerate(lrs)}
+    found = prose.best_lrs(_planted(losses=edge), "gpt2", 0)["ln"]
+    assert found["best"] == lrs[0] and not found["bracketed"]
+    assert found["extend_to"] == pytest.approx(lrs[0] / math.sqrt(2), rel=0.01)
+    failed = _planted(losses=interior)
+    failed.loc[failed["cfg.lr"] == lrs[2], "failed"] = True  # a LR with a failed run never wins
+    assert prose.best_lrs(failed, "gpt2", 0)["ln"]["best"] != lrs[2]
+
+
+def test_tuning_record_and_report_show_the_lead():
+    lrs = prose.grid("gpt2", 0, "ln")
+    runs = _planted(losses={lr: [3.0 + abs(i - 2) * 0.01 + 0.002 * s for s in range(3)]
+                            for i, lr in enumerate(lrs)})
+    record = analysis.tuning_record(runs)
+    cell = next(c for c in record["cells"] if (c["recipe"], c["rung"], c["arm"]) == ("gpt2", 0, "ln"))
+    assert cell["best"] == lrs[2] and cell["lead"] == pytest.approx(0.01) and cell["lead_se"] == pytest.approx(0)
+    record.update(study="prose-lr", commit="abc", planned=90, runs_sha256="f" * 12, description="d", note="n",
+                  question="q")
+    page = analysis.render("prose_tuning.md.j2", record)
+    assert f"| gpt2 | 0 | ln | {lrs[0]}: 3.0220" in page and "0.0100 ± 0.0000" in page
+    assert "| gpt2 | 0 | none |" in page and "pending" in page  # an arm without runs yet
+
+
+def amendment_commit() -> str:
+    """The first commit whose docs/PROTOCOL.md holds amendment 17."""
+    out = subprocess.run(["git", "log", "--reverse", "--format=%H", "-S", "### Amendment 17", "--",
+                          "docs/PROTOCOL.md"], cwd=repo_root(), capture_output=True, text=True, check=True).stdout
+    return out.split()[0] if out.split() else ""
+
+
+def descends_from(commit: str, ancestor: str) -> bool:
+    return subprocess.run(["git", "merge-base", "--is-ancestor", ancestor, commit], cwd=repo_root(),
+                          capture_output=True).returncode == 0
+
+
+def test_the_amendment_precedes_every_prose_run():
+    ancestor = amendment_commit()
+    summaries = [p for study in ("prose-lr", "prose", "prose-budget")
+                 for p in (repo_root() / "runs" / study).rglob("summary.json")]
+    if not ancestor:
+        assert not summaries, "prose runs exist but no commit registers amendment 17"
+        pytest.skip("amendment 17 not committed yet")
+    for path in summaries:
+        commit = json.loads(path.read_text())["git_commit"]
+        assert descends_from(commit, ancestor), f"{path}: trained at {commit[:12]}, before amendment 17"
+    # the check can fail: the commit before the amendment does not descend from it
+    parent = subprocess.run(["git", "rev-parse", f"{ancestor}^"], cwd=repo_root(), capture_output=True,
+                            text=True).stdout.strip()
+    assert not descends_from(parent, ancestor)
