@@ -85,6 +85,7 @@ def test_best_lr_rule_brackets_extends_and_reports_the_runner_up():
     assert prose.best_lrs(failed, "gpt2", 0)["ln"]["best"] != lrs[2]
 
 
+@needs_records
 def test_tuning_record_and_report_show_the_lead():
     lrs = prose.grid("gpt2", 0, "ln")
     runs = _planted(losses={lr: [3.0 + abs(i - 2) * 0.01 + 0.002 * s for s in range(3)]
@@ -97,6 +98,7 @@ def test_tuning_record_and_report_show_the_lead():
     page = analysis.render("prose_tuning.md.j2", record)
     assert f"| gpt2 | 0 | ln | {lrs[0]}: 3.0220" in page and "0.0100 ± 0.0000" in page
     assert "| gpt2 | 0 | none |" in page and "pending" in page  # an arm without runs yet
+    assert f"{record['bigram_bits_per_byte']:.3f} bits per byte" in page and "at least 10% below it" in page
 
 
 def amendment_commit() -> str:

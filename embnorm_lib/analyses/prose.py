@@ -15,6 +15,7 @@ import numpy as np
 from ..studies import prose
 
 LN2 = math.log(2)
+TRAINED_MARGIN = 0.10  # amendment 17 item 7: none's final bits per byte at least 10% below the count bigram's
 
 
 def _bits_per_byte(runs):
@@ -51,7 +52,11 @@ def tuning_record(runs) -> dict:
                     lead = _paired_lead(rows, info["best"], info["runner_up"])
                     cell.update(lead=lead[0], lead_se=lead[1])
                 cells.append(cell)
-    return {"kind": "prose-tuning", "finished": int(len(runs)), "cells": cells,
+    from ..core.presets import prose_records
+
+    bigram = prose_records()[1]["bigram_bits_per_byte"]
+    return {"kind": "prose-tuning", "finished": int(len(runs)), "cells": cells, "bigram_bits_per_byte": bigram,
+            "trained_below_bits_per_byte": bigram * (1 - TRAINED_MARGIN), "trained_margin": TRAINED_MARGIN,
             "shapes": [{"rung": r, "shape": f"{n_layer} x {n_embd}", "params": prose.non_embedding_params(r)}
                        for r, (n_layer, n_embd, _) in enumerate(prose.PROSE_RUNGS)]}
 
