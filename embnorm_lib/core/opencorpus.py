@@ -280,8 +280,13 @@ def writable_parent(path: Path) -> bool:
     return existing.is_dir() and os.access(existing, os.W_OK)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_command(argv, doc: str, build_text, sources, registered_record: Path, download_size: str
+                  ) -> tuple[Path, dict, str] | None:
+    """A corpus builder's command line (this module's and prosecorpus.py's): the paths checked before the build
+    (minutes: a path that cannot be written would lose it, or keep the text without its record), the pinned
+    packages fetched or read, `build_text(debs, shakespeare)` run, the text and its record written. Returns (out,
+    record, how it compares with the registered record), or None after a one-line error."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="the text file to write")
     p.add_argument("--record", default=None, help="where to write the JSON record (default: OUT.json)")
     p.add_argument("--debs", default=None, help="a folder holding the pinned .deb files (default: apt-get download)")
@@ -291,8 +296,6 @@ def main(argv=None) -> int:
     try:
         record_path = Path(args.record or str(out) + ".json")
         for flag, path in (("--out", out), ("--record", record_path)):
-            # checked before the build (minutes): a path that cannot be written would lose it, or keep the text
-            # without its record
             if (flag == "--out" and path.suffix == ".json") or path.is_dir() or not writable_parent(path):
                 raise DataError(f"invalid {flag} {path}; allowed: a file path in a folder that can be written "
                                 "(or created)" + (" (the text, not its .json record)" if flag == "--out" else ""))
@@ -304,20 +307,29 @@ def main(argv=None) -> int:
             if not debs.is_dir():
                 raise DataError(f"invalid --debs {debs}; allowed: a folder of .deb files")
             if not args.debs:
-                print("downloading the pinned Debian packages (apt-get download, ~32 MB)...", file=sys.stderr)
-                fetch_debs(debs)
-            text, record = build(debs, shakespeare)
+                print(f"downloading the pinned Debian packages (apt-get download, {download_size})...",
+                      file=sys.stderr)
+                fetch_debs(debs, sources)
+            text, record = build_text(debs, shakespeare)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return None
     atomic_write_bytes(out, text.encode("ascii"))
     record["file"] = out.name
     atomic_write_text(record_path, json.dumps(record, indent=2) + "\n")
-    if REGISTERED_RECORD.is_file():
-        registered = json.loads(REGISTERED_RECORD.read_text())["sha256"]
+    if registered_record.is_file():
+        registered = json.loads(registered_record.read_text())["sha256"]
         same = "the registered corpus" if registered == record["sha256"] else f"NOT the registered {registered[:12]}"
     else:
         same = "no registered record to compare"
+    return out, record, same
+
+
+def main(argv=None) -> int:
+    built = build_command(argv, __doc__, build, SOURCES, REGISTERED_RECORD, "~32 MB")
+    if built is None:
+        return 2
+    out, record, same = built
     print(f"wrote {out}: {record['characters']:,} characters ({record['train_chars']:,} training, "
           f"{record['val_chars']:,} validation), {record['vocab_size']} symbols, sha256 {record['sha256']} "
           f"({same})\ntrain on it with: {train_flags(record, out)}")

@@ -28,29 +28,24 @@ The file is the training documents, then the validation documents; the record na
 (`train_chars`), the sha256, counts per source and the overlap. The text itself is never committed."""
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
-import json
 import re
 import sys
 import tarfile
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from . import overlap
-from .data import resolve_data_path
 from .errors import DataError
-from .io import atomic_write_bytes, atomic_write_text, repo_root
+from .io import repo_root
 from .opencorpus import (
+    build_command,
     clean,
-    fetch_debs,
     fold_ascii,
     fortune_entries,
     read_deb,
     shakespeare_speeches,
-    writable_parent,
 )
 from .prose_markup import html_paragraphs, is_prose, pod_paragraphs
 from .prose_sources import SOURCES, Source
@@ -253,39 +248,10 @@ def source_shares(record: dict) -> dict[str, float]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="the text file to write")
-    p.add_argument("--record", default=None, help="where to write the JSON record (default: OUT.json)")
-    p.add_argument("--debs", default=None, help="a folder holding the pinned .deb files (default: apt-get download)")
-    p.add_argument("--shakespeare", default=None, help="tiny Shakespeare's input.txt (default: the usual places)")
-    args = p.parse_args(argv)
-    out = Path(args.out)
-    try:
-        record_path = Path(args.record or str(out) + ".json")
-        for flag, path in (("--out", out), ("--record", record_path)):
-            if (flag == "--out" and path.suffix == ".json") or path.is_dir() or not writable_parent(path):
-                raise DataError(f"invalid {flag} {path}; allowed: a file path in a folder that can be written "
-                                "(or created)" + (" (the text, not its .json record)" if flag == "--out" else ""))
-        if record_path.resolve() == out.resolve():
-            raise DataError(f"invalid --record {record_path}: it is --out itself; allowed: another file path")
-        shakespeare = resolve_data_path(args.shakespeare)
-        with tempfile.TemporaryDirectory() as tmp:
-            debs = Path(args.debs) if args.debs else Path(tmp)
-            if not debs.is_dir():
-                raise DataError(f"invalid --debs {debs}; allowed: a folder of .deb files")
-            if not args.debs:
-                print("downloading the pinned Debian packages (apt-get download, ~140 MB)...", file=sys.stderr)
-                fetch_debs(debs, SOURCES)
-            text, record = build(debs, shakespeare)
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
+    built = build_command(argv, __doc__, build, SOURCES, REGISTERED_RECORD, "~505 MB")
+    if built is None:
         return 2
-    atomic_write_bytes(out, text.encode("ascii"))
-    record["file"] = out.name
-    atomic_write_text(record_path, json.dumps(record, indent=2) + "\n")
-    registered = json.loads(REGISTERED_RECORD.read_text())["sha256"] if REGISTERED_RECORD.is_file() else None
-    same = ("no registered record to compare" if registered is None else
-            "the registered corpus" if registered == record["sha256"] else f"NOT the registered {registered[:12]}")
+    out, record, same = built
     print(f"wrote {out}: {record['characters']:,} characters ({record['train_chars']:,} training, "
           f"{record['val_chars']:,} validation), sha256 {record['sha256']} ({same}); validation characters inside a "
           f"{overlap.WIDTH}-character string also in training: {record['val_share_in_shared_string_before']:.1%} "
