@@ -47,7 +47,7 @@ def test_rung0_grid_is_sqrt2_spaced_with_five_points_for_every_arm():
     for recipe in prose.RECIPE_NAMES:
         for arm in prose.ARMS:
             lrs = prose.grid(recipe, 0, arm)
-            assert len(lrs) == 5
+            assert len(lrs) == 5 + len(prose.EXTENSIONS.get((recipe, 0), {}).get(arm, []))
             ratios = [b / a for a, b in zip(lrs, lrs[1:])]
             assert all(abs(r - math.sqrt(2)) < 0.01 for r in ratios)
 
@@ -127,3 +127,30 @@ def test_the_amendment_precedes_every_prose_run():
     parent = subprocess.run(["git", "rev-parse", f"{ancestor}^"], cwd=repo_root(), capture_output=True,
                             text=True).stdout.strip()
     assert not descends_from(parent, ancestor)
+
+
+@pytest.mark.committed
+def test_registered_extensions_and_lrs_are_what_the_tuning_runs_give():
+    """EXTENSIONS and BEST_LR are typed in by the registered rule only: every complete arm whose best sits at an
+    edge has the point beyond it registered, and a best LR is registered exactly where it is bracketed."""
+    index = repo_root() / "runs" / "prose-lr" / "runs.csv"
+    if not index.is_file():
+        pytest.skip("no prose tuning runs committed")
+    runs = pd.read_csv(index)
+    for rung in range(len(prose.PROSE_RUNGS)):
+        for recipe in prose.RECIPE_NAMES:
+            found = prose.best_lrs(runs, recipe, rung)
+            for arm in prose.ARMS:
+                got = found[arm]
+                if got.get("complete") and got["bracketed"]:
+                    assert prose.lr_of(recipe, rung, arm) == got["best"], (recipe, rung, arm)
+                else:
+                    assert prose.lr_of(recipe, rung, arm) is None, f"{recipe} size {rung} {arm}: not bracketed yet"
+                if got.get("complete") and got["extend_to"]:
+                    assert got["extend_to"] in prose.EXTENSIONS.get((recipe, rung), {}).get(arm, []), \
+                        (recipe, rung, arm)
+    for (recipe, rung), arms in prose.EXTENSIONS.items():  # nothing registered beyond what some run asked for
+        for arm, points in arms.items():
+            assert all(p not in {prose._snap(prose.centre(recipe, rung, arm) * prose.LR_STEP ** j)
+                                 for j in range(-prose.GRID_HALF_WIDTH[rung], prose.GRID_HALF_WIDTH[rung] + 1)}
+                       for p in points), (recipe, rung, arm)
