@@ -91,3 +91,40 @@ def test_a_missing_run_and_a_cell_being_trained_stop_publish(copy):
     shutil.rmtree(copy / STUDY / "none" / "seed3")
     with pytest.raises(Exception, match="1 of 15 registered runs are missing"):
         check_design(STUDY, copy, publishing=True)
+
+
+def test_a_rebuilt_index_never_lists_fewer_runs_unless_asked(copy, capsys):
+    """Issue 117 #5: a deleted run directory made `sweep --index-only` rewrite runs.csv smaller, exit 0."""
+    from embnorm_lib.runner import sweep
+
+    index = copy / STUDY / "runs.csv"
+    before = index.read_bytes()
+    shutil.rmtree(copy / STUDY / "ln" / "seed2")
+    assert sweep.main([STUDY, "--index-only", "--out-dir", str(copy)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "runs/seeds-final/ln/seed2" in err and "--drop-missing" in err
+    assert index.read_bytes() == before
+    assert sweep.main([STUDY, "--index-only", "--out-dir", str(copy), "--drop-missing"]) == 0
+    assert len(build_index(STUDY, copy)) == 14
+    assert committed_status() == ""
+
+
+def test_seed_counts_and_means_come_from_the_paired_set():
+    """Issue 117 #3: in an unbalanced study the Answer line counted the union of seeds, and the baseline mean was over
+    all its seeds while Δ was paired, so the shown means did not differ by the shown Δ."""
+    import pandas as pd
+
+    from embnorm_lib import stats
+    from embnorm_lib.analyses.paired import ScopeAnalysis, answer_lines, results_table
+
+    rows = [{"variant": "none", "seed": s, "val_loss": 2.0 + 0.01 * s} for s in range(5)]
+    rows += [{"variant": "ln", "seed": s, "val_loss": 2.1 + 0.01 * s} for s in range(3)]  # seeds 3-4 missing
+    runs = pd.DataFrame(rows).assign(diverged=False, failed=False)
+    family = stats.comparison_family(runs, ["val_loss"])
+    analysis = ScopeAnalysis("adhoc", "all", runs, family, stats.decide(family, runs, "none"))
+    row = results_table(analysis).iloc[0]
+    base = float(row["none mean ± SD"].split(" ± ")[0])
+    var = float(row["variant mean ± SD"].split(" ± ")[0])
+    assert row["seeds"] == 3 and var - base == pytest.approx(float(row["Δ (variant − none)"]), abs=1e-4)
+    line = answer_lines([analysis])[0]
+    assert "(3 paired seeds; unpaired, left out: `none` seed 3, `none` seed 4)" in line

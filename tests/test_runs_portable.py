@@ -27,3 +27,19 @@ def test_the_pattern_finds_what_it_should():
         assert pattern.search(text), text
     for text in ("-> runs/main/ln/seed0", "../shared/data/input.txt", "https://example.org/tmp/x", "a/b/c"):
         assert not pattern.search(text), text
+
+
+@pytest.mark.committed
+def test_every_committed_run_directory_is_a_finished_sealed_run():
+    """A run still training (a checkpoint's logs, no summary.json or manifest.json) is never committed: landing it
+    by `git add runs/` would publish a partial log beside the finished ones (it happened once: d14ba085)."""
+    listed = subprocess.run(["git", "ls-files", "runs"], cwd=REPO, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip(f"not a git checkout ({listed.stderr.strip()[:200]})")
+    files: dict[str, set[str]] = {}
+    for path in listed.stdout.split("\n"):
+        head, _, name = path.rpartition("/")
+        if re.search(r"/seed\d+$", head):
+            files.setdefault(head, set()).add(name)
+    unfinished = sorted(d for d, names in files.items() if not {"summary.json", "manifest.json"} <= names)
+    assert files and unfinished == []

@@ -156,8 +156,9 @@ def results_table(a: ScopeAnalysis) -> pd.DataFrame:
     """One row per (metric, variant): per-arm mean ± SD, paired Δ with 95% CI, p raw/Holm, g_z."""
     rows = []
     for _, c in a.family.iterrows():
-        base = a.runs[a.runs["variant"] == c.baseline][c.metric]
-        var = a.runs[a.runs["variant"] == c.variant][c.metric]
+        # the means over the paired seeds only, so that they differ by the Δ shown beside them (issue 117 #3)
+        pairs = stats.paired_differences(a.runs, c.metric, c.variant, c.baseline)
+        base, var = pairs["baseline"], pairs["variant"]
         rows.append({
             "metric": c.metric, "variant": c.variant, "seeds": int(c.n),
             f"{c.baseline} mean ± SD": f"{_fmt(base.mean())} ± {_fmt(base.std())}",
@@ -251,6 +252,19 @@ def plain_words(a: ScopeAnalysis) -> list[str]:
     return lines
 
 
+def seed_count_words(runs: pd.DataFrame) -> str:
+    """The seeds every arm has (the paired set the comparisons use), and any run outside it named: a seed count
+    over the union of arms would overstate n in an unbalanced study (issue 117 #3)."""
+    seeds_by_arm = runs.groupby("variant")["seed"].apply(set)
+    paired = set.intersection(*seeds_by_arm) if len(seeds_by_arm) else set()
+    words = f"{len(paired)} seeds"
+    unpaired = runs[~runs["seed"].isin(paired)].sort_values(["variant", "seed"])
+    if not unpaired.empty:
+        words = f"{len(paired)} paired seeds; unpaired, left out: " + ", ".join(
+            f"`{r.variant}` seed {r.seed}" for r in unpaired.itertuples())
+    return words
+
+
 def answer_lines(analyses: list[ScopeAnalysis]) -> list[str]:
     """Per scope, the decision rule's verdict and each variant's primary difference, worded by its Holm decision."""
     lines = []
@@ -258,7 +272,7 @@ def answer_lines(analyses: list[ScopeAnalysis]) -> list[str]:
         prim = a.family[a.family["metric"] == stats.PRIMARY]
         parts = [f"`{c.variant}` {_change(c, 'the final validation loss')} nats/char (95% {c.interval_method} CI "
                  f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}], Holm p = {stats.p_text(c.p_holm, 3)})" for _, c in prim.iterrows()]
-        lines.append(f"- `{a.scope}` ({a.runs['seed'].nunique()} seeds): the registered decision rule says "
+        lines.append(f"- `{a.scope}` ({seed_count_words(a.runs)}): the registered decision rule says "
                      f"**{a.decision['overall']}**; " + "; ".join(parts) + ".")
     return lines
 

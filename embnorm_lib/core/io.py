@@ -149,8 +149,13 @@ def write_published_json(path: str | os.PathLike, obj: Any) -> Path:
     return write_json(path, published(obj))
 
 
+def json_text(obj: Any) -> str:
+    """The text write_json writes (so a caller can hash it before writing)."""
+    return json.dumps(_json_safe(obj), indent=2, sort_keys=True) + "\n"
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    return atomic_write_text(path, json.dumps(_json_safe(obj), indent=2, sort_keys=True) + "\n")
+    return atomic_write_text(path, json_text(obj))
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:

@@ -1,11 +1,10 @@
 """Zero/few-shot evaluation of a trained run through lm-evaluation-harness, fully offline.
 
-    python -m embnorm_lib.lm_eval_adapter STUDY          # every finished run of a study lacking results
-    python -m embnorm_lib.lm_eval_adapter --run-dir runs/seeds-final/ln/seed0
+    python -m embnorm_lib lm-eval STUDY | --run-dir runs/seeds-final/ln/seed0   # a study's unscored runs, or one
 
-`CharLM` is an `lm_eval.api.model.LM` over a run's final weights: character tokenization,
-left-truncation to the block size, batched scoring, greedy generation. The Shakespeare suite lives in
-embnorm_lib/lmtasks (one YAML per task) and is registered with `TaskManager(include_path=...)`."""
+`CharLM` is an `lm_eval.api.model.LM` over a run's final weights: character tokenization, left-truncation to the
+block size, batched scoring, greedy generation. The Shakespeare suite lives in embnorm_lib/lmtasks (one YAML per
+task) and is registered with `TaskManager(include_path=...)`."""
 from __future__ import annotations
 
 import argparse
@@ -32,10 +31,11 @@ from torch.nn import functional as F  # noqa: E402
 from .config import RunConfig, check_name  # noqa: E402
 from .data import encode_chars, load_corpus  # noqa: E402
 from .errors import ConfigError, RunDirError, entry  # noqa: E402
-from .io import git_commit, read_json, runs_root, write_json  # noqa: E402
+from .io import git_commit, json_text, read_json, runs_root  # noqa: E402
 from .model import GPT  # noqa: E402
 from .rundir import RunDir, finished_run_dirs  # noqa: E402
-from .seal import reseal  # noqa: E402
+from .seal import adding_result_file, finish_interrupted  # noqa: E402
+from .writes import atomic_write_text  # noqa: E402
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "lmtasks"
 TASKS = ["shakespeare_word_cloze", "shakespeare_shuffled", "shakespeare_next_line", "shakespeare_next_speaker"]
@@ -46,9 +46,7 @@ FEWSHOT_SEED = 1234
 @dataclass(frozen=True)
 class Suite:
     """One version of the task suite: its lm-eval tasks, shot counts, the longest item (context + choice) and the
-    run-directory file its results go to (rundir.RunDir spells the names). v2 keeps each item's correctness for
-    the item-level analysis."""
-
+    run-directory file its results go to (rundir.RunDir spells the names). v2 keeps each item's correctness."""
     name: str
     tasks: tuple[str, ...]
     shots: tuple[int, ...]
@@ -312,6 +310,7 @@ def evaluate_run(run_dir: str | Path, data_path=None, shots=None, force: bool = 
     run that is not finished or diverged."""
     run = RunDir(Path(run_dir))
     target = getattr(run, get_suite(suite).run_file)
+    finish_interrupted(run)
     if not run.summary.is_file() or not run.final_model.is_file() or read_json(run.summary).get("diverged"):
         return None
     if target.is_file() and not force:
@@ -322,11 +321,11 @@ def evaluate_run(run_dir: str | Path, data_path=None, shots=None, force: bool = 
 
 
 def write_result(run_dir: str | Path, suite: str, result: dict) -> Path:
-    """A suite's result file in a finished run, which is then sealed again with it (seal.reseal)."""
+    """A suite's result file in a finished run, which is then sealed again with it (seal.adding_result_file)."""
     run = RunDir(Path(run_dir))
     target = getattr(run, get_suite(suite).run_file)
-    write_json(target, result)
-    reseal(run, target.name)
+    with adding_result_file(run, target.name, text := json_text(result)):  # a kill in here resumes on a rerun
+        atomic_write_text(target, text)
     return target
 
 
@@ -334,6 +333,7 @@ def score_if_asked(cfg: RunConfig, run_dir: str | Path, data_path=None) -> dict 
     """The stage after training: the zero/few-shot suite when the config asks for it and the run has no
     lm_eval.json yet. A finished run without weights cannot be scored: refused, naming what is allowed."""
     run = RunDir(Path(run_dir))
+    finish_interrupted(run)
     if not cfg.lm_eval or not run.summary.is_file() or read_json(run.summary).get("diverged"):
         return None
     if run.lm_eval.is_file():
@@ -346,8 +346,7 @@ def score_if_asked(cfg: RunConfig, run_dir: str | Path, data_path=None) -> dict 
 
 def copy_result(source: Path, target: Path, origin: str) -> dict:
     """A bitwise-identical run's lm_eval.json (same weights, so the same scores), naming the run it came from."""
-    result = {**read_json(RunDir(source).lm_eval), "copied_from": origin}
-    write_result(target, "v1", result)
+    write_result(target, "v1", result := {**read_json(RunDir(source).lm_eval), "copied_from": origin})
     return result
 
 

@@ -15,11 +15,12 @@ import hashlib
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import ConfigError, RunDirError, entry
-from .io import read_json, runs_root, write_json
+from .io import default_runs_dir, read_json, runs_root, write_json
 from .rundir import LOCK_FILES, RunDir, existing_study
 from .steplog import PARQUET, parquet_last_step, parquet_rows
 from .variants import VARIANTS, canonical_variant
@@ -72,11 +73,17 @@ def _problem(run: RunDir, name: str, what: str) -> SealError:
                      f"them from git, or delete the run directory and retrain it)")
 
 
+def seal_command(run: RunDir) -> str:
+    """The seal command for this run's study, with the runs directory actually in use."""
+    runs_dir = run.root.parent.parent.parent
+    default = runs_dir.resolve() == default_runs_dir().resolve()
+    return f"python -m embnorm_lib seal {run.root.parent.parent.name}" + ("" if default else f" --out-dir {runs_dir}")
+
+
 def _read_manifest(run: RunDir) -> dict:
     if not run.manifest.is_file():
         raise SealError(f"run {run.root}: {run.manifest.name} is missing (a finished run that is not sealed); allowed: "
-                        f"a sealed run (`python -m embnorm_lib.seal {run.root.parent.parent.name}` seals runs that "
-                        f"finished before seals existed)")
+                        f"a sealed run (re-running the command that trained it seals it, as does `{seal_command(run)}`)")
     try:
         manifest = read_json(run.manifest)
         if manifest.get("format") != MANIFEST_FORMAT or not isinstance(manifest.get("files"), dict):
@@ -215,6 +222,37 @@ def reseal_replacing(run: RunDir, replaced: dict[str, str]) -> Path:
         raise SealError(f"run {run.root}: {metrics} does not end at step {manifest['steps']} as sealed; allowed: "
                         f"the log it replaces, converted (nothing was sealed)")
     return write_json(run.manifest, {"format": MANIFEST_FORMAT, "steps": manifest["steps"], "files": files})
+
+
+SEALING = ".sealing.json"  # hidden (not sealed): the result file a stage is adding to a finished run, and its sha256
+
+
+@contextmanager
+def adding_result_file(run: RunDir, name: str, text: str) -> Iterator[None]:
+    """Around the owner's write of a result file into a finished run (`text` is what it writes): the intent is
+    recorded first and the run sealed again with the file after, so a kill between the write and the seal is finished
+    by `finish_interrupted` when the command runs again."""
+    write_json(run.root / SEALING, {"file": name, "sha256": hashlib.sha256(text.encode()).hexdigest()})
+    yield
+    reseal(run, name)
+    (run.root / SEALING).unlink()
+
+
+def finish_interrupted(run: RunDir) -> None:
+    """Complete what a kill at the end of a run left undone, so re-running the same command resumes (issue 117 #7):
+    a run killed after summary.json and before its seal is sealed (its checkpoint goes, as at the end of training);
+    a result file whose write was recorded and completed is sealed in, one never written is forgotten."""
+    marker = run.root / SEALING
+    if marker.is_file():
+        intent = read_json(marker)
+        target = run.root / str(intent.get("file", ""))
+        if target.is_file() and file_record(target)["sha256"] == intent.get("sha256"):
+            reseal(run, target.name)
+        if not target.is_file() or run.manifest.is_file() and target.name in read_json(run.manifest)["files"]:
+            marker.unlink()
+    if run.summary.is_file() and not run.manifest.is_file() and not marker.is_file():
+        run.checkpoint.unlink(missing_ok=True)
+        seal_run(run)
 
 
 def reseal(run: RunDir, *changed: str) -> Path:

@@ -38,7 +38,7 @@ from .io import cpu_info, environment_info, git_commit, save_torch, write_json
 from .model import GPT
 from .rundir import RunDir
 from .schedule import lr_at
-from .seal import finished_summary, seal_run
+from .seal import finish_interrupted, finished_summary, seal_run
 from .steplog import TIMING_DECIMALS
 
 
@@ -97,11 +97,11 @@ def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval,
     ddp = D.setup(device.type)
     with holding(run, ddp.is_main):
         check_same_run(run, cfg)  # under the lock: two processes cannot both pass it and then write
+        finish_interrupted(run)  # a kill after summary.json or inside a reseal: completed, not retrained
         if (summary := finished_summary(run)) is not None:
             D.cleanup(ddp)
             return summary
-        return _train_locked(cfg, run, corpus, device, ddp, until_step=until_step, progress=progress,
-                             on_eval=on_eval)
+        return _train_locked(cfg, run, corpus, device, ddp, until_step=until_step, progress=progress, on_eval=on_eval)
 
 
 class Evaluator:

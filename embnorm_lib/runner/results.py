@@ -82,10 +82,11 @@ def epochs(cfg: RunConfig, summary: dict) -> float:
     return tokens / train
 
 
-def build_index(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
+def build_index(study: str, out_dir: str | Path | None = None, drop_missing: bool = False) -> pd.DataFrame:
     """Write runs/<study>/runs.csv from the study's finished runs and return it. Every finished run is checked
     against its seal first (seal.verify_run): a missing, truncated, altered or unreadable file stops the index in
-    one line naming the run and the file, and runs.csv is left as it was (never a smaller study)."""
+    one line naming the run and the file, and runs.csv is left as it was (never a smaller study). A run the index
+    lists whose directory is gone (or no longer finished) stops it too, unless `drop_missing` says so on purpose."""
     from .design import check_design
 
     root = runs_root(out_dir) / study
@@ -99,10 +100,28 @@ def build_index(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:
             raise RunDirError(f"run {run.root}: cannot be indexed ({type(e).__name__}: {str(e)[:120]}); allowed: the "
                               f"files a finished run writes (restore them from git, or retrain the run)") from None
     table = pd.DataFrame(rows)
+    if not drop_missing:
+        check_nothing_dropped(StudyDir(root).index, {row["run_dir"] for row in rows}, study)
     if rows:
         table = table.sort_values(["arm", "seed"]).reset_index(drop=True)
         atomic_write_text(StudyDir(root).index, table.to_csv(index=False))
     return table
+
+
+def check_nothing_dropped(index: Path, found: set[str], study: str) -> None:
+    """A rebuilt index never silently lists fewer runs than the one it replaces (issue 117 #5): a deleted or
+    half-restored run directory would otherwise shrink every number published from it."""
+    if not index.is_file():
+        return
+    try:
+        listed = set(pd.read_csv(index, usecols=["run_dir"])["run_dir"].astype(str))
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        return  # an unreadable index is rebuilt: nothing trustworthy to compare with
+    gone = sorted(listed - found)
+    if gone:
+        raise RunDirError(f"{index} lists {len(gone)} run(s) that are no longer finished on disk, first "
+                          f"runs/{study}/{gone[0]}; allowed: restore them (git checkout -- runs/{study}) or drop them "
+                          f"on purpose: python -m embnorm_lib sweep {study} --index-only --drop-missing")
 
 
 def load_runs(study: str, out_dir: str | Path | None = None) -> pd.DataFrame:

@@ -321,6 +321,8 @@ def parser() -> argparse.ArgumentParser:
                         "a cell must contain every TEXT (--only preset=ladder-3 --only seed0/)")
     p.add_argument("--list", action="store_true", help="print the cells and their status, run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild runs.csv from the run directories")
+    p.add_argument("--drop-missing", action="store_true",
+                   help="with --index-only: let runs.csv lose the runs it lists whose directories are gone")
     return p
 
 
@@ -331,7 +333,8 @@ def main(argv=None) -> int:
         check_name("study", args.study)
         if args.index_only:
             existing_study(out, args.study, "--index-only")
-            print(f"{len(build_index(args.study, out))} runs indexed in {out / args.study / 'runs.csv'}")
+            table = build_index(args.study, out, drop_missing=args.drop_missing)
+            print(f"{len(table)} runs indexed in {out / args.study / 'runs.csv'}")
             return 0
         cells = cells_of(args, out)
         resolve_parallelism(args.workers, args.threads)
