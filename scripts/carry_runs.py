@@ -155,9 +155,15 @@ def restore_one(repo: Path, folder: Path, entry: dict) -> tuple[bool, str]:
     return True, f"restored {rel} (resumes from step {step})"
 
 
-def restore(repo: Path, folder: Path, echo=print) -> int:
+def restore(repo: Path, folder: Path, echo=print, any_commit: bool = False) -> int:
     check_outside(repo, folder)
     manifest = read_manifest(folder)
+    here, there = git_commit(repo).removesuffix("-dirty"), manifest["commit"].removesuffix("-dirty")
+    if here != there and not any_commit:  # a run resumed at another commit would mix two codes in one run
+        echo(f"refused: the carried runs were trained at commit {there[:12]} (in {manifest.get('repo', '?')}), this "
+             f"checkout is at {here[:12]}; allowed: restore in a checkout at {there[:12]} (cd there first), or "
+             "--any-commit on purpose")
+        return 1
     failed = 0
     for entry in manifest["runs"]:
         ok, line = restore_one(repo, folder, entry)
@@ -291,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("action", choices=("save", "restore", "list", "land"))
     p.add_argument("folder", type=Path, help="the carry folder (save, restore, list) or the source checkout (land)")
     p.add_argument("--study", default=None, help="land: only this study's runs")
+    p.add_argument("--any-commit", action="store_true", help="restore: into a checkout at another commit")
     args = p.parse_args(argv)
     if args.action == "land":
         return land(REPO, args.folder, args.study)
@@ -298,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         save(REPO, args.folder)
         return 0
     if args.action == "restore":
-        return restore(REPO, args.folder)
+        return restore(REPO, args.folder, any_commit=args.any_commit)
     for entry in read_manifest(args.folder)["runs"]:
         print(f"{entry['run']}  step {entry['step']}")
     return 0

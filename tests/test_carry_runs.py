@@ -109,7 +109,7 @@ def test_restore_refuses_a_carried_path_that_leaves_runs(tmp_path, run):
     (source / "ckpt.pt").write_bytes(b"not a checkpoint")
     (source / "config.json").write_text("{}")
     entry = {"run": run, "step": 5, "ckpt_sha256": sha256_of(source / "ckpt.pt")}
-    (folder / "carry.json").write_text(json.dumps({"commit": "abc", "runs": [entry]}))
+    (folder / "carry.json").write_text(json.dumps({"commit": carry_runs.git_commit(tmp_path), "runs": [entry]}))
     before = sorted(p for p in tmp_path.rglob("*"))
     lines = []
     assert carry_runs.restore(repo, folder, echo=lines.append) == 1
@@ -127,7 +127,7 @@ def test_restore_refuses_a_checkpoint_that_is_not_a_torch_file_even_when_its_has
     (source / "ckpt.pt").write_bytes(b"#!/bin/sh\necho not a checkpoint\n")
     (source / "config.json").write_text("{}")
     entry = {"run": "runs/s/ln/seed0", "step": 5, "ckpt_sha256": sha256_of(source / "ckpt.pt")}
-    (folder / "carry.json").write_text(json.dumps({"commit": "abc", "runs": [entry]}))
+    (folder / "carry.json").write_text(json.dumps({"commit": carry_runs.git_commit(tmp_path), "runs": [entry]}))
     lines = []
     assert carry_runs.restore(repo, folder, echo=lines.append) == 1
     assert "not a training checkpoint" in lines[0]
@@ -276,3 +276,16 @@ def test_lm_eval_adapter_refuses_a_study_path(capsys):
 
     assert lm_eval_adapter.main(["../evil"]) == 2
     assert "invalid study='../evil'" in capsys.readouterr().err
+
+
+def test_restore_refuses_a_checkout_at_another_commit(tmp_path, monkeypatch):
+    """Restored into the main checkout instead of the worktree the runs were trained in (it happened), a run would
+    resume under another commit's code; refused in one line naming both commits."""
+    folder = tmp_path / "carry"
+    folder.mkdir()
+    (folder / "carry.json").write_text(json.dumps({"commit": "a" * 40, "repo": "/elsewhere", "runs": []}))
+    monkeypatch.setattr(carry_runs, "git_commit", lambda repo: "b" * 40)
+    lines = []
+    assert carry_runs.restore(tmp_path / "checkout", folder, echo=lines.append) == 1
+    assert len(lines) == 1 and "aaaaaaaaaaaa" in lines[0] and "bbbbbbbbbbbb" in lines[0]
+    assert carry_runs.restore(tmp_path / "checkout", folder, echo=lines.append, any_commit=True) == 0
