@@ -256,3 +256,31 @@ def test_the_mde_has_80_percent_power_by_monte_carlo_at_few_seeds_and_a_holm_lev
     # seeds needed: the smallest n whose exact power reaches 80%
     assert stats.power_figures(sd, n, mei=mde * 1.001, alpha=alpha)[1] == n
     assert stats.power_figures(sd, n, mei=mde * 0.999, alpha=alpha)[1] == n + 1
+
+
+def test_tost_words_follow_the_interval_and_a_planted_difference_flips_them():
+    """Amendment 18: 'equivalent within ±0.01' only where both one-sided tests put the mean paired difference inside
+    the margin (Holm over the family's TOSTs); a planted shift beyond the margin turns it into 'costs'."""
+    import pandas as pd
+
+    from embnorm_lib.analyses.answer import effect_word
+    from embnorm_lib.stats import comparison_family
+    from embnorm_lib.stats.equivalence import tost_p
+
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.002, 10)
+    assert tost_p(-0.004 + noise, 0.01) < 0.001  # well inside
+    assert tost_p(0.05 + noise, 0.01) > 0.99  # well outside
+    assert tost_p([0.009, 0.011], 0.01) > 0.4  # straddling the margin: not shown
+    assert np.isnan(tost_p([0.01], 0.01))
+
+    def family(shift: float) -> dict:
+        base = 2.0 + rng.normal(0, 0.05, 10)
+        runs = pd.DataFrame([{"variant": "none", "seed": s, "val_loss": b} for s, b in enumerate(base)]
+                            + [{"variant": "ln", "seed": s, "val_loss": b + shift + n}
+                               for s, (b, n) in enumerate(zip(base, noise))])
+        return comparison_family(runs, ["val_loss"]).iloc[0].to_dict()
+
+    small, planted = family(-0.004), family(0.05)
+    assert small["significant"] and small["equivalent"] and effect_word(small) == "equivalent within ±0.01"
+    assert planted["significant"] and not planted["equivalent"] and effect_word(planted) == "costs"

@@ -23,6 +23,7 @@ from ..core.io import fingerprint, read_json, repo_root, runs_root
 from ..core.rundir import study_dir_for
 from ..publishing.render import percent
 from ..runner.results import has_index, load_runs
+from ..stats.equivalence import EQUIVALENT_WORDS
 
 FIGURE = Path("figures") / "answer"  # .png (embedded in the README) and .pdf
 REGISTERED_STUDY = "main"  # the registered paired study: both training regimes, seeds-final's seeds included
@@ -104,7 +105,8 @@ def registered_data(out: Path) -> dict:
                                                      / "config.json").tie_embeddings,
                          "verdict": read_json(root / "decision.json")["overall"],
                          "none_loss": _clean(rows["baseline_mean"].iloc[0]),
-                         "loss": _rows(rows, ["variant", "mean_diff", "ci_low", "ci_high", "p_holm", "significant"]),
+                         "loss": _rows(rows, ["variant", "mean_diff", "ci_low", "ci_high", "p_holm", "significant",
+                                             "equivalent"]),
                          "zeroshot_v1": _rows(v1, ["variant", "mean_diff", "ci_low", "ci_high", "p_holm",
                                                    "significant"]),
                          "calibration": _rows(calibration, ["metric", "variant", "mean_diff", "ci_low", "ci_high",
@@ -307,7 +309,7 @@ def data_ladder_progress(out: Path) -> dict:
                             "registered": len(study_cells(s))} for s in DATA_LADDER},
             "rungs": _rows(quoted, ["rung", "params", "shape", "iters", "passes", "seeds", "variant", "lr", "lr_none",
                                     "none", "none_sd", "mean_diff", "ci_low", "ci_high", "p_holm", "significant",
-                                    "mde_80", "data_bound", "endpoints_repeat"]) if len(quoted) else []}
+                                    "equivalent", "mde_80", "data_bound", "endpoints_repeat"]) if len(quoted) else []}
 
 
 def answer_data(out_dir=None) -> dict:
@@ -334,7 +336,10 @@ def interval(r: dict, digits: int = 3) -> str:
 
 
 def effect_word(r: dict, cost: str = "costs", gain: str = "helps") -> str:
-    """The direction of a loss difference where its Holm decision resolves it."""
+    """'equivalent within ±0.01' where the TOST shows the difference inside the margin (Holm over its family's
+    TOSTs; amendment 18), else the direction of a difference where its Holm decision resolves it."""
+    if r.get("equivalent"):
+        return EQUIVALENT_WORDS
     if not r["significant"]:
         return "not resolved"
     return cost if r["mean_diff"] > 0 else gain
@@ -646,7 +651,7 @@ def tldr_lines(d: dict) -> list[str]:
         f"- **Scope**: character-level Pre-LN GPTs on tiny Shakespeare, {_millions(s['low'])}–{_millions(s['high'])} "
         f"parameters, {min(b['shortest'], head['iters'])}–{b['last']['max_iters']} iterations"
         f"{data_ladder_scope(d['size']['data_ladder'])}. "
-        f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the Answer; the rest as labelled. "
+        f"**Confidence**: {confidence_words(d).split(' for ')[0].rstrip(':')} for the Answer. "
         "[Details](FINDINGS.md#the-answer-in-detail).",
     ]
 
@@ -835,12 +840,14 @@ def reading_note(d: dict) -> str:
             f"before the runs ([docs/PROTOCOL.md]({PROTOCOL.as_posix()})); *exploratory* ones describe. *Resolved* "
             "(a direction word in the text, a filled marker in the figure) means significant at α = 0.05 after "
             "Holm's correction for all the comparisons tested together in one family "
-            f"([Inference]({protocol_section('Inference')})); otherwise *not resolved*, whatever the interval. *H1b* "
+            f"([Inference]({protocol_section('Inference')})); otherwise *not resolved*, whatever the interval; "
+            "*equivalent within ±0.01*: two one-sided tests (TOST, Holm-corrected) put the difference inside ±0.01, "
+            "the smallest difference the protocol counts (amendment 18, added after the data). *H1b* "
             "is the registered stability hypothesis: where `none` fails at a high learning rate, a norm removes the "
             f"failures at an acceptable cost ([amendment {h1b['number']}]({h1b['link']}), "
-            f"[Stability]({findings_link('stability')})); an arm's *own best LR* is the peak learning rate with its "
-            f"lowest mean final validation loss in the LR search H1b follows (`{d['failures']['study']}`, "
-            f"{d['failures']['seeds']} seeds per rate, a failed run counted at its loss at initialisation); "
+            f"[Stability]({findings_link('stability')})); an arm's *own best LR*: its lowest mean final loss in "
+            f"H1b's LR search (`{d['failures']['study']}`, {d['failures']['seeds']} seeds per rate; a failed run "
+            "counts at its initial loss); "
             "a run *fails* when its loss becomes non-finite or its final "
             "validation loss ends above its loss at initialisation, and *scaled* (the figure's stability panel) "
             "multiplies the token embedding by √d instead of normalizing it. *Data-bound*: the baseline's loss no "
@@ -851,8 +858,8 @@ def reading_note(d: dict) -> str:
             f"([Scale]({findings_link('scale')})). *Open English*: {open_english_note(d)}. *Brier score*: the squared "
             "error of the predicted next-character probabilities; *ECE* (expected calibration error): the gap between "
             f"the top prediction's confidence and its accuracy; lower is better ([Calibration]"
-            f"({findings_link('calibration')})). The figure's footer gives the first 12 hex digits of the "
-            "sha256 of each quoted study's `runs/<study>/runs.csv`, naming the exact runs it was drawn from.")
+            f"({findings_link('calibration')})). The figure's footer names the exact runs drawn: each quoted "
+            "`runs/<study>/runs.csv` by its sha256.")
 
 
 # -- the figure ------------------------------------------------------------------------------------------------------

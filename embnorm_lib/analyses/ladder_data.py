@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..stats.equivalence import equivalence_columns
 from ..studies import ladder_data
 
 ENDPOINTS = ("val_loss", "best_val_loss")  # amendment 16 item 6: one Holm family per rung, 2 arms x 2 endpoints
@@ -132,12 +133,13 @@ def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
         if not _has_seeds(sub, ladder_data.confirmatory_seeds(rung)):
             continue
         sub = confirmatory_only(sub, rung)
-        block = []
+        block, diffs = [], []
         for variant in VARIANTS:
             left_out = failed_pairs(sub, variant)
             kept = sub[~sub["seed"].isin(left_out)]
             for metric in ENDPOINTS:
                 c = stats.compare(kept, metric, variant)
+                diffs.append(stats.paired_differences(kept, metric, variant)["diff"].to_numpy())
                 mde, seeds_at_mei = stats.power_figures(c.sd_diff, c.n, alpha=FAMILY_ALPHA)
                 block.append({"rung": rung, "params": ladder_data.non_embedding_params(rung),
                               "variant": variant, "metric": metric, "seeds": c.n, "none": c.baseline_mean,
@@ -146,6 +148,8 @@ def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
                               "seeds_at_mei": int(seeds_at_mei) if math.isfinite(seeds_at_mei) else pd.NA,
                               "failed_pairs": ", ".join(map(str, left_out))})
         part = pd.DataFrame(block)
+        # amendment 18 (reporting): equivalence within +-MEI by TOST, Holm over the same family's TOSTs
+        part["p_tost"], part["p_tost_holm"], part["equivalent"] = equivalence_columns(list(part["metric"]), diffs)
         reject, adjusted = stats.holm(part["p_t"].to_numpy(float))
         rows.append(part.assign(p_holm=adjusted, alpha_holm=stats.holm_alphas(part["p_t"].to_numpy(float)),
                                 significant=reject,

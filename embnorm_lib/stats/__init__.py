@@ -61,6 +61,9 @@ class PairedComparison:
     alpha_holm: float = float("nan")  # the α Holm applies to this test at its rank in the family
     mde_80_holm: float = float("nan")  # minimum detectable effect at 80% power and alpha_holm
     seeds_for_80_at_mei_holm: float = float("nan")
+    p_tost: float = float("nan")  # equivalence within the metric's margin (stats.equivalence; NaN: no margin)
+    p_tost_holm: float = float("nan")
+    equivalent: bool = False
 
 
 def log10(values) -> np.ndarray:
@@ -286,6 +289,11 @@ def comparison_family(runs: pd.DataFrame, metrics: list[str], variants: list[str
     for r, rej, adj, a in zip(rows, reject, adjusted, holm_alphas([r.p_t for r in rows])):
         r.p_holm, r.significant, r.alpha_holm = float(adj), bool(rej), float(a)
         r.mde_80_holm, r.seeds_for_80_at_mei_holm = power_figures(r.sd_diff, r.n, alpha=a)
+    from .equivalence import equivalence_columns
+
+    diffs = [paired_differences(runs, r.metric, r.variant, baseline)["diff"].to_numpy() for r in rows]
+    for r, *tost in zip(rows, *equivalence_columns([r.metric for r in rows], diffs)):
+        r.p_tost, r.p_tost_holm, r.equivalent = float(tost[0]), float(tost[1]), bool(tost[2])
     return pd.DataFrame([asdict(r) for r in rows])
 
 
