@@ -174,6 +174,11 @@ def test_the_checkouts_pages_are_not_published_from_scratch_runs(tmp_path, capsy
     (["tnew", "--preset", "tiny", "--seeds", ""], "invalid --seeds ''"),
     (["tnew", "--preset", "tiny", "--data-path", "/nonexistent/input.txt"], "invalid --data-path"),
     (["tnew", "--preset", "tiny", "--data-path", "/"], "not a file"),
+    # issue 117, item 9: an empty --variants ran every arm; a relative --data-path is named as typed, up front
+    (["tnew", "--preset", "tiny", "--variants", ""], "unknown variant ''; allowed: layernorm, ln, "),
+    (["tnew", "--preset", "tiny", "--variants", "ln,"], "unknown variant ''; allowed: layernorm, ln, "),
+    (["tnew", "--preset", "tiny", "--variants", "none, ln"], "unknown variant ' ln'; allowed: layernorm, ln, "),
+    (["tnew", "--preset", "tiny", "--data-path", "no/such.txt"], "invalid --data-path 'no/such.txt': not a file"),
     (["t new", "--preset", "tiny"], "invalid study='t new'"),
     (["tnew", "--index-only"], "invalid study 'tnew' for --index-only: no folder"),  # said "0 runs indexed", exit 0
 ])
