@@ -225,6 +225,39 @@ def test_a_run_tag_that_could_read_as_a_variant_name_is_refused(tmp_path, tag):
         "ln_preset=ladder-data-3_lr=0.001"
 
 
+@pytest.mark.parametrize("tag,why", [
+    ("_lr=0.5", "this run's lr is 0.001"),  # was arm ln_lr=0.5 of a run trained at lr 0.001
+    ("_lr=0.0015", "this run's lr is 0.001"),  # the config's value is a prefix, not the value
+    ("_lr=0.001_lr=0.001", "field lr is named twice"),
+    ("_seed=3", "'seed' is not a config field a tag can name"),
+    ("_lr=0.001_x=1", "'x' is not a config field a tag can name"),
+    ("_preset=nanogpt-cpu", "this run's preset is tiny"),
+])
+def test_a_run_tag_must_name_the_runs_own_config(tmp_path, tag, why):
+    """Issue 117, item 8: a tag is part of the arm's name, which the index, seal and figures trust."""
+    from embnorm_lib.core.notebook import config_from_parameters, run_dir_from_parameters
+
+    cfg = config_from_parameters("tiny", "ln", 3)
+    with pytest.raises(ConfigError) as refused:
+        run_dir_from_parameters(cfg, "ok", str(tmp_path), tag)
+    assert str(refused.value) == (f"invalid run_tag={tag!r}: {why}; allowed: empty, or '_FIELD=VALUE' pairs of the "
+                                  "run's config fields (not variant or seed) with its own values, as a sweep writes "
+                                  "them")
+    assert not any(tmp_path.iterdir())
+    for ok in ("", "_lr=0.001", "_preset=tiny_lr=0.001", "_preset=tiny_batch_size=8"):
+        assert run_dir_from_parameters(cfg, "ok", str(tmp_path), ok) == tmp_path / "ok" / f"ln{ok}" / "seed3"
+
+
+def test_every_registered_cells_tag_names_its_own_config():
+    from embnorm_lib.core.rundir import check_run_tag
+    from embnorm_lib.runner.registry import STUDIES
+
+    cells = [cell for study in STUDIES.values() for cell in study.cells()]
+    assert len(cells) > 1000 and any(cell.tag for cell in cells)
+    for cell in cells:
+        assert check_run_tag(cell.tag, cell.config()) == cell.tag
+
+
 @pytest.mark.parametrize("summary", [{"diverged": False}, {"diverged": False, "val_loss": float("nan")},
                                      {"diverged": False, "val_loss": None}, {"diverged": False, "val_loss": "abc"},
                                      {"diverged": True, "val_loss": "abc"}, {"diverged": False, "val_loss": True}])

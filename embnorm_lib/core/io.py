@@ -58,6 +58,28 @@ def runs_root(out_dir: str | os.PathLike | None = None) -> Path:
     return root
 
 
+def check_out_dir(out_dir: Any) -> Path:
+    """A runs directory given as a parameter, refused in one line unless it is text (papermill's `-p out_dir 5` passes
+    a number) naming a directory this process can write or make (`/proc/nope` failed deep in training). A missing
+    one is probed by making and removing a temporary directory in its nearest existing parent: nothing is left."""
+    import tempfile
+
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise ConfigError(f"invalid out_dir={out_dir!r}; allowed: a directory path as text (\"\": the checkout's runs/)")
+    root = runs_root(out_dir)
+    parent = next(p for p in (root, *root.parents) if p.exists())
+    try:
+        if parent == root:
+            if not os.access(root, os.W_OK | os.X_OK):
+                raise PermissionError(13, "not writable")
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".out-dir-probe-"))
+    except OSError as e:
+        raise ConfigError(f"invalid out_dir {str(out_dir)!r}: cannot write in {parent} ({e.strerror or e}); allowed: "
+                          "a directory this user can write (created where missing)") from None
+    return root
+
+
 def path_inside(root: str | os.PathLike, path: str | os.PathLike, what: str) -> Path:
     """`path` (relative to `root`) resolved, symlinks and '..' included; refused in one line when it is absolute or
     lands outside `root`. For every path a command takes from a file or an argument and then writes under."""
