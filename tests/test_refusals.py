@@ -390,3 +390,24 @@ def test_a_run_whose_files_agree_with_its_directory_is_indexed_and_sealed(tmp_pa
     run.summary.write_text(json.dumps({"steps": 2, "diverged": False, "val_loss": 2.0, "seed": 3, "variant": variant}))
     assert index_row(run, tmp_path / "tsyn")["seed"] == 3
     assert entry(seal.main, ["tsyn", "--out-dir", str(tmp_path)]) == 0 and run.manifest.is_file()
+
+
+@pytest.mark.parametrize("where", ["/etc/passwd", "a file", "a file/figures"])
+def test_a_figures_dir_where_a_file_stands_is_refused_before_any_analysis(tmp_path, capsys, where):
+    """Issue 117, item 9: `publish --figures-dir /etc/passwd` ran the study's analysis notebooks and ended in an empty
+    `PapermillExecutionError:`; a report command failed inside its figure writes."""
+    from embnorm_lib.core.cli import report_main
+    from embnorm_lib.publishing import publish
+
+    (tmp_path / "a file").write_text("not a directory")
+    figures = where if where.startswith("/") else str(tmp_path / where)
+    blocked = "/etc/passwd" if where.startswith("/") else str(tmp_path / "a file")
+    synthetic_study(tmp_path / "runs", name="tsyn")
+    message = f"invalid --figures-dir {figures!r}: {blocked} is a file; allowed: a directory (created where missing)"
+    assert entry(publish.main, ["tsyn", "--out-dir", str(tmp_path / "runs"), "--figures-dir", figures]) == 2
+    assert one_line_error(capsys) == f"error: {message}\n"
+    written = []
+    assert entry(lambda argv: report_main(argv, "doc", ["tsyn"], lambda study, args: written.append(study)),
+                 ["--out-dir", str(tmp_path / "runs"), "--figures-dir", figures]) == 2
+    assert one_line_error(capsys) == f"error: {message}\n" and written == []
+    assert sorted(p.name for p in (tmp_path / "runs" / "tsyn").iterdir()) == ["runs.csv"]

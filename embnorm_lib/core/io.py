@@ -50,10 +50,16 @@ def default_runs_dir() -> Path:
 def runs_root(out_dir: str | os.PathLike | None = None) -> Path:
     """The runs directory a command works in: `out_dir` when given, else the repository's runs/. Refused in one line
     where something other than a directory (or a path inside a file) is in its place."""
-    root = Path(out_dir) if out_dir else default_runs_dir()
+    return directory_option(out_dir, "out_dir") if out_dir else default_runs_dir()
+
+
+def directory_option(path: str | os.PathLike, what: str) -> Path:
+    """A directory a command writes under (--out-dir, --figures-dir), refused in one line where a file stands in its
+    place or above it: `--figures-dir /etc/passwd` ran the whole analysis to fail without a word in its notebook."""
+    root = Path(path)
     blocked = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
     if blocked is not None:
-        raise ConfigError(f"invalid out_dir {str(out_dir)!r}: {blocked} is a file; allowed: a directory (created "
+        raise ConfigError(f"invalid {what} {str(path)!r}: {blocked} is a file; allowed: a directory (created "
                           "where missing)")
     return root
 
