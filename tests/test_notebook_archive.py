@@ -265,3 +265,18 @@ def test_packing_refuses_a_notebook_that_is_a_symbolic_link(tmp_path):
         na.pack_notebooks(study)
     assert not na.archive_path(study).exists()
     assert na.pack_notebooks(study, skip={run.root}) == (0, 0, 0)  # a run compact_logs refused is left as it is
+
+
+def test_compact_logs_refuses_a_linked_notebook_and_leaves_what_it_points_at_out_of_the_archive(tmp_path, capsys):
+    import nbformat
+    from test_steplog import sealed_run
+
+    study = tmp_path / "s"
+    linked, good = sealed_run(study, seed=0), sealed_run(study, seed=1)
+    outside = tmp_path / "outside.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(metadata={"secret": "outside the tree"}), outside)
+    linked.notebook.symlink_to(outside)
+    nbformat.write(nbformat.v4.new_notebook(), good.notebook)
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 2
+    assert f"run {linked.root}: 02_train.ipynb is a symbolic link" in capsys.readouterr().err
+    assert linked.notebook.is_symlink() and list(na.archived_notebooks(study)) == ["ln/seed1/02_train.ipynb"]

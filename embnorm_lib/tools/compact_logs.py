@@ -187,6 +187,9 @@ def convert_locked(run: RunDir, dry_run: bool = False) -> Outcome:
         finish_pending_retime(run, outcome, dry_run)
         outcome = convert_run(run, dry_run) if not outcome.retimed else outcome
         retime_run(run, outcome, dry_run)
+        if run.notebook.is_symlink():  # slimming would copy whatever it points at into the run, then the archive
+            raise RunDirError(f"run {run.root}: {run.notebook.name} is a symbolic link; allowed: the executed notebook "
+                              "a sweep wrote, as a regular file (remove the link)")
         if run.notebook.is_file() and not dry_run:  # not sealed: the sweep's record of how the run went
             from ..runner.notebook_archive import slim_notebook
 
