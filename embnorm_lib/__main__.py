@@ -29,6 +29,7 @@ VERBS = {
     "lm-eval": ("core.lm_eval_adapter", "score one run with the zero-shot suite"),
     "steplog": ("core.steplog", "a run's per-step log back as its original JSONL"),
     "compact-logs": ("tools.compact_logs", "finished runs' per-step logs to Parquet, per run under its lock"),
+    "extract-notebooks": ("runner.notebook_archive", "a study's packed executed notebooks back beside their runs"),
     "corpus": ("core.corpus", "a corpus of your own from a Hugging Face dataset"),
     "opencorpus": ("core.opencorpus", "build the open-English corpus offline"),
     "prosecorpus": ("core.prosecorpus", "build the open-prose corpus (v2, natural prose) offline"),

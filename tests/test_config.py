@@ -3,6 +3,7 @@ import json
 import pytest
 
 from embnorm_lib.core.config import PRESETS, RunConfig, preset_config
+from embnorm_lib.core.errors import ConfigError
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -26,9 +27,20 @@ def test_seed_study_presets_match_the_protocol():
     assert final.token_budget == 300 * 16 * 128
 
 
-@pytest.mark.parametrize("alias,canonical", [("layernorm", "ln"), ("RMSNorm", "rms"), ("none", "none")])
+@pytest.mark.parametrize("alias,canonical", [("layernorm", "ln"), ("rmsnorm", "rms"), ("none", "none")])
 def test_variant_aliases(alias, canonical):
     assert RunConfig(variant=alias).variant == canonical
+
+
+@pytest.mark.parametrize("name", [None, "None", "LN", " ln ", "ln\n", "RMSNorm", "", 0])
+def test_a_variant_name_is_taken_exactly_or_refused(name):
+    """Coerced, papermill's `-p variant None` (Python's None) trained `none`, and `LN` or ` ln ` trained `ln`: an
+    arm the command never named (issue 117, item 8)."""
+    with pytest.raises(ConfigError) as refused:
+        RunConfig(variant=name)
+    message = str(refused.value)
+    assert message == f"unknown variant {name!r}; allowed: layernorm, ln, ln_matched, none, rms, rmsnorm, scaled, " \
+                      "scaled_unit" and "\n" not in message
 
 
 @pytest.mark.parametrize("changes,names", [

@@ -128,3 +128,28 @@ def test_seed_counts_and_means_come_from_the_paired_set():
     assert row["seeds"] == 3 and var - base == pytest.approx(float(row["Δ (variant − none)"]), abs=1e-4)
     line = answer_lines([analysis])[0]
     assert "(3 paired seeds; unpaired, left out: `none` seed 3, `none` seed 4)" in line
+
+
+@pytest.mark.parametrize("link", ["study", "arm", "run", "file"])
+def test_a_run_writes_through_no_link_in_any_study(tmp_path, capsys, link):
+    """Issue 117, item 8: after `tar -x` of a crafted archive, a later `run` (an ad-hoc study too) wrote its whole run
+    directory through a link out of the tree."""
+    from embnorm_lib.core.errors import entry
+    from embnorm_lib.runner import run
+
+    runs, outside = tmp_path / "runs", tmp_path / "outside"
+    outside.mkdir()
+    chain = {"study": runs / "adhoc", "arm": runs / "adhoc" / "ln", "run": runs / "adhoc" / "ln" / "seed0"}
+    if link == "file":
+        chain["run"].mkdir(parents=True)
+        (chain["run"] / "config.json").symlink_to(outside / "config.json")
+        linked = chain["run"] / "config.json"
+    else:
+        chain[link].parent.mkdir(parents=True, exist_ok=True)
+        chain[link].symlink_to(outside, target_is_directory=True)
+        linked = chain[link]
+    assert entry(run.main, ["--preset", "tiny", "--variant", "ln", "--out-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {linked} is a symbolic link; allowed: real directories and files under the runs directory " \
+                  "(a run writes through no link)\n"
+    assert not any(outside.iterdir())

@@ -140,3 +140,143 @@ def test_a_refused_run_keeps_its_notebook_and_a_bad_notebook_is_named_per_run(tm
     assert f"run {unreadable.root}: 02_train.ipynb is not a readable notebook" in err and str(damaged.root) in err
     assert damaged.notebook.is_file() and unreadable.notebook.is_file() and not good.notebook.exists()
     assert list(na.archived_notebooks(study)) == ["ln/seed2/02_train.ipynb"]
+
+
+# -- issue 117, item 8: the archive read and extracted by its own rules, never by `tar -x` --------------------------
+
+def _crafted(study, *members):
+    """An archive of (TarInfo fields, bytes) members, written as compact_logs would name it."""
+    import lzma
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for fields, data in members:
+            info = tarfile.TarInfo(fields.pop("name"))
+            for key, value in fields.items():
+                setattr(info, key, value)
+            info.size = len(data) if info.isfile() else 0
+            tar.addfile(info, io.BytesIO(data) if info.isfile() else None)
+    na.archive_path(study).write_bytes(lzma.compress(raw.getvalue()))
+
+
+def _tree(root):
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+
+
+def test_extract_notebooks_puts_each_back_byte_for_byte_and_keeps_a_loose_one(tmp_path, capsys):
+    from embnorm_lib.core.errors import entry
+
+    study = tmp_path / "s"
+    runs = [_run(study, arm, seed) for arm in ("ln", "none") for seed in (0, 1)]
+    packed = {r.notebook.relative_to(study).as_posix(): r.notebook.read_bytes() for r in runs}
+    na.pack_notebooks(study)
+    runs[0].notebook.write_text('{"newer": true}')  # loose: newer than its packed copy, which packing would replace
+    (study / "none" / "seed1" / "summary.json").unlink()
+    (study / "none" / "seed1").rmdir()  # a run that is gone gets no lone notebook
+    assert entry(na.main, ["s", "--out-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (f"2 notebook(s) put back beside their runs in {study}; 1 already there (kept); "
+                                       "1 without a run directory (not written)\n")
+    assert runs[0].notebook.read_text() == '{"newer": true}'
+    assert {n: (study / n).read_bytes() for n in ("ln/seed1/02_train.ipynb", "none/seed0/02_train.ipynb")} == {
+        n: packed[n] for n in ("ln/seed1/02_train.ipynb", "none/seed0/02_train.ipynb")}
+    assert not (study / "none" / "seed1").exists() and not [p for p in _tree(study) if p.endswith(".tmp")]
+    assert na.extract_notebooks(study) == (0, 3, 1)  # again: nothing to do
+
+
+@pytest.mark.parametrize("fields,why", [
+    (dict(name="ln/seed1/02_train.ipynb", type=tarfile.SYMTYPE, linkname="/etc/passwd"), "holds 'ln/seed1/"),
+    (dict(name="ln/seed1/02_train.ipynb", type=tarfile.LNKTYPE, linkname="ln/seed0/02_train.ipynb"), "holds 'ln/seed1/"),
+    (dict(name="ln", type=tarfile.SYMTYPE, linkname="/tmp"), "holds 'ln'; allowed: only files"),
+    (dict(name="/abs/seed0/02_train.ipynb"), "holds '/abs/seed0/02_train.ipynb'"),
+    (dict(name="../out/seed0/02_train.ipynb"), "holds '../out/seed0/02_train.ipynb'"),
+    (dict(name="ln/seed0/02_train.ipynb"), "holds 'ln/seed0/02_train.ipynb' twice; allowed: each notebook once"),
+])
+def test_an_archive_with_a_link_a_path_out_or_a_name_twice_is_refused_whole(tmp_path, capsys, fields, why):
+    """tar -x made the link; the reader kept the last of two copies of a name."""
+    from embnorm_lib.core.errors import entry
+
+    study = tmp_path / "s"
+    for seed in (0, 1):
+        RunDir(study / "ln" / f"seed{seed}").root.mkdir(parents=True)
+    _crafted(study, (dict(name="ln/seed0/02_train.ipynb"), b"{}"), (fields, b'{"evil": 1}'))
+    before = _tree(tmp_path)
+    with pytest.raises(RunDirError, match=re.escape(why)):
+        na.archived_notebooks(study)
+    assert entry(na.main, ["s", "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"error: notebook archive {na.archive_path(study)} {why}" in err
+    assert _tree(tmp_path) == before  # nothing written, not even the good member
+
+
+def test_an_archive_over_its_size_caps_is_refused_before_its_data_is_read(tmp_path, monkeypatch):
+    """A crafted archive of 156 KB held a 1 GiB member, which the reader loaded into memory."""
+    study = tmp_path / "s"
+    RunDir(study / "ln" / "seed0").root.mkdir(parents=True)
+    _crafted(study, (dict(name="ln/seed0/02_train.ipynb"), b"x" * 5000), (dict(name="ln/seed1/02_train.ipynb"), b"{}"))
+    monkeypatch.setattr(na, "MAX_NOTEBOOK_BYTES", 4096)
+    with pytest.raises(RunDirError, match="holds 'ln/seed0/02_train.ipynb' of 5,000 bytes .*allowed: at most 4,096 "
+                                          "bytes a notebook and 256,000,000 in all"):
+        na.extract_notebooks(study)
+    monkeypatch.setattr(na, "MAX_NOTEBOOK_BYTES", 10**6)
+    monkeypatch.setattr(na, "MAX_ARCHIVE_BYTES", 6000)  # each fits; together, with their headers, they do not
+    with pytest.raises(RunDirError, match="holds 'ln/seed1/02_train.ipynb' of 2 bytes"):
+        na.archived_notebooks(study)
+    monkeypatch.setattr(na, "MAX_ARCHIVE_BYTES", 10**6)
+    monkeypatch.setattr(na, "MAX_NOTEBOOKS", 1)
+    with pytest.raises(RunDirError, match="holds more than 1 notebooks"):
+        na.archived_notebooks(study)
+    assert _tree(study) == ["ln", "ln/seed0", "notebooks.tar.xz"]
+
+
+@pytest.mark.parametrize("link", ["arm", "seed", "notebook"])
+def test_extraction_writes_nothing_through_a_symbolic_link(tmp_path, capsys, link):
+    """After `tar -x` of a crafted archive, a later run wrote its whole run directory through a link out of the tree."""
+    from embnorm_lib.core.errors import entry
+
+    study, outside = tmp_path / "s", tmp_path / "outside"
+    (outside / "seed0").mkdir(parents=True)
+    _run(study, "none", 0)
+    na.pack_notebooks(study)
+    _crafted(study, (dict(name="none/seed0/02_train.ipynb"), b"{}"), (dict(name="rms/seed0/02_train.ipynb"), b"{}"))
+    if link == "arm":
+        (study / "rms").symlink_to(outside)
+    else:
+        (study / "rms").mkdir()
+        if link == "seed":
+            (study / "rms" / "seed0").symlink_to(outside / "seed0")
+        else:
+            (study / "rms" / "seed0").mkdir()
+            (study / "rms" / "seed0" / "02_train.ipynb").symlink_to(outside / "seed0" / "02_train.ipynb")  # dangling
+    before = _tree(tmp_path)
+    assert entry(na.main, ["s", "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a symbolic link or not a" in err and "nothing is written through a link" in err
+    assert _tree(tmp_path) == before  # not even none/seed0's notebook, sorted before the link
+
+
+def test_packing_refuses_a_notebook_that_is_a_symbolic_link(tmp_path):
+    """compact-logs packed an outside file into the archive through a linked notebook."""
+    study = tmp_path / "s"
+    run = _run(study, "ln", 0)
+    (tmp_path / "secret.txt").write_text("outside the tree")
+    run.notebook.unlink()
+    run.notebook.symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(RunDirError, match=f"run {re.escape(str(run.root))}: 02_train.ipynb is a symbolic link"):
+        na.pack_notebooks(study)
+    assert not na.archive_path(study).exists()
+    assert na.pack_notebooks(study, skip={run.root}) == (0, 0, 0)  # a run compact_logs refused is left as it is
+
+
+def test_compact_logs_refuses_a_linked_notebook_and_leaves_what_it_points_at_out_of_the_archive(tmp_path, capsys):
+    import nbformat
+    from test_steplog import sealed_run
+
+    study = tmp_path / "s"
+    linked, good = sealed_run(study, seed=0), sealed_run(study, seed=1)
+    outside = tmp_path / "outside.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(metadata={"secret": "outside the tree"}), outside)
+    linked.notebook.symlink_to(outside)
+    nbformat.write(nbformat.v4.new_notebook(), good.notebook)
+    assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 2
+    assert f"run {linked.root}: 02_train.ipynb is a symbolic link" in capsys.readouterr().err
+    assert linked.notebook.is_symlink() and list(na.archived_notebooks(study)) == ["ln/seed1/02_train.ipynb"]

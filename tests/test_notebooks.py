@@ -122,6 +122,13 @@ def test_kaggle_quickstart_installs_only_what_the_image_lacks():
     (dict(seed=3.5), "ConfigError: invalid seed=3.5; allowed: an integer"),
     (dict(run_tag="/../../y"), "ConfigError: invalid run_tag='/../../y'"),
     (dict(figures="no"), "ConfigError: invalid figures='no'; allowed: True or False"),  # text read as True
+    # issue 117, items 8-9: each of these trained (a run named for another lr, arm `none` for Python's None) or ended
+    # in a traceback from deep inside training
+    (dict(run_tag="_lr=0.5"), "ConfigError: invalid run_tag='_lr=0.5': this run's lr is 0.001; allowed: "),
+    (dict(variant=None), "ConfigError: unknown variant None; allowed: layernorm, ln, "),
+    (dict(out_dir=5), "ConfigError: invalid out_dir=5; allowed: a directory path as text"),
+    (dict(out_dir="/proc/nope"), "ConfigError: invalid out_dir '/proc/nope': cannot write in /proc"),
+    (dict(data_path=5), "ConfigError: invalid data_path=5; allowed: a text file's path as text"),
 ])
 def test_bad_notebook_parameters_are_one_line_refusals(tmp_path, data_path, params, message):
     """Under papermill the refusal is the error's whole traceback (so the last line papermill prints), and
@@ -130,8 +137,8 @@ def test_bad_notebook_parameters_are_one_line_refusals(tmp_path, data_path, para
     with pytest.raises(pm.PapermillExecutionError) as err:
         execute_notebook(str(REPO / "notebooks" / "02_train.ipynb"), str(out),
                          progress_bar=False, cwd=str(REPO / "notebooks"),
-                         parameters=dict(variant="ln", preset="tiny", out_dir=str(tmp_path / "runs"),
-                                         data_path=data_path, progress=False, **params))
+                         parameters={**dict(variant="ln", preset="tiny", out_dir=str(tmp_path / "runs"),
+                                            data_path=data_path, progress=False), **params})
     assert len(err.value.traceback) == 1 and err.value.traceback[0].startswith(message)
     assert str(err.value).strip().splitlines()[-1].startswith(message)
     assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "x").exists()

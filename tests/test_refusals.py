@@ -174,6 +174,11 @@ def test_the_checkouts_pages_are_not_published_from_scratch_runs(tmp_path, capsy
     (["tnew", "--preset", "tiny", "--seeds", ""], "invalid --seeds ''"),
     (["tnew", "--preset", "tiny", "--data-path", "/nonexistent/input.txt"], "invalid --data-path"),
     (["tnew", "--preset", "tiny", "--data-path", "/"], "not a file"),
+    # issue 117, item 9: an empty --variants ran every arm; a relative --data-path is named as typed, up front
+    (["tnew", "--preset", "tiny", "--variants", ""], "unknown variant ''; allowed: layernorm, ln, "),
+    (["tnew", "--preset", "tiny", "--variants", "ln,"], "unknown variant ''; allowed: layernorm, ln, "),
+    (["tnew", "--preset", "tiny", "--variants", "none, ln"], "unknown variant ' ln'; allowed: layernorm, ln, "),
+    (["tnew", "--preset", "tiny", "--data-path", "no/such.txt"], "invalid --data-path 'no/such.txt': not a file"),
     (["t new", "--preset", "tiny"], "invalid study='t new'"),
     (["tnew", "--index-only"], "invalid study 'tnew' for --index-only: no folder"),  # said "0 runs indexed", exit 0
 ])
@@ -218,6 +223,39 @@ def test_a_run_tag_that_could_read_as_a_variant_name_is_refused(tmp_path, tag):
         run_dir_for("ok", "ln", 0, tmp_path, tag=tag)
     assert run_dir_for("ok", "ln", 0, tmp_path, tag="_preset=ladder-data-3_lr=0.001").parent.name == \
         "ln_preset=ladder-data-3_lr=0.001"
+
+
+@pytest.mark.parametrize("tag,why", [
+    ("_lr=0.5", "this run's lr is 0.001"),  # was arm ln_lr=0.5 of a run trained at lr 0.001
+    ("_lr=0.0015", "this run's lr is 0.001"),  # the config's value is a prefix, not the value
+    ("_lr=0.001_lr=0.001", "field lr is named twice"),
+    ("_seed=3", "'seed' is not a config field a tag can name"),
+    ("_lr=0.001_x=1", "'x' is not a config field a tag can name"),
+    ("_preset=nanogpt-cpu", "this run's preset is tiny"),
+])
+def test_a_run_tag_must_name_the_runs_own_config(tmp_path, tag, why):
+    """Issue 117, item 8: a tag is part of the arm's name, which the index, seal and figures trust."""
+    from embnorm_lib.core.notebook import config_from_parameters, run_dir_from_parameters
+
+    cfg = config_from_parameters("tiny", "ln", 3)
+    with pytest.raises(ConfigError) as refused:
+        run_dir_from_parameters(cfg, "ok", str(tmp_path), tag)
+    assert str(refused.value) == (f"invalid run_tag={tag!r}: {why}; allowed: empty, or '_FIELD=VALUE' pairs of the "
+                                  "run's config fields (not variant or seed) with its own values, as a sweep writes "
+                                  "them")
+    assert not any(tmp_path.iterdir())
+    for ok in ("", "_lr=0.001", "_preset=tiny_lr=0.001", "_preset=tiny_batch_size=8"):
+        assert run_dir_from_parameters(cfg, "ok", str(tmp_path), ok) == tmp_path / "ok" / f"ln{ok}" / "seed3"
+
+
+def test_every_registered_cells_tag_names_its_own_config():
+    from embnorm_lib.core.rundir import check_run_tag
+    from embnorm_lib.runner.registry import STUDIES
+
+    cells = [cell for study in STUDIES.values() for cell in study.cells()]
+    assert len(cells) > 1000 and any(cell.tag for cell in cells)
+    for cell in cells:
+        assert check_run_tag(cell.tag, cell.config()) == cell.tag
 
 
 @pytest.mark.parametrize("summary", [{"diverged": False}, {"diverged": False, "val_loss": float("nan")},
@@ -352,3 +390,24 @@ def test_a_run_whose_files_agree_with_its_directory_is_indexed_and_sealed(tmp_pa
     run.summary.write_text(json.dumps({"steps": 2, "diverged": False, "val_loss": 2.0, "seed": 3, "variant": variant}))
     assert index_row(run, tmp_path / "tsyn")["seed"] == 3
     assert entry(seal.main, ["tsyn", "--out-dir", str(tmp_path)]) == 0 and run.manifest.is_file()
+
+
+@pytest.mark.parametrize("where", ["/etc/passwd", "a file", "a file/figures"])
+def test_a_figures_dir_where_a_file_stands_is_refused_before_any_analysis(tmp_path, capsys, where):
+    """Issue 117, item 9: `publish --figures-dir /etc/passwd` ran the study's analysis notebooks and ended in an empty
+    `PapermillExecutionError:`; a report command failed inside its figure writes."""
+    from embnorm_lib.core.cli import report_main
+    from embnorm_lib.publishing import publish
+
+    (tmp_path / "a file").write_text("not a directory")
+    figures = where if where.startswith("/") else str(tmp_path / where)
+    blocked = "/etc/passwd" if where.startswith("/") else str(tmp_path / "a file")
+    synthetic_study(tmp_path / "runs", name="tsyn")
+    message = f"invalid --figures-dir {figures!r}: {blocked} is a file; allowed: a directory (created where missing)"
+    assert entry(publish.main, ["tsyn", "--out-dir", str(tmp_path / "runs"), "--figures-dir", figures]) == 2
+    assert one_line_error(capsys) == f"error: {message}\n"
+    written = []
+    assert entry(lambda argv: report_main(argv, "doc", ["tsyn"], lambda study, args: written.append(study)),
+                 ["--out-dir", str(tmp_path / "runs"), "--figures-dir", figures]) == 2
+    assert one_line_error(capsys) == f"error: {message}\n" and written == []
+    assert sorted(p.name for p in (tmp_path / "runs" / "tsyn").iterdir()) == ["runs.csv"]

@@ -112,6 +112,34 @@ def test_disk_full_while_checkpointing_says_so_and_leaves_no_partial_file(tmp_pa
     assert not [p for p in names(run.root) if "tmp" in p]  # the partial checkpoint is gone
 
 
+@pytest.mark.parametrize("free,full", [(0, True), (4096, True), (10**9, False)])
+def test_torch_saves_iostream_error_is_a_full_disk_only_where_the_disk_is_full(tmp_path, monkeypatch, free, full):
+    """Issue 117, item 9: a full disk inside torch.save read 'RuntimeError: basic_ios::clear: iostream error'. The C++
+    stream words every failed write so; with space left it may be a quota or an I/O error, so it is left as it is."""
+    import collections
+    import re
+    import shutil
+
+    from embnorm_lib.core import writes
+
+    def failing_stream(obj, path, *args, **kwargs):
+        with open(path, "wb") as f:
+            f.write(b"partial")
+        raise RuntimeError("basic_ios::clear: iostream error")
+
+    monkeypatch.setattr(torch, "save", failing_stream)
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda directory: usage(10**10, 10**10 - free, free))
+    target = tmp_path / "run" / "ckpt.pt"
+    target.parent.mkdir()
+    expected = (DiskFullError, f"no space left while writing {re.escape(str(target))}$") if full else (
+        RuntimeError, "^basic_ios::clear: iostream error$")
+    with pytest.raises(expected[0], match=expected[1]) as raised:
+        writes.save_torch({"x": 1}, target)
+    assert isinstance(raised.value, DiskFullError) == full
+    assert names(tmp_path) == ["run"]  # the partial file is gone either way
+
+
 def test_disk_full_on_a_json_write_names_the_file(tmp_path, monkeypatch):
     import errno
     import os

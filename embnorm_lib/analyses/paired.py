@@ -21,6 +21,7 @@ from ..core.errors import RunDirError, entry
 from ..core.io import (
     atomic_write_text,
     default_figures_dir,
+    directory_option,
     git_commit,
     published_csv,
     runs_root,
@@ -346,6 +347,8 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=None)
     p.add_argument("--figures-dir", default=None)
     args = p.parse_args(argv)
+    if args.figures_dir:
+        directory_option(args.figures_dir, "--figures-dir")
     analyses = analyse(args.study, args.metrics.split(","), args.out_dir)
     path = write_outputs(analyses, args.out_dir, args.figures_dir)
     print(path.read_text())

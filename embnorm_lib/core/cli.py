@@ -75,7 +75,7 @@ def report_main(argv, doc: str, studies: Sequence[str], write: Callable[[str, ar
                 options: Sequence[str] = ("--figures-dir",)) -> int:
     """The command line every report module shares: the study (a choice when there are several), --out-dir and the
     module's path options; a study without runs.csv is refused in one line; the written report is printed."""
-    from .io import runs_root
+    from .io import directory_option, runs_root
     from .rundir import study_dir_for
 
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -86,6 +86,8 @@ def report_main(argv, doc: str, studies: Sequence[str], write: Callable[[str, ar
         p.add_argument(option, default=None)
     args = p.parse_args(argv)
     study = getattr(args, "study", studies[0])
+    if getattr(args, "figures_dir", None):
+        directory_option(args.figures_dir, "--figures-dir")  # before the analysis, not inside its figure writes
     if not study_dir_for(study, runs_root(args.out_dir)).index.is_file():
         print(f"error: no runs.csv for {study}; run `python -m embnorm_lib.sweep {study}` first", file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import DataError
+from .errors import ConfigError, DataError
 from .io import atomic_write_bytes, repo_root
 
 CORPUS_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -83,6 +83,9 @@ def resolve_data_path(data_path: str | os.PathLike | None = None, corpus_sha256:
 
     Another corpus (any UTF-8 text file, issue 18) is named by its sha256 (`corpus_sha256`) and must be given
     explicitly (data_path or $EMBNORM_DATA): it is never looked for in tiny Shakespeare's places or downloaded."""
+    if data_path is not None and not isinstance(data_path, (str, os.PathLike)):  # papermill's `-p data_path 5`
+        raise ConfigError(f"invalid data_path={data_path!r}; allowed: a text file's path as text (\"\": ${ENV_DATA}, "
+                          "the cache, ../shared/data, a download)")
     if corpus_sha256 and corpus_sha256 != CORPUS_SHA256:
         if not (data_path or os.environ.get(ENV_DATA)):
             raise DataError(f"corpus_sha256={corpus_sha256[:12]}... names a corpus of your own; give its file as "

@@ -50,11 +50,39 @@ def default_runs_dir() -> Path:
 def runs_root(out_dir: str | os.PathLike | None = None) -> Path:
     """The runs directory a command works in: `out_dir` when given, else the repository's runs/. Refused in one line
     where something other than a directory (or a path inside a file) is in its place."""
-    root = Path(out_dir) if out_dir else default_runs_dir()
+    return directory_option(out_dir, "out_dir") if out_dir else default_runs_dir()
+
+
+def directory_option(path: str | os.PathLike, what: str) -> Path:
+    """A directory a command writes under (--out-dir, --figures-dir), refused in one line where a file stands in its
+    place or above it: `--figures-dir /etc/passwd` ran the whole analysis to fail without a word in its notebook."""
+    root = Path(path)
     blocked = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
     if blocked is not None:
-        raise ConfigError(f"invalid out_dir {str(out_dir)!r}: {blocked} is a file; allowed: a directory (created "
+        raise ConfigError(f"invalid {what} {str(path)!r}: {blocked} is a file; allowed: a directory (created "
                           "where missing)")
+    return root
+
+
+def check_out_dir(out_dir: Any) -> Path:
+    """A runs directory given as a parameter, refused in one line unless it is text (papermill's `-p out_dir 5` passes
+    a number) naming a directory this process can write or make (`/proc/nope` failed deep in training). A missing
+    one is probed by making and removing a temporary directory in its nearest existing parent: nothing is left."""
+    import tempfile
+
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise ConfigError(f"invalid out_dir={out_dir!r}; allowed: a directory path as text (\"\": the checkout's runs/)")
+    root = runs_root(out_dir)
+    parent = next(p for p in (root, *root.parents) if p.exists())
+    try:
+        if parent == root:
+            if not os.access(root, os.W_OK | os.X_OK):
+                raise PermissionError(13, "not writable")
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".out-dir-probe-"))
+    except OSError as e:
+        raise ConfigError(f"invalid out_dir {str(out_dir)!r}: cannot write in {parent} ({e.strerror or e}); allowed: "
+                          "a directory this user can write (created where missing)") from None
     return root
 
 

@@ -12,7 +12,8 @@ from .config import RunConfig, preset_config
 from .data import Corpus
 from .diagnostics import TOKEN_CLASSES, token_class
 from .errors import BRIEF_ERRORS, ConfigError
-from .rundir import run_dir_for
+from .io import check_out_dir
+from .rundir import check_run_tag, run_dir_for
 from .steplog import step_log_frame
 
 FIGURE_NOT_DRAWN = ("[run figure not drawn (figures=False): redraw it from metrics.jsonl and evals.jsonl with "
@@ -138,7 +139,12 @@ def train_job(cfgs: list[RunConfig], run_dirs: list[Path], data_path=None, progr
 
 
 def run_dir_from_parameters(cfg: RunConfig, study: str, out_dir: str = "", tag: str = "") -> Path:
-    return run_dir_for(study, cfg.variant, cfg.seed, out_dir or None, tag=tag)
+    """The run's directory from the notebook's parameters, each checked before anything is written: the out_dir (as
+    text, a directory that can be made), and the tag against the config it names."""
+    check_out_dir(out_dir)
+    run_dir = run_dir_for(study, cfg.variant, cfg.seed, out_dir or None, tag=tag)
+    check_run_tag(tag, cfg)
+    return run_dir
 
 
 def eval_printer(cfg: RunConfig) -> Callable[[dict], None]:

@@ -104,6 +104,30 @@ def run_dir_for(study: str, variant: str, seed: int, out_dir: str | os.PathLike 
     return runs_root(out_dir) / study / f"{canonical_variant(variant)}{tag}" / f"seed{seed}"
 
 
+def check_run_tag(tag: str, cfg: RunConfig) -> str:
+    """A run tag as the run's own config spells it: each `_FIELD=VALUE` pair must be a field of `cfg` (its preset
+    included) written as a sweep writes it (Cell.tag). Unchecked, `-p run_tag _lr=0.5` made arm `ln_lr=0.5` of a run
+    trained at lr 0.001, indexed, sealed and plotted under that name (issue 117, item 8)."""
+    rest, named = tag, set()
+    while rest:
+        name, _, tail = rest[1:].partition("=")
+        if name in ("variant", "seed") or name not in RunConfig.__dataclass_fields__:
+            why = f"{name!r} is not a config field a tag can name"
+        elif name in named:
+            why = f"field {name} is named twice"
+        else:
+            value = str(getattr(cfg, name))
+            after = tail[len(value):]
+            if tail.startswith(value) and (not after or after.startswith("_")):
+                named.add(name)
+                rest = after
+                continue
+            why = f"this run's {name} is {value}"
+        raise ConfigError(f"invalid run_tag={tag!r}: {why}; allowed: empty, or '_FIELD=VALUE' pairs of the run's config "
+                          "fields (not variant or seed) with its own values, as a sweep writes them")
+    return tag
+
+
 def finished_run_dirs(study_root: Path) -> list[RunDir]:
     """Every run of a study directory that has finished (holds summary.json), in path order."""
     return [RunDir(p.parent) for p in sorted(study_root.glob("**/summary.json"))]

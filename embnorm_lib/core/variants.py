@@ -69,11 +69,11 @@ _ALIASES = {alias: v.name for v in VARIANTS.values() for alias in (v.name, *v.al
 
 
 def canonical_variant(name: str) -> str:
-    """Map a variant name or alias to its registry key, or fail naming what is allowed."""
-    key = str(name).strip().lower()
-    if key not in _ALIASES:
+    """Map a variant name or alias to its registry key, or fail naming what is allowed. Exact names only: coerced,
+    papermill's `-p variant None` (Python's None) trained `none`, and `LN` or ` ln ` became `ln` (issue 117)."""
+    if not isinstance(name, str) or name not in _ALIASES:
         raise ConfigError(f"unknown variant {name!r}; allowed: {', '.join(sorted(_ALIASES))}")
-    return _ALIASES[key]
+    return _ALIASES[name]
 
 
 def get_variant(name: str) -> EmbeddingVariant:

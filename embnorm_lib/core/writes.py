@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import zlib
@@ -49,11 +50,27 @@ def _write_through_temp(path: Path, write) -> Path:
         _journal_file(path)
         os.replace(tmp, path)
     except BaseException as e:
+        full = is_disk_full(e) or _stream_failed_on_full_disk(e, path.parent)  # while the partial file holds its space
         Path(tmp).unlink(missing_ok=True)
-        if is_disk_full(e):
+        if full:
             raise DiskFullError(errno.ENOSPC, f"no space left while writing {path}") from None
         raise
     return path
+
+
+FULL_DISK_BYTES = 16 * 2**20  # free space under which a failed write is taken to have met a full disk
+
+
+def _stream_failed_on_full_disk(exc: BaseException, directory: Path) -> bool:
+    """torch.save's C++ stream reports any failed write as 'basic_ios::clear: iostream error', a full disk, a quota
+    or an I/O error alike; it is called a full disk only where the filesystem then has (next to) no space left.
+    Otherwise the original error stands: nothing here can tell which of the others it was."""
+    if not (isinstance(exc, RuntimeError) and "iostream error" in str(exc)):
+        return False
+    try:
+        return shutil.disk_usage(directory).free < FULL_DISK_BYTES
+    except OSError:
+        return False
 
 
 # -- transactions: a publication writes all of its outputs or none ------------------------------------------------

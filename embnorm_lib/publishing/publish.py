@@ -24,6 +24,7 @@ from ..core.config import check_name
 from ..core.errors import BRIEF_ERRORS, ConfigError, DataError, RunDirError, entry
 from ..core.io import (
     default_runs_dir,
+    directory_option,
     repo_root,
     runs_root,
     shown_path,
@@ -157,7 +158,7 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
     transaction (io.transaction): when any step fails, every file it wrote is put back as it was."""
     check_name("study", study)
     out = runs_root(out_dir).resolve()
-    figures = Path(figures_dir) if figures_dir else None
+    figures = directory_option(figures_dir, "--figures-dir") if figures_dir else None
     groups = {a.group: a for a in ANALYSES.values() if a.group}
     if study not in groups and not (out / study / "runs.csv").is_file():
         raise ConfigError(f"no runs of study {study!r} to publish (no {shown_path(out / study / 'runs.csv')}); allowed: "

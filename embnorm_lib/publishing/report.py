@@ -103,7 +103,7 @@ HEADER = ["# Committed study results",
           "`diagnostics.jsonl`; either form reads through `embnorm_lib.steplog.read_step_log`), `calibration.json`, "
           "`positions.json` (runs trained since it exists), `summary.json` and "
           "the executed `02_train.ipynb` (packed with the study's others into `notebooks.tar.xz` by "
-          "`embnorm_lib.compact_logs`; `tar -xJf <study>/notebooks.tar.xz -C <study>` puts them back); "
+          "`embnorm_lib.compact_logs`; `python -m embnorm_lib extract-notebooks <study>` puts them back); "
           "`runs.csv` indexes them and is the single source for every table. Checkpoints and weights are "
           "not committed. This file is written by `python -m embnorm_lib.report runs-readme`.", ""]
 

@@ -45,7 +45,8 @@ def cells_of(args: argparse.Namespace, out: Path) -> list[Cell]:
                               f"name no registered study has (`python -m embnorm_lib sweep --help` lists them)")
         fixed = parse_overrides(args.set)
         axes = parse_axes(args.axis, fixed)
-        variants = (args.variants or ",".join(ABC)).split(",")
+        # only a flag left out means the default arms: `--variants ''` is a name given, refused as one
+        variants = (args.variants if args.variants is not None else ",".join(ABC)).split(",")
         cells = grid(args.study, args.preset, variants, parse_seeds(args.seeds if args.seeds is not None else "0-2"),
                      fixed, axes)
     else:

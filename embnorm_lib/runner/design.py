@@ -41,10 +41,15 @@ def links_under(root: Path) -> list[Path]:
     return sorted(found)
 
 
+def shown_link(path: Path) -> str:
+    """A link's own path as shown_path shows paths: resolving the link itself would name where it points."""
+    return str(Path(shown_path(path.parent)) / path.name)
+
+
 def check_no_links(study: str, out_dir=None) -> None:
     root = runs_root(out_dir) / study
     if root.is_symlink():
-        raise DesignError(f"study directory {shown_path(root)} is a symbolic link; allowed: a real directory")
+        raise DesignError(f"study directory {shown_link(root)} is a symbolic link; allowed: a real directory")
     links = links_under(root) if root.is_dir() else []
     if links:
         raise DesignError(f"study {study}: {links[0].relative_to(root.parent).as_posix()} is a symbolic link"
@@ -113,9 +118,22 @@ def check_design(study: str, out_dir=None, publishing: bool = False) -> None:
         check_registered_runs(study, out_dir)
 
 
+def check_run_path(run_dir: Path) -> None:
+    """The study, arm and run directories of a run about to be written, and the run's files: none a symbolic link, in
+    any study. After `tar -x` of a crafted archive, a later run wrote its whole run directory outside the tree."""
+    run_dir = Path(run_dir)
+    link = next((p for p in (run_dir.parent.parent, run_dir.parent, run_dir) if p.is_symlink()), None)
+    if link is None and run_dir.is_dir():
+        link = next(iter(links_under(run_dir)), None)
+    if link is not None:
+        raise DesignError(f"{shown_link(link)} is a symbolic link; allowed: real directories and files under the runs "
+                          "directory (a run writes through no link)")
+
+
 def check_registered_cell(study: str, cfg: RunConfig, run_dir: Path, out_dir=None) -> None:
-    """A single run (`run`, the training notebook) into a registered study must be one of its cells, with that cell's
-    config: otherwise the study's index would count an off-design run."""
+    """A single run (`run`, the training notebook) is written through no link; into a registered study it must be one
+    of its cells, with that cell's config: otherwise the study's index would count an off-design run."""
+    check_run_path(run_dir)
     if study not in STUDIES:
         return
     out = runs_root(out_dir)

@@ -12,7 +12,7 @@ re-encodes a finished run's metrics.parquet whose timings are finer than their s
 format 3), which stores it as its recipe (~30% fewer bytes again); nothing else in the log changes, and the rows
 read back are the same. And it slims the run's executed notebook (runner.notebook_archive.slim_notebook: compact JSON, a table's
 HTML twin and per-cell timestamps dropped), as sweeps now leave it, then packs each study's loose executed notebooks
-into `runs/<study>/notebooks.tar.xz` (runner.notebook_archive; `tar -xJf` puts them back). Per run,
+into `runs/<study>/notebooks.tar.xz` (runner.notebook_archive; `extract-notebooks` puts them back). Per run,
 under its lock: the run is verified against its seal; each log is written as `<log>.parquet` (atomically, read back
 and compared row by row with the JSONL: same keys, order, types and values); the seal is rewritten to name the
 Parquet files; only then are the JSONL files deleted. A run killed part-way holds whole files throughout (every
@@ -187,6 +187,9 @@ def convert_locked(run: RunDir, dry_run: bool = False) -> Outcome:
         finish_pending_retime(run, outcome, dry_run)
         outcome = convert_run(run, dry_run) if not outcome.retimed else outcome
         retime_run(run, outcome, dry_run)
+        if run.notebook.is_symlink():  # slimming would copy whatever it points at into the run, then the archive
+            raise RunDirError(f"run {run.root}: {run.notebook.name} is a symbolic link; allowed: the executed notebook "
+                              "a sweep wrote, as a regular file (remove the link)")
         if run.notebook.is_file() and not dry_run:  # not sealed: the sweep's record of how the run went
             from ..runner.notebook_archive import slim_notebook
 
