@@ -39,7 +39,7 @@ def test_a_job_returns_finished_members_through_their_seal_and_refuses_an_altere
     assert [s["val_loss"] for s in train_job(cfgs, [r.root for r in runs], data_path)] == [2.5, 3.5]
     assert locked == [r.root for r in runs]
     runs[1].summary.write_text(json.dumps({"steps": 2, "val_loss": 1.0, "diverged": False}))  # a better loss
-    with pytest.raises(RunDirError, match=r"seed1: summary.json (was altered|is truncated)"):
+    with pytest.raises(RunDirError, match=r"seed1: summary.json (was altered|is shorter than sealed)"):
         train_job(cfgs, [r.root for r in runs], data_path)
     for run in runs:  # both locks released
         with RunLock(run.lock):

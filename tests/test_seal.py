@@ -55,11 +55,12 @@ def _drop_line(path):
 
 
 @pytest.mark.parametrize("damage,message", [
-    (lambda r: r.summary.write_text(r.summary.read_text()[:10]), r"summary.json is truncated \(10 of \d+ bytes\)"),
-    (lambda r: r.summary.write_text(""), "summary.json is truncated"),
+    (lambda r: r.summary.write_text(r.summary.read_text()[:10]),
+     r"summary.json is shorter than sealed \(10 of \d+ bytes: truncated or edited\)"),
+    (lambda r: r.summary.write_text(""), "summary.json is shorter than sealed"),
     (lambda r: r.summary.unlink(), "summary.json is missing"),
-    (lambda r: r.config.write_text("[1, 2]"), "config.json is truncated"),
-    (lambda r: _drop_line(r.metrics), "metrics.jsonl is truncated"),  # a whole line lost: summary unchanged
+    (lambda r: r.config.write_text("[1, 2]"), "config.json is shorter than sealed"),
+    (lambda r: _drop_line(r.metrics), "metrics.jsonl is shorter than sealed"),  # a whole line lost: summary unchanged
     (lambda r: r.evals.write_text(r.evals.read_text().replace("2.0", "1.0")), "evals.jsonl was altered"),
     (lambda r: r.lm_eval.write_text('{"macro": {}'), "lm_eval.json was added after the run was sealed"),
     (lambda r: r.manifest.unlink(), "manifest.json is missing"),
@@ -111,7 +112,7 @@ def test_a_stage_that_adds_a_file_reseals_but_never_over_damage(tmp_path):
     seal.verify_run(run)
     run.metrics.write_text("")
     run.lm_eval.write_text('{"a": 1}')
-    with pytest.raises(seal.SealError, match="metrics.jsonl is truncated"):
+    with pytest.raises(seal.SealError, match="metrics.jsonl is shorter than sealed"):
         seal.reseal(run, run.lm_eval.name)
 
 
@@ -155,7 +156,7 @@ def _committed_digest() -> dict[str, str]:
 
 @pytest.mark.committed
 @pytest.mark.parametrize("damage,message", [
-    (lambda study: (study / "ln" / "seed2" / "summary.json").write_text("{"), "ln/seed2: summary.json is truncated"),
+    (lambda study: (study / "ln" / "seed2" / "summary.json").write_text("{"), "ln/seed2: summary.json is shorter than sealed"),
     (lambda study: shutil.rmtree(study / "none" / "seed3"), r"1 of 15 registered runs are missing or unfinished "
                                                              r"\(none/seed3\)"),
 ])
@@ -172,3 +173,17 @@ def test_publishing_a_damaged_copy_of_a_committed_study_refuses_and_changes_no_c
     assert err.count("\n") == 1 and err.startswith("error: ") and re.search(message, err)
     assert {p: p.read_bytes() for p in (out / "seeds-final").rglob("*") if p.is_file()} == copy_before
     assert _committed_digest() == committed
+
+
+def test_seal_check_applies_the_index_identity_checks(tmp_path, capsys, data_path):
+    """Issue 117 #9: `seal --check` passed a run whose summary names another seed, which the index refuses."""
+    from embnorm_lib.core.io import read_json, write_json
+    from embnorm_lib.core.seal import main, reseal
+    from embnorm_lib.core.train import train
+
+    run = RunDir(tmp_path / "runs" / "s" / "ln" / "seed0")
+    train(tiny(max_iters=2, eval_at_init=False), run.root, data_path, progress=False)
+    write_json(run.summary, {**read_json(run.summary), "seed": 3})
+    reseal(run, run.summary.name)
+    assert main(["s", "--check", "--out-dir", str(tmp_path / "runs")]) == 2
+    assert "summary.json has seed=3 in directory seed0" in capsys.readouterr().err

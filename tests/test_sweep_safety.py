@@ -66,16 +66,16 @@ def test_a_malformed_file_fails_its_cell_and_the_rest_finish(tmp_path, data_path
     broken = cells[1].run_dir(out)
     (broken / "summary.json").write_text('{"val_loss": 2.5,')  # cut short
     assert sweep.cell_status(cells[1], out) == "corrupt"
-    assert "summary.json is truncated" in sweep.cell_problem(cells[1], out)
+    assert "summary.json is shorter than sealed" in sweep.cell_problem(cells[1], out)
     # the index refuses the damaged run in one line, naming it, instead of indexing a smaller study (issue 70)
-    with pytest.raises(RunDirError, match=r"tbroken/none/seed1: summary.json is truncated"):
+    with pytest.raises(RunDirError, match=r"tbroken/none/seed1: summary.json is shorter than sealed"):
         results.build_index("tbroken", out)
     assert not (out / "tbroken" / "runs.csv").exists()
     assert reuse.finished_runs_by_identity(out)  # the readable runs are still found for reuse
     lines = []
     report = sweep.run_sweep(cells, out, data_path, workers=1, threads=1, echo=lines.append, reuse=False)
     failed = {r["cell"]: r for r in report.failures}
-    assert "summary.json is truncated" in failed[cells[1].label()]["error"]
+    assert "summary.json is shorter than sealed" in failed[cells[1].label()]["error"]
     assert any("could not write the index of tbroken" in line and "summary.json" in line for line in lines)
     assert report.skipped == 3 and read_jsonl(out / "tbroken" / "sweeps.jsonl")[-1]["failed"] == 2
 

@@ -99,7 +99,7 @@ def _check_file(run: RunDir, name: str, sealed: dict) -> None:
         raise _problem(run, name, "is missing")
     size = path.stat().st_size
     if size < sealed["bytes"]:
-        raise _problem(run, name, f"is truncated ({size} of {sealed['bytes']} bytes)")
+        raise _problem(run, name, f"is shorter than sealed ({size} of {sealed['bytes']} bytes: truncated or edited)")
     found = file_record(path)
     if "rows" in sealed and found.get("rows") != sealed["rows"]:
         raise _problem(run, name, f"has {found.get('rows')} rows, sealed with {sealed['rows']}")
@@ -279,6 +279,14 @@ def run_dirs_of(study_root: Path) -> list[RunDir]:
     return [RunDir(p) for p in sorted(marked) if not any(part.startswith(".") for part in p.relative_to(study_root).parts)]
 
 
+def check_as_indexed(run: RunDir) -> None:
+    """The index's checks of one run's summary and identity (outcome, seed, variant), as SealError."""
+    if run.summary.is_file() and isinstance(summary := read_json(run.summary), dict):
+        check_summary_outcome(run, summary, SealError)
+        if run.config.is_file() and isinstance(config := read_json(run.config), dict):
+            check_run_identity(run, config, summary, SealError)
+
+
 def main(argv=None, study_check: Callable[[str, Path], None] | None = None) -> int:
     """The seal's command line; `study_check(study, runs_dir)` is the engine's rule for a whole study
     (runner/design.py), given by the `seal` verb (runner/seal_cli.py): core knows no registry."""
@@ -309,12 +317,10 @@ def main(argv=None, study_check: Callable[[str, Path], None] | None = None) -> i
             try:
                 if run.manifest.is_file() or args.check:
                     verify_run(run)
+                    check_as_indexed(run)  # --check says what the index would refuse (issue 117 #9)
                     counts["verified"] += 1
                 else:  # a run sealed by hand is one the index will read: its outcome must be one it can count
-                    if run.summary.is_file() and isinstance(summary := read_json(run.summary), dict):
-                        check_summary_outcome(run, summary, SealError)
-                        if isinstance(config := read_json(run.config), dict):
-                            check_run_identity(run, config, summary, SealError)
+                    check_as_indexed(run)
                     seal_run(run)
                     counts["sealed"] += 1
             except RunDirError as e:
