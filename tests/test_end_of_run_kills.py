@@ -76,3 +76,57 @@ def test_a_kill_before_the_result_file_forgets_the_intent(finished):
 def test_the_seal_command_names_the_runs_directory_in_use(tmp_path):
     run = RunDir(tmp_path / "runs" / "adhoc" / "ln" / "seed0")
     assert seal.seal_command(run) == f"python -m embnorm_lib seal adhoc --out-dir {tmp_path / 'runs'}"
+
+
+def _comparable(run: RunDir) -> dict:
+    """What a finished run holds, timings aside: the summary's numbers and every sealed file's rows."""
+    from embnorm_lib.core.steplog import read_step_log
+
+    drop = ("wall_s", "train_ms_per_iter", "eval_s_total", "lm_eval_s", "seconds")
+    summary = {k: v for k, v in read_json(run.summary).items() if k not in drop}
+    logs = {log: [{k: v for k, v in r.items() if k not in ("step_ms", "wall_s", "eval_s")}
+                  for r in read_step_log(run.root, log)] for log in ("metrics", "evals")}
+    return {"summary": summary, "logs": logs, "lm_eval": read_json(run.lm_eval) if run.lm_eval.is_file() else None,
+            "files": sorted(seal.verify_run(run)["files"])}
+
+
+@pytest.mark.slow  # ~30 s on an idle core (one rerun per file); the two windows above are in the default suite
+def test_a_kill_at_every_file_appearance_of_the_runs_end_resumes_by_rerunning(tmp_path, data_path, monkeypatch):
+    """Issue 117's probe: killed right after each file the end of a run writes (the last checkpoint onwards: logs,
+    calibration, weights, summary, seal; then the zero-shot stage's result and its reseal), re-running the same
+    commands finishes the run with the files an uninterrupted run has."""
+    from embnorm_lib.core import lm_eval_adapter, writes
+
+    fake = {"macro": {"0shot": {"acc": 0.5, "acc_norm": 0.5}}, "tasks": {"t": {"0shot": {"acc": 0.5}}}}
+    monkeypatch.setattr(lm_eval_adapter, "evaluate_lm", lambda *a, **k: fake)  # the suite is tested elsewhere
+    cfg = tiny(max_iters=6, eval_interval=3, checkpoint_interval=3, eval_at_init=False, lm_eval=True)
+
+    def commands(root):
+        train(cfg, root, data_path, progress=False)
+        score_if_asked(cfg, root, data_path)
+
+    written, original = [], writes._write_through_temp
+    monkeypatch.setattr(writes, "_write_through_temp", lambda path, write: written.append(path.name) or
+                        original(path, write))
+    commands(tmp_path / "whole")
+    want = _comparable(RunDir(tmp_path / "whole"))
+    last_checkpoint = max(i for i, name in enumerate(written) if name == "ckpt.pt")
+    kills = range(last_checkpoint, len(written))
+    assert {"summary.json", "manifest.json", "lm_eval.json"} <= {written[k] for k in kills}
+    for kill in kills:
+        count = [0]
+
+        def dying(path, write, kill=kill, count=count):
+            out = original(path, write)
+            count[0] += 1
+            if count[0] == kill + 1:
+                raise Killed
+            return out
+        monkeypatch.setattr(writes, "_write_through_temp", dying)
+        root = tmp_path / f"kill{kill}"
+        with pytest.raises(Killed):
+            commands(root)
+        monkeypatch.setattr(writes, "_write_through_temp", original)
+        commands(root)  # the same commands again
+        assert _comparable(RunDir(root)) == want, f"killed after writing {written[kill]}"
+        assert not (root / seal.SEALING).exists() and not RunDir(root).checkpoint.exists()
