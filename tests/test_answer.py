@@ -631,9 +631,8 @@ def test_the_reading_note_says_what_an_arms_own_best_lr_is_from_the_search_h1b_f
     search = runs_of("stability-lr-v2")
     seeds = search.groupby(["variant", "cfg.lr"])["seed"].nunique()
     assert seeds.nunique() == 1
-    assert (f"an arm's *own best LR* is the peak learning rate with its lowest mean final validation loss in the LR "
-            f"search H1b follows (`stability-lr-v2`, {seeds.iloc[0]} seeds per rate, a failed run counted at its loss "
-            f"at initialisation)") in first_screen()
+    assert (f"an arm's *own best LR*: its lowest mean final loss in H1b's LR search (`stability-lr-v2`, "
+            f"{seeds.iloc[0]} seeds per rate; a failed run counts at its initial loss)") in first_screen()
     best = stability.lr_sensitivity(search).set_index("variant")["best_lr"]
     tuned = runs_of("stability-h1b-v2")
     tuned = tuned[tuned["run_dir"].str.contains("tuned") | ~tuned["cfg.lr"].isin([1.0, 0.3])]

@@ -100,7 +100,7 @@ def build_index(study: str, out_dir: str | Path | None = None, drop_missing: boo
             raise RunDirError(f"run {run.root}: cannot be indexed ({type(e).__name__}: {str(e)[:120]}); allowed: the "
                               f"files a finished run writes (restore them from git, or retrain the run)") from None
     table = pd.DataFrame(rows)
-    if not drop_missing:
+    if rows and not drop_missing:  # with no finished run at all the index is kept as it is (a code-only copy)
         check_nothing_dropped(StudyDir(root).index, {row["run_dir"] for row in rows}, study)
     if rows:
         table = table.sort_values(["arm", "seed"]).reset_index(drop=True)

@@ -14,16 +14,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-MEI = 0.01  # minimum effect of interest on the primary metric, nats/char
+from .equivalence import MEI, NOISELESS_SPREAD, equivalence_columns, noiseless  # noqa: F401 (re-exported)
+
 ALPHA = 0.05
 N_RESAMPLES = 10_000
 INTERVAL_METHOD = "paired t"  # the primary 95% interval (docs/PROTOCOL.md, amendment 1)
 BCA_MIN_N = 20  # below this many seeds a BCa interval covers far less than 95% (tests/test_stats.py): not reported
 PRIMARY = "val_loss"
 MDE_POWER = 0.8  # the power at which minimum detectable effects and seeds needed are computed
-# differences spread by less than this share of their size are one shift up to float rounding (b + 0.1 - b is not
-# exactly 0.1): their SD is rounding noise, and a t statistic built on it means nothing (scipy warns of exactly that)
-NOISELESS_SPREAD = 1e-12
 
 # metric -> True when lower is better
 METRIC_DIRECTION: dict[str, bool] = {
@@ -91,12 +89,6 @@ def paired_differences(runs: pd.DataFrame, metric: str, variant: str, baseline: 
     joined = pd.concat({"baseline": a, "variant": b}, axis=1, join="inner").dropna().sort_index()
     joined["diff"] = joined["variant"] - joined["baseline"]
     return joined
-
-
-def noiseless(diffs: np.ndarray) -> bool:
-    """The paired differences are one constant shift, exactly or up to float rounding (NOISELESS_SPREAD)."""
-    diffs = np.asarray(diffs, dtype=float)
-    return len(diffs) > 0 and bool(np.ptp(diffs) <= NOISELESS_SPREAD * np.abs(diffs).max())
 
 
 def bootstrap_ci(diffs: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0) -> tuple[float, float]:
@@ -289,8 +281,6 @@ def comparison_family(runs: pd.DataFrame, metrics: list[str], variants: list[str
     for r, rej, adj, a in zip(rows, reject, adjusted, holm_alphas([r.p_t for r in rows])):
         r.p_holm, r.significant, r.alpha_holm = float(adj), bool(rej), float(a)
         r.mde_80_holm, r.seeds_for_80_at_mei_holm = power_figures(r.sd_diff, r.n, alpha=a)
-    from .equivalence import equivalence_columns
-
     diffs = [paired_differences(runs, r.metric, r.variant, baseline)["diff"].to_numpy() for r in rows]
     for r, *tost in zip(rows, *equivalence_columns([r.metric for r in rows], diffs)):
         r.p_tost, r.p_tost_holm, r.equivalent = float(tost[0]), float(tost[1]), bool(tost[2])

@@ -1,4 +1,4 @@
-"""Equivalence within a margin by two one-sided paired t tests (TOST; Schuirmann 1987), Holm-adjusted over the
+"""The minimum effect of interest, and equivalence within a margin by two one-sided paired t tests (TOST; Schuirmann 1987), Holm-adjusted over the
 comparisons of one family (docs/PROTOCOL.md amendments 17 and 18).
 
 Two arms are *equivalent within ±m* on a metric when both one-sided tests reject: the mean paired difference is
@@ -10,7 +10,16 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as sps
 
-from . import MEI, noiseless
+MEI = 0.01  # the protocol's minimum effect of interest on the primary metric, nats/char
+# differences spread by less than this share of their size are one shift up to float rounding (b + 0.1 - b is not
+# exactly 0.1): their SD is rounding noise, and a t statistic built on it means nothing (scipy warns of exactly that)
+NOISELESS_SPREAD = 1e-12
+
+
+def noiseless(diffs: np.ndarray) -> bool:
+    """The paired differences are one constant shift, exactly or up to float rounding (NOISELESS_SPREAD)."""
+    diffs = np.asarray(diffs, dtype=float)
+    return len(diffs) > 0 and bool(np.ptp(diffs) <= NOISELESS_SPREAD * np.abs(diffs).max())
 
 # The margin per metric, in the metric's own units: the protocol's MEI (0.01 nats/char) for the final validation
 # loss, 0.01 absolute for macro accuracies. A metric without one (ECE, Brier, gradient norms) gets no TOST.
