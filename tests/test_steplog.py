@@ -67,8 +67,7 @@ def test_the_bytes_depend_on_the_rows_only(tmp_path):
 
 
 def test_bad_rows_are_refused_in_one_line():
-    for rows, message in (([[1, 2]], "JSON object with string keys"), ([{1: 2}], "string keys"),
-                          ([{"__keys__": 1}], "may not have the key")):
+    for rows, message in (([[1, 2]], "JSON object with string keys"), ([{1: 2}], "string keys")):
         with pytest.raises(ValueError, match=message):
             encode(rows)
 
@@ -291,11 +290,14 @@ def test_timings_at_their_resolution_are_stored_as_decimals_and_read_back_exactl
     assert not same_rows(fine, rounded)
     payload = encode(rounded)
     assert same_rows(decode(payload), rounded) and _json_text(decode(payload)) == _json_text(rounded)
-    meta = _meta(payload)
-    assert meta["format"] == 2 and meta["decimal"] == {"step_ms": 2, "wall_s": 3}  # lr and the loss stay floats
-    assert len(payload) < 0.8 * len(encode(fine))  # the point of it
-    # a log without a decimal column keeps format 1, which readers before format 2 read too
-    assert _meta(encode(fine))["format"] == 1
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    types = {f.name: f.type for f in pq.read_schema(pa.BufferReader(payload))}
+    assert types["step_ms"] == pa.decimal128(18, 2) and types["wall_s"] == pa.decimal128(18, 3)
+    assert types["lr"] == pa.float64() and types["train_loss"] == pa.float32()
+    assert len(payload) < 0.8 * len(encode(fine))  # the point of it: fine timings stay float64, at ~2x the bytes
+    assert pq.read_schema(pa.BufferReader(encode(fine))).field("step_ms").type == pa.float64()
 
 
 @pytest.mark.parametrize("values", [[0.5, -0.0], [1.25, None, 2.5], [0.1 + 0.2], [1e-7], [2.0 ** 60 + 0.0],
@@ -419,48 +421,109 @@ def test_a_missing_runs_directory_is_named_in_one_line(tmp_path, capsys):
     assert err.startswith("error: invalid --out-dir ") and "allowed: a runs directory" in err and err.count("\n") == 1
 
 
-# -- the learning rate stored as its schedule (derived columns, format 3) -------------------------------------------
+# -- format 4: what a plain Parquet reader sees; formats 1-3 still read -----------------------------------------------
 
-def _scheduled_run(root, n=120, nudge=None):
-    """A run directory whose metrics log the schedule's lr at every step (as the trainer does); `nudge`: a step whose
-    logged lr is one ulp off the schedule."""
-    from embnorm_lib.core.config import RunConfig
-    from embnorm_lib.core.schedule import lr_at
-
-    cfg = RunConfig(max_iters=n, lr=0.00354)
-    root.mkdir(parents=True)
-    (root / "config.json").write_text(json.dumps(cfg.to_dict()))
-    rows = [{"step": s, "lr": math.nextafter(lr_at(cfg, s), 1.0) if s == nudge else lr_at(cfg, s),
-             "train_loss": float(np.float32(4.2 - s / 100))} for s in range(1, n + 1)]
-    rows[5].pop("lr")  # a row without the key stays without it
-    return cfg, rows
+LEGACY = REPO / "tests" / "golden" / "steplog-format3"  # format-3/2 metrics (a resumed run's 30 rows) and format 1
 
 
-def test_an_lr_column_the_schedule_reproduces_is_stored_as_its_recipe_and_read_back_exactly(tmp_path):
-    cfg, rows = _scheduled_run(tmp_path / "run")
-    path = tmp_path / "run" / "metrics.parquet"
-    steplog.write_parquet_log(path, rows)
+def _legacy_rows():
+    return [json.loads(line) for line in (LEGACY / "metrics.jsonl").read_text().splitlines()]
+
+
+def same_as_plain(plain, ours, where="", as_json=()):
+    """pandas.read_parquet's frame against step_log_frame's: the same columns in order, nulls in the same places and
+    the same values elsewhere (a DECIMAL timing taken as float(), which is the logged float exactly; a column of
+    mixed JSON values, `as_json`, as the JSON text of each)."""
+    from decimal import Decimal
+
+    assert list(plain.columns) == list(ours.columns), where
+    for col in plain.columns:
+        missing = plain[col].isna().to_numpy()
+        assert (missing == ours[col].isna().to_numpy()).all(), (where, col)
+        a, b = plain[col][~missing], ours[col][~missing]
+        if a.dtype.kind in "biuf" and b.dtype.kind in "biuf":  # float32 against float64 compares the exact values
+            assert (a.to_numpy() == b.to_numpy()).all(), (where, col)
+            continue
+        a = [float(v) if isinstance(v, Decimal) else json.loads(v) if col in as_json else v for v in a.tolist()]
+        assert a == b.tolist(), (where, col)
+
+
+def _mixed_rows():
+    """Metrics-like rows as a resumed run logs them: timings at their resolution, lr off any float32, a second key
+    order, a missing key, a null and a column of mixed JSON values."""
+    rows = _timed_rows(n=60, places=True)
+    rows[40:] = [{k: row[k] for k in sorted(row, reverse=True)} for row in rows[40:]]  # resumed: another key order
+    rows[7].pop("train_loss")
+    rows[8]["train_loss"] = None
+    for i, row in enumerate(rows):
+        row["note"] = [i] if i % 2 else "x"
+    return rows
+
+
+def test_plain_pandas_and_pyarrow_read_the_true_values(tmp_path):
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _mixed_rows()
+    path = steplog.write_parquet_log(tmp_path / "metrics.parquet", rows)
+    assert same_rows(read_step_log(tmp_path, "metrics"), rows)
+    same_as_plain(pd.read_parquet(path), steplog.step_log_frame(tmp_path, "metrics"), as_json=("note",))
+    schema = pq.read_schema(path)
+    assert schema.names == list(dict.fromkeys(k for row in rows for k in row))  # no private column
+    assert schema.field("lr").type == pa.float64() and schema.field("train_loss").type == pa.float32()
+    assert schema.field("step_ms").type == pa.decimal128(18, 2) and schema.field("wall_s").type == pa.decimal128(18, 3)
+    assert pq.read_table(path).column("lr").to_pylist() == [row["lr"] for row in rows]
     meta = _meta(path.read_bytes())
-    assert meta["format"] == 3 and list(meta["derived"]) == ["lr"]
-    back = steplog.read_parquet_log(path)
-    assert same_rows(back, rows) and _json_text(back) == _json_text(rows)
-    assert same_rows(decode(path.read_bytes(), cfg), rows)
-    assert path.stat().st_size < 0.75 * len(encode(rows))  # without the config: every value stored
-    assert "derived" not in _meta(encode(rows))
+    assert meta["format"] == 4 and meta["keyset_runs"] == [[0, 7], [1, 1], [0, 32], [2, 20]] and meta["json"] == ["note"]
 
 
-def test_an_lr_column_one_ulp_off_its_schedule_is_stored_value_by_value(tmp_path):
-    cfg, rows = _scheduled_run(tmp_path / "run", nudge=77)
-    payload = encode(rows, cfg)
-    assert "derived" not in _meta(payload)
-    assert same_rows(decode(payload), rows)
+@pytest.mark.parametrize("module", ["polars", "duckdb"])
+def test_polars_and_duckdb_read_the_true_values(tmp_path, module):
+    pytest.importorskip(module)
+    import pandas as pd
+
+    rows = _timed_rows(n=40, places=True)
+    path = steplog.write_parquet_log(tmp_path / "metrics.parquet", rows)
+    if module == "polars":
+        import polars as pl
+
+        frame = pl.read_parquet(path).to_pandas()
+    else:
+        import duckdb
+
+        frame = duckdb.sql(f"SELECT * FROM read_parquet('{path}')").df()
+    frame = pd.DataFrame({c: [float(v) if c in steplog.TIMING_DECIMALS else v for v in frame[c]] for c in frame})
+    same_as_plain(frame, steplog.step_log_frame(tmp_path, "metrics"))
 
 
-def test_a_derived_log_without_its_config_is_refused_in_one_line_naming_it(tmp_path):
-    _, rows = _scheduled_run(tmp_path / "run")
+@pytest.mark.parametrize("values", [[12.34, -0.0], [0.5, None, 2.25], [1.005], [10.0 ** 16], [10.0 ** 15, None, 0.01],
+                                    [float("nan"), 1.5], [float("inf")], [123.45, 6789.01]])
+def test_a_timing_is_a_decimal_only_where_that_gives_back_the_very_floats(values):
+    rows = [{"step_ms": v} for v in values]
+    back = decode(encode(rows))
+    assert same_rows(back, rows) and all(type(b["step_ms"]) is type(r["step_ms"]) for b, r in zip(back, rows))
+
+
+def test_format_3_2_and_1_logs_still_read_as_their_rows(tmp_path):
+    rows = _legacy_rows()
+    assert len({tuple(row) for row in rows}) == 2  # a resumed run: two key orders, which __keys__ kept
+    for name in ("metrics.parquet", "metrics-format2.parquet"):
+        assert _meta((LEGACY / name).read_bytes())["format"] == (3 if name == "metrics.parquet" else 2)
+        back = steplog.read_parquet_log(LEGACY / name)
+        assert same_rows(back, rows) and _json_text(back) == _json_text(rows), name
+        assert steplog.outdated(LEGACY / name)
+    assert same_rows(steplog.read_parquet_log(LEGACY / "odd-format1.parquet"), ODD_ROWS)
+    assert not steplog.outdated(LEGACY / "odd-format1.parquet")  # long: plain readers read it right already
+    steplog.write_parquet_log(tmp_path / "metrics.parquet", rows)
+    assert not steplog.outdated(tmp_path / "metrics.parquet")
+    assert same_rows(steplog.read_parquet_log(tmp_path / "metrics.parquet"), rows)
+
+
+def test_a_format_3_log_without_its_config_is_refused_in_one_line_naming_it(tmp_path):
     path = tmp_path / "run" / "metrics.parquet"
-    steplog.write_parquet_log(path, rows)
-    (tmp_path / "run" / "config.json").unlink()
+    path.parent.mkdir()
+    path.write_bytes((LEGACY / "metrics.parquet").read_bytes())
     with pytest.raises(RunDirError, match=r"metrics.parquet .*need the run's config.json") as e:
         steplog.read_parquet_log(path)
     assert "\n" not in str(e.value)
@@ -468,65 +531,55 @@ def test_a_derived_log_without_its_config_is_refused_in_one_line_naming_it(tmp_p
         decode(path.read_bytes())
 
 
-def test_a_schedule_that_rounds_differently_on_reading_is_warned_of(tmp_path, monkeypatch):
-    cfg, rows = _scheduled_run(tmp_path / "run")
-    payload = encode(rows, cfg)
+def test_a_format_3_schedule_that_rounds_differently_on_reading_is_warned_of(monkeypatch):
+    from embnorm_lib.core.config import RunConfig
+
+    cfg = RunConfig.load(LEGACY / "config.json")
     lr_at = schedule.DERIVED["lr"]
-    monkeypatch.setitem(schedule.DERIVED, "lr", lambda c, s: math.nextafter(lr_at(c, s), 0.0) if s == 50 else
+    monkeypatch.setitem(schedule.DERIVED, "lr", lambda c, s: math.nextafter(lr_at(c, s), 0.0) if s == 400 else
                         lr_at(c, s))
     with pytest.warns(RuntimeWarning, match="'lr' recomputed from config.json differs"):
-        decode(payload, cfg)
+        decode((LEGACY / "metrics.parquet").read_bytes(), cfg)
 
 
-def _format2_run(root):
-    """A sealed run whose metrics.parquet stores its schedule's lr value by value (as runs before format 3 did)."""
-    cfg, rows = _scheduled_run(root / "ln" / "seed0")
-    run = RunDir(root / "ln" / "seed0")
-    run.summary.write_text(json.dumps({"variant": "ln", "seed": 0, "steps": len(rows)}))
-    steplog.atomic_write_bytes(parquet_path(run, "metrics"), encode(rows))
+def _format3_run(root):
+    """A sealed run whose metrics.parquet is of format 3 (as every run committed before format 4 was)."""
+    run = RunDir(root / "ln" / "seed101")
+    run.root.mkdir(parents=True)
+    run.config.write_bytes((LEGACY / "config.json").read_bytes())
+    parquet_path(run, "metrics").write_bytes((LEGACY / "metrics.parquet").read_bytes())
+    run.summary.write_text(json.dumps({"variant": "ln", "seed": 101, "steps": 1620}))
     seal.seal_run(run)
-    return run, rows
+    return run
 
 
-def test_compact_logs_stores_a_sealed_runs_lr_as_its_schedule_once_and_reseals(tmp_path, capsys):
-    run, rows = _format2_run(tmp_path / "s")
-    before = parquet_path(run, "metrics").stat().st_size
+def test_compact_logs_rewrites_a_format_3_run_as_format_4_once_and_reseals(tmp_path, capsys):
+    import pandas as pd
+
+    run = _format3_run(tmp_path / "s")
     assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
-    assert "re-encoded 1 run(s)' metrics.parquet" in capsys.readouterr().out
+    assert "re-encoded 1 run(s)' metrics.parquet (as steplog format 4" in capsys.readouterr().out
     seal.verify_run(run)
-    assert same_rows(read_step_log(run, "metrics"), rows)
-    assert _meta(parquet_path(run, "metrics").read_bytes())["derived"].keys() == {"lr"}
-    assert parquet_path(run, "metrics").stat().st_size < before
+    path = parquet_path(run, "metrics")
+    assert _meta(path.read_bytes())["format"] == 4 and same_rows(read_step_log(run, "metrics"), _legacy_rows())
+    same_as_plain(pd.read_parquet(path), steplog.step_log_frame(run, "metrics"))
     files = {p.name: p.read_bytes() for p in run.root.iterdir()}
     assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
     assert "re-encoded" not in capsys.readouterr().out
     assert {p.name: p.read_bytes() for p in run.root.iterdir()} == files
 
 
-def test_every_committed_metrics_log_stores_lr_as_the_schedule_that_gives_it_back():
-    """Committed runs keep `lr` as its recipe (compact_logs re-encodes a landed run), and today's schedule and config
-    loading still give every run's logged values: a change to either shows up here as a digest mismatch."""
-    import pyarrow.parquet as pq
-
-    from embnorm_lib.core.config import RunConfig
+@pytest.mark.committed
+def test_plain_pandas_reads_every_committed_metrics_log_as_the_project_reader_does():
+    """Every committed run: pandas.read_parquet gives step_log_frame's columns, nulls and values (lr to the bit,
+    timings as DECIMAL at their stated resolution), and the log is format 4 (compact_logs migrates a landed run)."""
+    import pandas as pd
 
     files = subprocess.run(["git", "ls-files", "runs/*metrics.parquet"], cwd=REPO, capture_output=True, text=True,
                            check=True).stdout.split()
     assert len(files) > 1000
-    stored = []
+    old = [name for name in files if steplog.outdated(REPO / name)]
+    assert not old, f"{len(old)} committed metrics logs are of a format before 4 (run compact-logs): {old[:3]}"
     for name in files:
         path = REPO / name
-        meta = json.loads(pq.ParquetFile(path).metadata.metadata[steplog.META_KEY])
-        if "lr" not in meta.get("derived", {}):
-            stored.append(name)
-            continue
-        cfg = RunConfig.load(path.parent / "config.json")
-        steps = pq.read_table(path, columns=["step", KEYS]).to_pydict()
-        keysets = [set(k) for k in meta["keysets"]]
-        lr_at = pq.read_schema(path).names.index("lr") - 1  # keysets index the columns after __keys__
-        values = [schedule.DERIVED["lr"](cfg, s) for s, k in zip(steps["step"], steps[KEYS]) if lr_at in keysets[k]]
-        assert schedule.digest(values) == meta["derived"]["lr"], name
-    assert not stored, f"{len(stored)} committed metrics logs store lr value by value (run compact_logs): {stored[:3]}"
-
-
-KEYS = steplog.KEYS_COLUMN
+        same_as_plain(pd.read_parquet(path), steplog.step_log_frame(path.parent, "metrics"), name)

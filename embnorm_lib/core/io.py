@@ -186,8 +186,32 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json_text(obj))
 
 
+def jsonl_text(rows: Iterable[dict]) -> str:
+    """Rows as the JSONL text the library writes: a step log converted to Parquet and written out again is its
+    original file byte for byte."""
+    return "".join(json.dumps(_json_safe(r), sort_keys=True) + "\n" for r in rows)
+
+
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
-    return atomic_write_text(path, "".join(json.dumps(_json_safe(r), sort_keys=True) + "\n" for r in rows))
+    return atomic_write_text(path, jsonl_text(rows))
+
+
+def same_rows(a: list[dict], b: list[dict]) -> bool:
+    """Whether two lists of rows are identical: keys and their order, value types and values (NaN equals NaN, 1 is
+    not 1.0 nor True, None is not a missing key)."""
+    return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+
+
+def _same(x: Any, y: Any) -> bool:
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, dict):
+        return list(x) == list(y) and all(_same(x[k], y[k]) for k in x)
+    if isinstance(x, list):
+        return len(x) == len(y) and all(_same(u, v) for u, v in zip(x, y))
+    if isinstance(x, float):
+        return x == y and math.copysign(1, x) == math.copysign(1, y) if not math.isnan(x) else math.isnan(y)
+    return x == y
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

@@ -1,10 +1,10 @@
 """The learning-rate schedule, and the step-log columns a run's config determines.
 
-`lr` at a step is a pure function of the run's config (`lr_at`), so a finished run's Parquet step log need not store
-it value by value: where every logged value equals what `lr_at` gives for the run's config.json, steplog stores the
-column as nulls plus a digest of the values (`derived` in its metadata), and reading computes it again here. A
-platform whose math library rounds `cos` otherwise would get values off in the last bit, and an edited config.json
-other values: the digest catches either, and the reader warns."""
+`lr` at a step is a pure function of the run's config (`lr_at`). Step logs of format 3 (steplog_legacy) stored
+such a column as nulls plus a digest of the values (`derived` in their metadata), and reading computes it again here
+(`fill_derived`); format 4 stores the values, which plain Parquet readers need. A platform whose math library rounds
+`cos` otherwise would get values off in the last bit, and an edited config.json other values: the digest catches
+either, and the reader warns."""
 from __future__ import annotations
 
 import hashlib
@@ -39,20 +39,6 @@ def _float64_bytes(values: list[float]) -> bytes:
 def digest(values: list[float]) -> str:
     """A derived column's check: sha256 (16 hex digits) of its values as little-endian float64."""
     return hashlib.sha256(_float64_bytes(values)).hexdigest()[:16]
-
-
-def derivable(key: str, present: list[tuple[dict, object]], config: RunConfig | None) -> str | None:
-    """The digest under which step-log column `key` can be stored as its recipe, given its (row, value) pairs where
-    the row has the key; None unless every value is a float whose float64 bits are those of what DERIVED[key] gives
-    for the row's step."""
-    if config is None or key not in DERIVED or not present:
-        return None
-    if not all(type(v) is float and type(row.get("step")) is int for row, v in present):
-        return None
-    logged = [v for _, v in present]
-    if _float64_bytes(logged) != _float64_bytes([DERIVED[key](config, row["step"]) for row, _ in present]):
-        return None
-    return digest(logged)
 
 
 def fill_derived(rows: list[dict], derived: dict[str, str], config_of: Callable[[], RunConfig | None] | None

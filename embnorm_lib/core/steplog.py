@@ -2,7 +2,7 @@
 
 A live run rewrites `<log>.jsonl` at every checkpoint (checkpoint.Logs). When it finishes, train.py writes its metrics
 and diagnostics as `<log>.parquet` instead (evals stay JSONL: a few dozen rows, read by eye), and
-`python -m embnorm_lib.compact_logs` converts the runs that finished before. Every reader goes through
+`python -m embnorm_lib compact-logs` converts the runs that finished before. Every reader goes through
 `read_step_log`, which takes the Parquet file when there is one, else the JSONL, and returns the very rows `json.loads`
 gives for the JSONL: the same keys in the same order, the same types (bool, int, float, None, str, lists and
 objects) and values, a key missing from a row still missing.
@@ -11,26 +11,22 @@ Timings are logged at a stated resolution, `TIMING_DECIMALS` (step_ms to 10 µs,
 the timer's noise on a shared machine, and they were a third of a Parquet log's bytes); `round_timings` applies it, to
 a live run's rows as they are logged and to older runs' logs when compact_logs converts or re-encodes them.
 
-The Parquet form (format `FORMAT`, or 1 for a log without a decimal column; zstd level 19, no statistics; floats
-byte-stream-split, ints delta-coded):
-- a key's values keep their type where they share one (all bool, all int: int64, all float, all str; None is null);
-  a float key whose every value is a decimal of at most `MAX_DECIMALS` places (the timings) is stored as the int64
-  count of its last place (`decimal` in the metadata: key -> places) and read back as that count divided by 10^places,
-  which gives the very float; a key of `schedule.DERIVED` (the learning rate) whose every value is what its
-  function gives for the run's config and the row's step is stored as a column of nulls (`derived` in the metadata:
-  key -> a digest of the values) and read back by calling the function again with the run's config.json, which
-  gives the very floats (format 3; the digest is checked, and a platform whose `math.cos` rounds differently is
-  warned of; it was 30% of a metrics log's bytes); other floats are float32 where every value round-trips exactly
-  (losses and norms come from float32 tensors), else float64; a key with mixed types, lists or objects holds each
-  value as its JSON text;
+The Parquet form, format `FORMAT` (zstd level 19, no statistics; floats byte-stream-split, ints delta-coded), holds
+only standard Parquet types, so that pandas, pyarrow, Polars or DuckDB read the true value of every cell without
+this library:
+- a key's values keep their type where they share one (bool, int64, str; None is null); floats are float32 where
+  every value round-trips exactly (losses and norms come from float32 tensors), else float64 (`lr`); a timing whose
+  every value is at its stated resolution is a DECIMAL(18, places) (an int64 count, delta-coded: float64 takes ~2x
+  the bytes), read back as the very float; a key with mixed types, lists or objects holds each value as its JSON
+  text (listed under `json` in the metadata);
 - `wide` layout (a log with at least as many rows as keys: metrics): one column per key in order of first
-  appearance, null where a row lacks the key, plus `__keys__`: per row, which of the file's key lists (its metadata)
-  the row has, in the row's order;
+  appearance, null where a row lacks the key. The footer's metadata (key `META_KEY`) says which keys each row has,
+  in its order (`keysets`: lists of column positions; `keyset_runs`: [keyset, count] per run of rows), which tells a
+  missing key from a null and keeps a resumed run's other key order;
 - `long` layout (a short log with many keys: diagnostics, ~100 keys and a few dozen rows, where Parquet's overhead of
   ~150 bytes per column would outweigh the data): one row per (row, key) in the rows' own order, columns `row`,
-  `key` and one `value.<type>` column per type.
-`pandas.read_parquet` reads either (a long file pivots to the wide table: `.pivot(index="row", columns="key")`; a
-derived column reads as nulls there, since only `read_step_log` computes it).
+  `key` and one `value.<type>` column per type (`.pivot(index="row", columns="key")` gives the wide table).
+Formats 1-3 (steplog_legacy: a private key column, scaled timings, `lr` as nulls) still read; compact_logs migrates.
 The bytes are deterministic for a pyarrow version (the footer names it: `created_by`) and may differ under another
 one; what holds across versions is the rows, and a finished run's seal records the bytes it has."""
 from __future__ import annotations
@@ -39,23 +35,24 @@ import io
 import json
 import math
 import os
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from .errors import RunDirError
-from .io import atomic_write_bytes
+from .io import atomic_write_bytes, jsonl_text, same_rows
 from .rundir import RunDir
-from .schedule import DERIVED, config_beside, derivable, fill_derived
+from .schedule import config_beside
+from .steplog_legacy import decode_wide
 
 LOGS = ("metrics", "evals", "diagnostics")  # the per-step logs of a run (RunDir attributes, file stems)
 COMPACTED = ("metrics", "diagnostics")  # the logs a finished run keeps as Parquet
 PARQUET = ".parquet"
-FORMAT = 3  # 2 added decimal columns, 3 derived ones; a log is written at the lowest format that holds it
-READABLE_FORMATS = (1, 2, 3)
+FORMAT = 4  # 4: standard types only (2 and 3 scaled timings and derived lr, 1-3 a private key column)
+READABLE_FORMATS = (1, 2, 3, 4)
 TIMING_DECIMALS = {"step_ms": 2, "wall_s": 3}  # the resolution timings are kept at (decimal places)
-MAX_DECIMALS = 6
+DECIMAL_PRECISION = 18  # digits of a timing's DECIMAL column: its count fits an int64
 META_KEY = b"embnorm.steplog"
-KEYS_COLUMN = "__keys__"  # per row: the index of its key list in the metadata's "keysets"
 ZSTD_LEVEL = 19
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
@@ -93,19 +90,14 @@ def round_timings(rows: list[dict]) -> list[dict]:
              for k, v in row.items()} for row in rows]
 
 
-def _decimals(values: list) -> int | None:
-    """The fewest decimal places (0..MAX_DECIMALS) that hold every float of `values` exactly (count / 10^places gives
-    the very float back; None values aside), or None."""
+def _at_places(values: list, places: int) -> bool:
+    """Whether every value of `values` (None aside) is a float that a DECIMAL(DECIMAL_PRECISION, places) column holds
+    and gives back: count / 10^places is the very float."""
     floats = [v for v in values if v is not None]
-    if not floats or not all(math.isfinite(v) for v in floats):
-        return None
-    for places in range(MAX_DECIMALS + 1):
-        scale = 10 ** places
-        # -0.0 is no count's quotient (0 / scale is +0.0): a column holding it stays a float column
-        if all(abs(k := round(v * scale)) < 2 ** 53 and k / scale == v and math.copysign(1, v) == math.copysign(1, k)
-               for v in floats):
-            return places
-    return None
+    scale, bound = 10 ** places, 10 ** DECIMAL_PRECISION
+    # -0.0 is no count's quotient (0 / scale is +0.0): a column holding it stays a float column
+    return bool(floats) and all(type(v) is float and math.isfinite(v) and abs(k := round(v * scale)) < bound
+                                and k / scale == v and math.copysign(1, v) == math.copysign(1, k) for v in floats)
 
 
 # -- encoding -------------------------------------------------------------------------------------------------------
@@ -159,49 +151,50 @@ def _arrow_array(values: list, kind: str):  # noqa: ANN202 (a pyarrow.Array)
 _MISSING = object()
 
 
-def encode(rows: list[dict], config=None) -> bytes:  # noqa: ANN001 (a RunConfig, or None)
-    """The Parquet bytes of `rows` (dicts with str keys); read back with `decode` (given the same `config`), they give
-    the same rows. With the run's `config`, a `DERIVED` column that its function reproduces is stored as its recipe.
-
-    Two layouts, chosen by shape: a log with at least as many rows as keys (metrics) is `wide`, one column per key;
-    a short log with many keys (diagnostics: ~100 keys, a few dozen rows) is `long`, one row per (row, key) in the
-    rows' own order, since Parquet's per-column overhead (~150 bytes in the footer) would outweigh its data."""
+def encode(rows: list[dict]) -> bytes:
+    """The Parquet bytes of `rows` (dicts with str keys); read back with `decode`, they give the same rows. The layout
+    is chosen by shape: `wide` with at least as many rows as keys (metrics), else `long` (the module's docstring)."""
     _check_rows(rows)
     keys = list(dict.fromkeys(k for row in rows for k in row))
-    if len(rows) >= len(keys):
-        meta, table = _wide(rows, keys, config)
-    else:
-        meta, table = _long(rows, keys)
-    return _write(table, {"format": 3 if meta.get("derived") else 2 if meta.get("decimal") else 1, **meta})
+    meta, table = _wide(rows, keys) if len(rows) >= len(keys) else _long(rows, keys)
+    return _write(table, {"format": FORMAT, **meta})
 
 
-def _wide(rows: list[dict], keys: list[str], config=None) -> tuple[dict, Any]:  # noqa: ANN001 (a RunConfig)
+def _runs(values: list[int]) -> list[list[int]]:
+    """`values` run-length coded: [value, count] per run (a resumed run has two key orders, in two runs of rows)."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and runs[-1][0] == v:
+            runs[-1][1] += 1
+        else:
+            runs.append([v, 1])
+    return runs
+
+
+def _decimal_array(values: list, places: int):  # noqa: ANN202 (a pyarrow.Array)
     import pyarrow as pa
 
-    if KEYS_COLUMN in keys:
-        raise ValueError(f"a step-log row may not have the key {KEYS_COLUMN!r} (the Parquet form's own column)")
+    return pa.array([None if v is _MISSING or v is None else Decimal(round(v * 10 ** places)).scaleb(-places)
+                     for v in values], type=pa.decimal128(DECIMAL_PRECISION, places))
+
+
+def _wide(rows: list[dict], keys: list[str]) -> tuple[dict, Any]:
+    import pyarrow as pa
+
     keysets: dict[tuple, int] = {}
     for row in rows:
         keysets.setdefault(tuple(row), len(keysets))
     columns = {key: [row.get(key, _MISSING) for row in rows] for key in keys}
     kinds = {key: _kind([v for v in values if v is not _MISSING]) for key, values in columns.items()}
-    derived = {key: digest for key in keys if (digest := derivable(
-        key, [(row, v) for row, v in zip(rows, columns[key]) if v is not _MISSING], config)) is not None}
-    for key in derived:
-        columns[key] = [v if v is _MISSING else None for v in columns[key]]
-        kinds[key] = "null"
-    decimal = {key: places for key in keys if kinds[key] in ("float32", "float64")
-               and (places := _decimals([v for v in columns[key] if v is not _MISSING])) is not None}
-    for key, places in decimal.items():
-        columns[key] = [v if v is _MISSING or v is None else round(v * 10 ** places) for v in columns[key]]
-        kinds[key] = "int"
-    arrays = [pa.array([keysets[tuple(row)] for row in rows], type=pa.int32())]
-    arrays += [_arrow_array(values, kinds[key]) for key, values in columns.items()]
+    decimal = {key for key in keys if key in TIMING_DECIMALS and kinds[key] in ("float32", "float64")
+               and _at_places([v for v in columns[key] if v is not _MISSING], TIMING_DECIMALS[key])}
+    arrays = [_decimal_array(values, TIMING_DECIMALS[key]) if key in decimal else _arrow_array(values, kinds[key])
+              for key, values in columns.items()]
     position = {key: i for i, key in enumerate(keys)}
     meta = {"layout": "wide", "keysets": [[position[k] for k in keyset] for keyset in keysets],
-            "json": [key for key in keys if kinds[key] == "json"], **({"decimal": decimal} if decimal else {}),
-            **({"derived": derived} if derived else {})}
-    return meta, pa.Table.from_arrays(arrays, names=[KEYS_COLUMN, *keys])
+            "keyset_runs": _runs([keysets[tuple(row)] for row in rows]),
+            "json": [key for key in keys if kinds[key] == "json"]}
+    return meta, pa.Table.from_arrays(arrays, names=keys)
 
 
 def _long(rows: list[dict], keys: list[str]) -> tuple[dict, Any]:
@@ -223,15 +216,19 @@ _ENCODINGS = {"float": "BYTE_STREAM_SPLIT", "double": "BYTE_STREAM_SPLIT", "int3
 
 
 def _write(table, meta: dict) -> bytes:  # noqa: ANN001 (a pyarrow.Table)
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    encodings = {f.name: _ENCODINGS[str(f.type)] for f in table.schema if str(f.type) in _ENCODINGS}
+    # a DECIMAL column is written as its int64 count (store_decimal_as_integer), which deltas pack like any int
+    encodings = {f.name: "DELTA_BINARY_PACKED" if pa.types.is_decimal(f.type) else _ENCODINGS[str(f.type)]
+                 for f in table.schema if str(f.type) in _ENCODINGS or pa.types.is_decimal(f.type)}
     sink = io.BytesIO()
     # store_schema=False: no serialised Arrow schema (the Parquet types say it all); the format's own metadata is the
     # footer's one key-value pair. No statistics, and a dictionary only for the long layout's key column.
     with pq.ParquetWriter(sink, table.schema, compression="zstd", compression_level=ZSTD_LEVEL,
                           use_dictionary=["key"] if meta["layout"] == "long" else False, write_statistics=False,
-                          column_encoding=encodings or None, store_schema=False) as writer:
+                          column_encoding=encodings or None, store_schema=False,
+                          store_decimal_as_integer=True) as writer:
         writer.write_table(table, row_group_size=max(table.num_rows, 1))
         writer.add_key_value_metadata({META_KEY: json.dumps(meta, separators=(",", ":")).encode()})
     return sink.getvalue()
@@ -241,19 +238,11 @@ def _decode_table(table, config_of=None) -> list[dict]:  # noqa: ANN001 (a pyarr
     raw = (table.schema.metadata or {}).get(META_KEY)
     meta = json.loads(raw) if raw else None
     if not isinstance(meta, dict) or meta.get("format") not in READABLE_FORMATS:
-        raise ValueError(f"not a format-{FORMAT} step log (metadata {META_KEY.decode()!r} missing or of another "
+        raise ValueError(f"not a step log of format 1-{FORMAT} (metadata {META_KEY.decode()!r} missing or of another "
                          f"format)")
-    columns = {name: table.column(name).to_pylist() for name in table.column_names}
-    for key, places in meta.get("decimal", {}).items():
-        scale = 10 ** places  # an int divided by an int is correctly rounded: the float that was written
-        columns[key] = [None if k is None else k / scale for k in columns[key]]
     if meta["layout"] == "wide":
-        keys = table.column_names[1:]
-        keysets = [[keys[i] for i in keyset] for keyset in meta["keysets"]]
-        as_json = set(meta["json"])
-        rows = [{key: json.loads(columns[key][i]) if key in as_json else columns[key][i] for key in keysets[k]}
-                for i, k in enumerate(columns[KEYS_COLUMN])]
-        return fill_derived(rows, meta.get("derived", {}), config_of)
+        return _decode_wide(table, meta) if meta["format"] >= 4 else decode_wide(table, meta, config_of)
+    columns = {name: table.column(name).to_pylist() for name in table.column_names}
     rows: list[dict] = [{} for _ in range(meta["rows"])]
     values = [(kind == "json", columns[f"value.{kind}"]) for kind in meta["kinds"]]
     for i, (r, key) in enumerate(zip(columns["row"], columns["key"])):
@@ -264,6 +253,39 @@ def _decode_table(table, config_of=None) -> list[dict]:  # noqa: ANN001 (a pyarr
                 break
         rows[r][key] = value
     return rows
+
+
+def _decode_wide(table, meta: dict) -> list[dict]:  # noqa: ANN001 (a pyarrow.Table)
+    import pyarrow as pa
+
+    keys = table.column_names
+    columns = {key: _decimal_floats(table.column(key).combine_chunks()) if pa.types.is_decimal(table.column(key).type)
+               else table.column(key).to_pylist() for key in keys}
+    as_json = set(meta["json"])
+    for key in as_json:
+        columns[key] = [None if v is None else json.loads(v) for v in columns[key]]
+    keysets = [[keys[i] for i in keyset] for keyset in meta["keysets"]]
+    which = [k for k, count in meta["keyset_runs"] for _ in range(count)]
+    if keys and len(which) != table.num_rows:  # rows that are all `{}` have no column to count them
+        raise ValueError(f"keyset_runs cover {len(which)} rows of {table.num_rows}")
+    return [{key: columns[key][i] for key in keysets[k]} for i, k in enumerate(which)]
+
+
+def _decimal_floats(array) -> list:  # noqa: ANN001 (a pyarrow decimal128 Array)
+    """A DECIMAL column's values as the floats written: count / 10^scale, correctly rounded. Decimal objects took 40% of
+    reading a log, so the counts are read as the low 64-bit words (|count| < 10^18) and numpy divides them where that
+    is exact (|count| < 2^53: two exact doubles), else Python's int / int does; a big-endian machine takes Decimals."""
+    import sys
+
+    import numpy as np
+
+    if sys.byteorder != "little" or not len(array):
+        return [None if v is None else float(v) for v in array.to_pylist()]
+    counts = np.frombuffer(array.buffers()[1], dtype=np.int64)[2 * array.offset::2][:len(array)]
+    scale = 10 ** array.type.scale
+    exact = bool(np.all(np.abs(counts) < 2 ** 53))
+    values = (counts / scale).tolist() if exact else [k / scale for k in counts.tolist()]
+    return [None if null else v for v, null in zip(values, array.is_null().to_pylist())] if array.null_count else values
 
 
 def decode(payload: bytes, config=None) -> list[dict]:  # noqa: ANN001 (a RunConfig, or None)
@@ -290,17 +312,13 @@ def read_parquet_log(path: str | os.PathLike) -> list[dict]:
                           ) from None
 
 
-def stored_in_full(path: str | os.PathLike, rows: list[dict]) -> list[str]:
-    """The DERIVED keys that the wide step log at `path` (whose rows are `rows`) stores value by value although its
-    run's config reproduces every one of them: what re-encoding it would store as their recipe (see `encode`)."""
+def outdated(path: str | os.PathLike) -> bool:
+    """Whether the step log at `path` is a wide log of a format before 4, which plain Parquet readers misread (a
+    private key column, scaled timings, `lr` as nulls): what compact_logs rewrites as format 4."""
     import pyarrow.parquet as pq
 
     meta = json.loads((pq.ParquetFile(path).metadata.metadata or {}).get(META_KEY, b"{}"))
-    if meta.get("layout") != "wide":
-        return []
-    config = config_beside(path)
-    return [key for key in DERIVED if key not in meta.get("derived", {})
-            and derivable(key, [(row, row[key]) for row in rows if key in row], config) is not None]
+    return meta.get("layout") == "wide" and meta.get("format", FORMAT) < 4
 
 
 def parquet_rows(path: Path) -> int:
@@ -310,7 +328,9 @@ def parquet_rows(path: Path) -> int:
     try:
         footer = pq.ParquetFile(path).metadata
         meta = json.loads((footer.metadata or {})[META_KEY])
-        return meta["rows"] if meta["layout"] == "long" else footer.num_rows
+        if meta["layout"] == "long":
+            return meta["rows"]
+        return sum(count for _, count in meta["keyset_runs"]) if "keyset_runs" in meta else footer.num_rows
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise RunDirError(f"unreadable step log {path} ({type(e).__name__}); allowed: a format-{FORMAT} Parquet "
                           f"step log (restore it from git, or retrain the run)") from None
@@ -322,30 +342,10 @@ def parquet_last_step(path: Path) -> int | None:
     return rows[-1].get("step") if rows else 0
 
 
-def same_rows(a: list[dict], b: list[dict]) -> bool:
-    """Whether two lists of rows are identical: keys and their order, value types and values (NaN equals NaN, 1 is
-    not 1.0 nor True, None is not a missing key)."""
-    return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-
-
-def _same(x: Any, y: Any) -> bool:
-    if type(x) is not type(y):
-        return False
-    if isinstance(x, dict):
-        return list(x) == list(y) and all(_same(x[k], y[k]) for k in x)
-    if isinstance(x, list):
-        return len(x) == len(y) and all(_same(u, v) for u, v in zip(x, y))
-    if isinstance(x, float):
-        return x == y and math.copysign(1, x) == math.copysign(1, y) if not math.isnan(x) else math.isnan(y)
-    return x == y
-
-
 def checked_encode(path: str | os.PathLike, rows: list[dict]) -> bytes:
-    """encode(rows) with the config of the run `path` is in (when it has one), checked to read back as the same rows
-    (RunDirError naming `path`, the file it is meant for)."""
-    config = config_beside(path)
-    payload = encode(rows, config)
-    if not same_rows(decode(payload, config), rows):
+    """encode(rows), checked to read back as the same rows (RunDirError naming `path`, the file it is meant for)."""
+    payload = encode(rows)
+    if not same_rows(decode(payload), rows):
         raise RunDirError(f"the Parquet form of {path} does not read back as the rows it was written from; nothing "
                           f"was written (allowed: rows of JSON values; report this with the file)")
     return payload
@@ -355,14 +355,6 @@ def write_parquet_log(path: str | os.PathLike, rows: list[dict]) -> Path:
     """`rows` as a Parquet step log at `path`, written atomically after checking that the bytes read back as the
     same rows (nothing is written otherwise)."""
     return atomic_write_bytes(path, checked_encode(path, rows))
-
-
-def jsonl_text(rows: list[dict]) -> str:
-    """Rows as the JSONL text the library writes (io.write_jsonl): a converted log written out again is its original
-    file byte for byte."""
-    from .io import _json_safe
-
-    return "".join(json.dumps(_json_safe(r), sort_keys=True) + "\n" for r in rows)
 
 
 def main(argv=None) -> int:

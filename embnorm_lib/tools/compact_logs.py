@@ -7,11 +7,11 @@
 
 Runs trained since steplog existed are written compact when they finish; this converts the ones before. It also
 re-encodes a finished run's metrics.parquet whose timings are finer than their stated resolution
-(steplog.TIMING_DECIMALS: runs trained before it), which stores them as decimal columns (~30% fewer bytes), or whose
-`lr` column stores each value although the run's config reproduces every one (steplog.DERIVED: runs written before
-format 3), which stores it as its recipe (~30% fewer bytes again); nothing else in the log changes, and the rows
-read back are the same. And it slims the run's executed notebook (runner.notebook_archive.slim_notebook: compact JSON, a table's
-HTML twin and per-cell timestamps dropped), as sweeps now leave it, then packs each study's loose executed notebooks
+(steplog.TIMING_DECIMALS: runs trained before it), or that is a wide log of a format before 4 (a private `__keys__`
+column, timings as scaled integers, `lr` as nulls rebuilt from config.json: plain Parquet readers misread them), and
+writes it as format 4, which they read right; the rows read back are the same (timings rounded aside). And it slims
+the run's executed notebook (runner.notebook_archive.slim_notebook: compact JSON, a table's HTML twin and per-cell
+timestamps dropped), as sweeps now leave it, then packs each study's loose executed notebooks
 into `runs/<study>/notebooks.tar.xz` (runner.notebook_archive; `extract-notebooks` puts them back). Per run,
 under its lock: the run is verified against its seal; each log is written as `<log>.parquet` (atomically, read back
 and compared row by row with the JSONL: same keys, order, types and values); the seal is rewritten to name the
@@ -33,11 +33,11 @@ from ..core.seal import _read_manifest, reseal, reseal_replacing, run_dirs_of, v
 from ..core.steplog import (
     COMPACTED,
     checked_encode,
+    outdated,
     parquet_path,
     read_parquet_log,
     round_timings,
     same_rows,
-    stored_in_full,
     write_parquet_log,
 )
 from ..runner.notebook_archive import ARCHIVE, pack_notebooks
@@ -55,7 +55,7 @@ class Outcome:
     """What converting one run did: bytes of JSONL deleted and of Parquet added (0 for a run already converted)."""
 
     converted: bool = False
-    retimed: bool = False  # metrics.parquet re-encoded: timings at their stated resolution, derivable columns derived
+    retimed: bool = False  # metrics.parquet re-encoded: timings at their stated resolution, as format 4
     retimed_bytes: tuple[int, int] = (0, 0)  # its bytes before and after
     notebook_bytes: tuple[int, int] = (0, 0)  # the executed notebook's bytes before and after slimming
     jsonl_bytes: int = 0
@@ -118,9 +118,9 @@ RETIME_MARKER = ".retime.json"  # hidden (not sealed): written before metrics.pa
 
 
 def retime_run(run: RunDir, outcome: Outcome, dry_run: bool = False) -> None:
-    """Re-encode a finished run's metrics.parquet with its timings rounded to their stated resolution and its
-    derivable columns stored as their recipe (steplog.stored_in_full), then reseal it; a run with neither to do is
-    left as it is (its bytes are not rewritten under another pyarrow either). Crash-safe: the marker names the sealed
+    """Re-encode a finished run's metrics.parquet with its timings rounded to their stated resolution and as format
+    4 (steplog.outdated: a format plain readers misread), then reseal it; a run with neither to do is left as it is
+    (its bytes are not rewritten under another pyarrow either). Crash-safe: the marker names the sealed
     and the new bytes' sha256 before the file is replaced, so a run killed between the file and its seal is finished
     on the next call (and a file that is neither is refused as damaged)."""
     path = parquet_path(run, "metrics")
@@ -129,7 +129,7 @@ def retime_run(run: RunDir, outcome: Outcome, dry_run: bool = False) -> None:
     verify_run(run)
     rows = read_parquet_log(path)
     rounded = round_timings(rows)
-    if same_rows(rounded, rows) and not stored_in_full(path, rows):
+    if same_rows(rounded, rows) and not outdated(path):
         return
     outcome.retimed = True
     if dry_run:
@@ -139,6 +139,9 @@ def retime_run(run: RunDir, outcome: Outcome, dry_run: bool = False) -> None:
     write_json(run.root / RETIME_MARKER, {"sealed": _read_manifest(run)["files"][path.name]["sha256"],
                                           "new": hashlib.sha256(payload).hexdigest()})
     atomic_write_bytes(path, payload)
+    if not same_rows(read_parquet_log(path), rounded):  # read back from the disk before the seal takes it
+        raise RunDirError(f"run {run.root}: {path.name} as written does not read back as the rows it was written "
+                          f"from; not resealed (allowed: restore the run from git and run compact_logs again)")
     reseal(run, path.name)
     (run.root / RETIME_MARKER).unlink()
     outcome.retimed_bytes = (sealed_bytes, len(payload))
@@ -242,7 +245,7 @@ def _said(counts: dict, verb: str, dry_run: bool) -> str:
         "" if dry_run else f" -> Parquet {counts['parquet']:,} bytes")
     if counts["retimed"]:
         said += f"; {'would re-encode' if dry_run else 're-encoded'} {counts['retimed']} run(s)' metrics.parquet " \
-                f"(timings at their stated resolution, lr as its schedule)" + (
+                f"(as steplog format 4: timings at their stated resolution, lr as values)" + (
                     "" if dry_run else f", {counts['before']:,} -> {counts['after']:,} bytes")
     if counts["notebooks"]:
         said += f"; slimmed {counts['notebooks']} executed notebook(s), {counts['nb_before']:,} -> " \
