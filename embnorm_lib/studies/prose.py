@@ -37,7 +37,9 @@ EXTENSIONS: dict[tuple[str, int], dict[str, list[float]]] = {
 BEST_LR: dict[tuple[str, int], dict[str, float]] = {
     # speedrun, size 0: none's best 0.0065 is bracketed (mean 2.294 bits per byte over seeds 100-102; runner-up 0.0046
     # by 0.091 ± 0.013 nats/token; runs/prose-lr/PROSE.md)
-    ("speedrun", 0): {"none": 0.0065},
+    ("speedrun", 0): {"none": 0.0065, "ln": 0.0046, "rms": 0.0065},
+    # gpt2, size 0: after the extension to 0.0023, every arm's best stays 0.00325, bracketed (runs/prose-lr/PROSE.md)
+    ("gpt2", 0): {"none": 0.00325, "ln": 0.00325, "rms": 0.00325},
 }
 
 
