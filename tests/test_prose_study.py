@@ -12,7 +12,7 @@ import pytest
 from embnorm_lib.analyses import prose as analysis
 from embnorm_lib.core.config import PRESETS, RunConfig
 from embnorm_lib.core.io import repo_root
-from embnorm_lib.core.presets import PROSE_RECORD, PROSE_TOKENIZER_RECORD, prose_iters
+from embnorm_lib.core.presets import PROSE_RECORD, PROSE_TOKENIZER_RECORD, prose_iters, prose_params
 from embnorm_lib.studies import STUDIES, prose
 
 needs_records = pytest.mark.skipif(not (PROSE_RECORD.is_file() and PROSE_TOKENIZER_RECORD.is_file()),
@@ -22,32 +22,55 @@ needs_records = pytest.mark.skipif(not (PROSE_RECORD.is_file() and PROSE_TOKENIZ
 def test_sizes_span_at_least_6x_and_budget_rule():
     params = [prose.non_embedding_params(r) for r in range(len(prose.PROSE_RUNGS))]
     assert len(params) >= 3 and params[-1] / params[0] >= 6
+    vocab = 4096
     for rung, p in enumerate(params):
-        assert prose_iters(rung, 1, train_tokens=10**9) == math.ceil(20 * p / prose.PROSE_TOKENS_PER_ITER)
-        assert prose_iters(rung, 4, train_tokens=10**9) == math.ceil(80 * p / prose.PROSE_TOKENS_PER_ITER)
+        counted = p + (vocab + 128) * prose.PROSE_RUNGS[rung][1] if rung >= 1 else p  # amendment 19
+        assert prose_params(rung, vocab) == counted
+        assert prose_iters(rung, 1, train_tokens=10**9, vocab_size=vocab) == math.ceil(
+            20 * counted / prose.PROSE_TOKENS_PER_ITER)
         # the pass cap binds on a small corpus
-        assert prose_iters(rung, 1, train_tokens=1000) == math.ceil(4000 / prose.PROSE_TOKENS_PER_ITER)
+        assert prose_iters(rung, 1, train_tokens=1000, vocab_size=vocab) == math.ceil(4000 / prose.PROSE_TOKENS_PER_ITER)
+    assert prose_iters(0, 4, train_tokens=10**9) == 4 * prose_iters(0, 1, train_tokens=10**9) == 1920
+
+
+@needs_records
+def test_amendment_19_budgets_and_levels():
+    iters = {level: PRESETS[prose.preset_name("gpt2", level)]["max_iters"] for level in prose.LEVELS}
+    assert iters == {"0": 480, "0-x4": 1920, "1": 3600, "2": 6480}
+    assert prose.MAIN_LEVELS == ("0-x4", "1", "2") and prose.BUDGET_LEVEL == "0"
+    assert iters["0-x4"] == 4 * iters[prose.BUDGET_LEVEL]  # the budget control is exactly 4x in tokens
+    assert "prose-gpt2-1-x4" not in PRESETS  # only size 0 has a second budget
+    # the 4x level is centred on the 480-iteration LR (same width), the next size on it scaled by width
+    for recipe in prose.RECIPE_NAMES:
+        for arm in prose.ARMS:
+            c = prose.centre(recipe, "0-x4", arm)
+            assert c == prose.lr_of(recipe, "0", arm)
+            assert len(prose.grid(recipe, "0-x4", arm)) >= 3
+    budget = STUDIES["prose-budget"].cells()
+    assert {c.preset for c in budget} == {prose.preset_name(r, "0") for r in prose.RECIPE_NAMES}
+    assert {c.seed for c in budget} == set(prose.CONFIRMATORY_SEEDS)
+    assert all(dict(c.overrides)["lr"] == prose.lr_of(c.preset.split("-")[1], "0", c.variant) for c in budget)
+    assert not {c.preset for c in STUDIES["prose"].cells()} & {prose.preset_name(r, "0") for r in prose.RECIPE_NAMES}
 
 
 @needs_records
 def test_presets_carry_recipe_corpus_tokenizer_and_stay_within_4_passes():
     tokens = json.loads(PROSE_TOKENIZER_RECORD.read_text())["train_tokens"]
     for recipe in prose.RECIPE_NAMES:
-        for rung in range(len(prose.PROSE_RUNGS)):
-            for budget in ("", "x4"):
-                cfg = RunConfig(**PRESETS[prose.preset_name(recipe, rung, budget)])
-                assert cfg.tokenizer == "bytebpe-4096" and cfg.corpus_sha256 == json.loads(
+        for level in prose.LEVELS:
+            cfg = RunConfig(**PRESETS[prose.preset_name(recipe, level)])
+            assert cfg.tokenizer == "bytebpe-4096" and cfg.corpus_sha256 == json.loads(
                     PROSE_RECORD.read_text())["sha256"]
-                assert cfg.max_iters * cfg.tokens_per_iter / tokens <= 4
-                assert cfg.tie_embeddings is (recipe == "gpt2")
-                assert cfg.emb_init_std == (0.02 if recipe == "gpt2" else 1.0)
+            assert cfg.max_iters * cfg.tokens_per_iter / tokens <= 4
+            assert cfg.tie_embeddings is (recipe == "gpt2")
+            assert cfg.emb_init_std == (0.02 if recipe == "gpt2" else 1.0)
 
 
 def test_rung0_grid_is_sqrt2_spaced_with_five_points_for_every_arm():
     for recipe in prose.RECIPE_NAMES:
         for arm in prose.ARMS:
-            lrs = prose.grid(recipe, 0, arm)
-            assert len(lrs) == 5 + len(prose.EXTENSIONS.get((recipe, 0), {}).get(arm, []))
+            lrs = prose.grid(recipe, "0", arm)
+            assert len(lrs) == 5 + len(prose.EXTENSIONS.get((recipe, "0"), {}).get(arm, []))
             ratios = [b / a for a, b in zip(lrs, lrs[1:])]
             assert all(abs(r - math.sqrt(2)) < 0.01 for r in ratios)
 
@@ -57,41 +80,41 @@ def test_tuning_cells_use_only_tuning_seeds_and_every_arm_is_tuned():
     assert {c.seed for c in cells} == set(prose.TUNING_SEEDS)
     assert not set(prose.TUNING_SEEDS) & set(prose.CONFIRMATORY_SEEDS + prose.EXTRA_SEEDS)
     assert {c.variant for c in cells} == {"none", "ln", "rms"}
-    assert {c.preset for c in cells} >= {prose.preset_name(r, 0) for r in prose.RECIPE_NAMES}
+    assert {c.preset for c in cells} >= {prose.preset_name(r, "0") for r in prose.RECIPE_NAMES}
     assert len(prose.CONFIRMATORY_SEEDS) >= 6
 
 
-def _planted(recipe="gpt2", rung=0, arm="ln", losses=None):
+def _planted(recipe="gpt2", level="0", arm="ln", losses=None):
     """Tuning runs of one arm: losses[lr] = per-seed final losses."""
     rows = []
     for lr, values in losses.items():
         for seed, value in zip(prose.TUNING_SEEDS, values):
-            rows.append({"cfg.preset": prose.preset_name(recipe, rung), "cfg.variant": arm, "cfg.lr": lr,
+            rows.append({"cfg.preset": prose.preset_name(recipe, level), "cfg.variant": arm, "cfg.lr": lr,
                          "cfg.seed": seed, "val_loss": value, "val_loss_per_char": value / 4, "failed": False})
     return pd.DataFrame(rows)
 
 
 def test_best_lr_rule_brackets_extends_and_reports_the_runner_up():
-    lrs = prose.grid("gpt2", 0, "ln")
+    lrs = prose.grid("gpt2", "0", "ln")
     interior = {lr: [3.0 + abs(i - 2) * 0.01 + s * 0.001 for s in range(3)] for i, lr in enumerate(lrs)}
-    found = prose.best_lrs(_planted(losses=interior), "gpt2", 0)["ln"]
+    found = prose.best_lrs(_planted(losses=interior), "gpt2", "0")["ln"]
     assert found["best"] == lrs[2] and found["bracketed"] and found["runner_up"] in (lrs[1], lrs[3])
     edge = {lr: [3.0 + i * 0.01] * 3 for i, lr in enumerate(lrs)}
-    found = prose.best_lrs(_planted(losses=edge), "gpt2", 0)["ln"]
+    found = prose.best_lrs(_planted(losses=edge), "gpt2", "0")["ln"]
     assert found["best"] == lrs[0] and not found["bracketed"]
     assert found["extend_to"] == pytest.approx(lrs[0] / math.sqrt(2), rel=0.01)
     failed = _planted(losses=interior)
     failed.loc[failed["cfg.lr"] == lrs[2], "failed"] = True  # a LR with a failed run never wins
-    assert prose.best_lrs(failed, "gpt2", 0)["ln"]["best"] != lrs[2]
+    assert prose.best_lrs(failed, "gpt2", "0")["ln"]["best"] != lrs[2]
 
 
 @needs_records
 def test_tuning_record_and_report_show_the_lead():
-    lrs = prose.grid("gpt2", 0, "ln")
+    lrs = prose.grid("gpt2", "0", "ln")
     runs = _planted(losses={lr: [3.0 + abs(i - 2) * 0.01 + 0.002 * s for s in range(3)]
                             for i, lr in enumerate(lrs)})
     record = analysis.tuning_record(runs)
-    cell = next(c for c in record["cells"] if (c["recipe"], c["rung"], c["arm"]) == ("gpt2", 0, "ln"))
+    cell = next(c for c in record["cells"] if (c["recipe"], c["level"], c["arm"]) == ("gpt2", "0", "ln"))
     assert cell["best"] == lrs[2] and cell["lead"] == pytest.approx(0.01) and cell["lead_se"] == pytest.approx(0)
     record.update(study="prose-lr", commit="abc", planned=90, runs_sha256="f" * 12, description="d", note="n",
                   question="q")
@@ -101,9 +124,9 @@ def test_tuning_record_and_report_show_the_lead():
     assert f"{record['bigram_bits_per_byte']:.3f} bits per byte" in page and "at least 10% below it" in page
 
 
-def amendment_commit() -> str:
-    """The first commit whose docs/PROTOCOL.md holds amendment 17."""
-    out = subprocess.run(["git", "log", "--reverse", "--format=%H", "-S", "### Amendment 17", "--",
+def amendment_commit(number: int = 17) -> str:
+    """The first commit whose docs/PROTOCOL.md holds amendment `number`."""
+    out = subprocess.run(["git", "log", "--reverse", "--format=%H", "-S", f"### Amendment {number} ", "--",
                           "docs/PROTOCOL.md"], cwd=repo_root(), capture_output=True, text=True, check=True).stdout
     return out.split()[0] if out.split() else ""
 
@@ -137,20 +160,35 @@ def test_registered_extensions_and_lrs_are_what_the_tuning_runs_give():
     if not index.is_file():
         pytest.skip("no prose tuning runs committed")
     runs = pd.read_csv(index)
-    for rung in range(len(prose.PROSE_RUNGS)):
+    for level in prose.LEVELS:
         for recipe in prose.RECIPE_NAMES:
-            found = prose.best_lrs(runs, recipe, rung)
+            found = prose.best_lrs(runs, recipe, level)
             for arm in prose.ARMS:
                 got = found[arm]
                 if got.get("complete") and got["bracketed"]:
-                    assert prose.lr_of(recipe, rung, arm) == got["best"], (recipe, rung, arm)
+                    assert prose.lr_of(recipe, level, arm) == got["best"], (recipe, level, arm)
                 else:
-                    assert prose.lr_of(recipe, rung, arm) is None, f"{recipe} size {rung} {arm}: not bracketed yet"
+                    assert prose.lr_of(recipe, level, arm) is None, f"{recipe} size {level} {arm}: not bracketed yet"
                 if got.get("complete") and got["extend_to"]:
-                    assert got["extend_to"] in prose.EXTENSIONS.get((recipe, rung), {}).get(arm, []), \
-                        (recipe, rung, arm)
-    for (recipe, rung), arms in prose.EXTENSIONS.items():  # nothing registered beyond what some run asked for
+                    assert got["extend_to"] in prose.EXTENSIONS.get((recipe, level), {}).get(arm, []), \
+                        (recipe, level, arm)
+    for (recipe, level), arms in prose.EXTENSIONS.items():  # nothing registered beyond what some run asked for
         for arm, points in arms.items():
-            assert all(p not in {prose._snap(prose.centre(recipe, rung, arm) * prose.LR_STEP ** j)
-                                 for j in range(-prose.GRID_HALF_WIDTH[rung], prose.GRID_HALF_WIDTH[rung] + 1)}
-                       for p in points), (recipe, rung, arm)
+            assert all(p not in {prose._snap(prose.centre(recipe, level, arm) * prose.LR_STEP ** j)
+                                 for j in range(-prose.GRID_HALF_WIDTH[level], prose.GRID_HALF_WIDTH[level] + 1)}
+                       for p in points), (recipe, level, arm)
+
+
+def test_amendment_19_precedes_every_run_at_its_budgets():
+    """Runs at the budgets amendment 19 set (size 0 at 1,920 iterations, sizes 1 and 2) and every budget-control
+    and confirmatory run descend from it; size 0's 480-iteration tuning runs came before it."""
+    ancestor = amendment_commit(19)
+    later = {prose.preset_name(r, level) for r in prose.RECIPE_NAMES for level in prose.LEVELS[1:]}
+    for study in ("prose-lr", "prose", "prose-budget"):
+        for path in (repo_root() / "runs" / study).rglob("summary.json"):
+            summary = json.loads(path.read_text())
+            if study != "prose-lr" or summary["preset"] in later:
+                assert ancestor, f"{path}: a run at amendment 19's budgets but no commit registers it"
+                assert descends_from(summary["git_commit"], ancestor), f"{path}: trained before amendment 19"
+    if not ancestor:
+        pytest.skip("amendment 19 not committed yet")

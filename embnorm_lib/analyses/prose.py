@@ -1,4 +1,4 @@
-"""The prose ladder's analysis (issue 112; amendment 17) as records: `tuning_record` reads the LR-tuning runs into a
+"""The prose ladder's analysis (issue 112; amendments 17 and 19) as records: `tuning_record` reads the LR-tuning runs into a
 typed dict, written once as runs/<study>/result.json; the report is the template templates/prose_tuning.md.j2 filled
 from that record, so its prose is edited as prose and no number in it is typed.
 
@@ -28,15 +28,15 @@ def tuning_record(runs) -> dict:
     token, and bits per byte), the best LR by the registered rule, whether it is bracketed, the LR an extension adds,
     and the runner-up with its lead paired over the tuning seeds (mean and standard error)."""
     cells = []
-    for rung in range(len(prose.PROSE_RUNGS)):
+    for level in prose.LEVELS:
         for recipe in prose.RECIPE_NAMES:
-            found = prose.best_lrs(runs, recipe, rung) if len(runs) else {}
+            found = prose.best_lrs(runs, recipe, level) if len(runs) else {}
             for arm in prose.ARMS:
-                grid = prose.grid(recipe, rung, arm)
+                grid = prose.grid(recipe, level, arm)
                 if not grid:
                     continue
                 info = found.get(arm, {"complete": False, "means": {}})
-                rows = runs[(runs["cfg.preset"] == prose.preset_name(recipe, rung)) & (runs["cfg.variant"] == arm)
+                rows = runs[(runs["cfg.preset"] == prose.preset_name(recipe, level)) & (runs["cfg.variant"] == arm)
                             ] if len(runs) else runs
                 points = []
                 for lr in grid:
@@ -44,7 +44,7 @@ def tuning_record(runs) -> dict:
                     points.append({"lr": lr, "seeds": int(at["cfg.seed"].nunique()) if len(at) else 0,
                                    "val_loss": float(at["val_loss"].mean()) if len(at) else None,
                                    "bits_per_byte": float(_bits_per_byte(at).mean()) if len(at) else None})
-                cell = {"recipe": recipe, "rung": rung, "arm": arm, "points": points,
+                cell = {"recipe": recipe, "level": level, "rung": prose.rung_of(level), "arm": arm, "points": points,
                         "complete": info["complete"], "best": info.get("best"), "bracketed": info.get("bracketed"),
                         "extend_to": info.get("extend_to"), "runner_up": info.get("runner_up"),
                         "lead": None, "lead_se": None}
@@ -57,8 +57,18 @@ def tuning_record(runs) -> dict:
     bigram = prose_records()[1]["bigram_bits_per_byte"]
     return {"kind": "prose-tuning", "finished": int(len(runs)), "cells": cells, "bigram_bits_per_byte": bigram,
             "trained_below_bits_per_byte": bigram * (1 - TRAINED_MARGIN), "trained_margin": TRAINED_MARGIN,
-            "shapes": [{"rung": r, "shape": f"{n_layer} x {n_embd}", "params": prose.non_embedding_params(r)}
-                       for r, (n_layer, n_embd, _) in enumerate(prose.PROSE_RUNGS)]}
+            "levels": [_level_row(level) for level in prose.LEVELS]}
+
+
+def _level_row(level: str) -> dict:
+    from ..core.config import PRESETS
+
+    n_layer, n_embd, _ = prose.PROSE_RUNGS[prose.rung_of(level)]
+    iters = PRESETS[prose.preset_name(prose.RECIPE_NAMES[0], level)]["max_iters"]
+    return {"level": level, "shape": f"{n_layer} x {n_embd}", "params": prose.non_embedding_params(prose.rung_of(level)),
+            "iters": iters, "tokens": iters * prose.PROSE_TOKENS_PER_ITER,
+            "role": ("budget control" if level == prose.BUDGET_LEVEL
+                     else "confirmatory" if level in prose.MAIN_LEVELS else "tuning only")}
 
 
 def _paired_lead(rows, best: float, runner_up: float) -> tuple[float, float]:

@@ -118,7 +118,11 @@ PROSE_RUNGS = ((2, 64, 2), (3, 96, 3), (4, 128, 4))  # (n_layer, n_embd, n_head)
 PROSE_TOKENS_PER_ITER = 32 * 128  # batch 32 x block 128
 PROSE_TOKENS_PER_PARAM = 20
 PROSE_MAX_PASSES = 4
-PROSE_BUDGET_FACTORS = {"": 1, "x4": 4}  # the budget control: the same model on 4x the tokens (suffix "-x4")
+PROSE_BUDGET_FACTORS = {"": 1, "x4": 4}  # suffix "-x4": the same model on 4x the tokens
+# Amendment 19: at amendment 17's budget (20 tokens per non-embedding parameter) size 0 ended above the count bigram.
+# Sizes from this one on count the token and position embeddings among the parameters, as Hoffmann et al. (2022) count
+# every parameter; size 0's confirmatory budget is its "-x4" preset (studies/prose.py LEVELS).
+PROSE_EMBEDDINGS_COUNTED_FROM = 1
 PROSE_EVALS = 24  # interim evaluations per run (the learning curve the compute multiplier interpolates)
 PROSE_INTERIM_WINDOWS = 128  # ... each on the same 128 validation windows; the final one on every window
 
@@ -127,12 +131,21 @@ def prose_records() -> tuple[dict, dict]:
     return json.loads(PROSE_RECORD.read_text()), json.loads(PROSE_TOKENIZER_RECORD.read_text())
 
 
-def prose_iters(rung: int, factor: int = 1, train_tokens: int | None = None) -> int:
-    """20 tokens per non-embedding parameter (times the budget factor), capped at PROSE_MAX_PASSES passes."""
+def prose_params(rung: int, vocab_size: int | None = None) -> int:
+    """The parameters the budget counts: the blocks' (12 n_layer n_embd^2), plus from size
+    PROSE_EMBEDDINGS_COUNTED_FROM on the token and position embeddings (the input's; a speedrun head is not counted,
+    so both recipes see the same tokens)."""
     n_layer, n_embd, _ = PROSE_RUNGS[rung]
+    if rung < PROSE_EMBEDDINGS_COUNTED_FROM:
+        return non_embedding_params(n_layer, n_embd)
+    vocab_size = vocab_size if vocab_size is not None else prose_records()[1]["vocab_size"]
+    return non_embedding_params(n_layer, n_embd) + (vocab_size + 128) * n_embd
+
+
+def prose_iters(rung: int, factor: int = 1, train_tokens: int | None = None, vocab_size: int | None = None) -> int:
+    """20 tokens per counted parameter (prose_params; times the budget factor), capped at PROSE_MAX_PASSES passes."""
     train_tokens = train_tokens if train_tokens is not None else prose_records()[1]["train_tokens"]
-    tokens = min(factor * PROSE_TOKENS_PER_PARAM * non_embedding_params(n_layer, n_embd),
-                 PROSE_MAX_PASSES * train_tokens)
+    tokens = min(factor * PROSE_TOKENS_PER_PARAM * prose_params(rung, vocab_size), PROSE_MAX_PASSES * train_tokens)
     return -(-tokens // PROSE_TOKENS_PER_ITER)
 
 
@@ -143,7 +156,7 @@ def prose_preset(recipe: str, rung: int, budget: str = "") -> dict:
 
     corpus, tokenizer = prose_records()
     n_layer, n_embd, n_head = PROSE_RUNGS[rung]
-    n = prose_iters(rung, PROSE_BUDGET_FACTORS[budget], tokenizer["train_tokens"])
+    n = prose_iters(rung, PROSE_BUDGET_FACTORS[budget], tokenizer["train_tokens"], tokenizer["vocab_size"])
     every = max(n // PROSE_EVALS, 1)
     return dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=128, batch_size=32, max_iters=n,
                 dropout=0.0, beta2=0.99, warmup_frac=0.05, lr=1e-3, lm_eval=False, tokenizer=PROSE_TOKENIZER,
@@ -157,6 +170,6 @@ if PROSE_RECORD.is_file() and PROSE_TOKENIZER_RECORD.is_file():  # a copy withou
 
     for _recipe in _RECIPES:
         for _rung in range(len(PROSE_RUNGS)):
-            for _budget in PROSE_BUDGET_FACTORS:
+            for _budget in PROSE_BUDGET_FACTORS if _rung == 0 else ("",):  # only size 0 has a 4x budget
                 PRESETS[f"prose-{_recipe}-{_rung}" + (f"-{_budget}" if _budget else "")] = prose_preset(
                     _recipe, _rung, _budget)

@@ -9,42 +9,53 @@ from __future__ import annotations
 
 import math
 
-from ..core.presets import PROSE_BUDGET_FACTORS, PROSE_RUNGS, PROSE_TOKENS_PER_ITER, prose_iters  # noqa: F401
+from ..core.presets import PROSE_BUDGET_FACTORS, PROSE_RUNGS, PROSE_TOKENS_PER_ITER, prose_iters, prose_params  # noqa: F401
 from ..core.recipes import RECIPES
 from ..runner import registry
 
 RECIPE_NAMES = tuple(RECIPES)  # gpt2, speedrun
 ARMS = ("none", "ln", "rms")  # every arm tuned, rms too
 LR_STEP = math.sqrt(2)
-# rung 0's grid centre for every arm and recipe: the open-English ladder's tuned LRs at the same 2 x 64 shape
+# A level is a size at one budget, named as its preset's suffix. Amendment 17 registered "0", "1", "2" at 20 tokens
+# per non-embedding parameter; amendment 19, after every tuned arm of size 0 ended above the count bigram, moved the
+# confirmatory ladder to MAIN_LEVELS: size 0 on 4x its tokens ("0-x4", its own tuning), sizes 1 and 2 on 20 tokens per
+# parameter counting the embeddings (presets.prose_params). Size 0 at amendment 17's budget stays as the budget
+# control: the same model on a quarter of the tokens, each arm at the LR tuned for that budget.
+LEVELS = ("0", "0-x4", "1", "2")  # in tuning order: a level's grid is centred on the level before's registered LR
+MAIN_LEVELS = ("0-x4", "1", "2")
+BUDGET_LEVEL = "0"
+# level "0"'s grid centre for every arm and recipe: the open-English ladder's tuned LRs at the same 2 x 64 shape
 # (none 0.00707, ln 0.006; ladder_data.BEST_LR[0]) rounded to one value, 5 points either way covering 4x
 RUNG0_CENTRE = 0.0065
-GRID_HALF_WIDTH = {0: 2, 1: 1, 2: 1}  # points either side of the centre: 5, 3, 3
+GRID_HALF_WIDTH = {"0": 2, "0-x4": 1, "1": 1, "2": 1}  # points either side of the centre: 5, 3, 3, 3
 TUNING_SEEDS = (100, 101, 102)
 CONFIRMATORY_SEEDS = (0, 1, 2, 3, 4, 5)
 EXTRA_SEEDS = (6, 7, 8, 9)  # added to a cell whose MDE at seeds 0-5 exceeds MDE_LIMIT (amendment 17 item 6)
 MDE_LIMIT = 0.01
-BUDGET_RUNG = 0  # the budget control's size
-SEEDS_ADDED: dict[str, tuple[int, ...]] = {}  # recipe -> rungs given EXTRA_SEEDS by the rule (none yet)
+SEEDS_ADDED: dict[str, tuple[str, ...]] = {}  # recipe -> levels given EXTRA_SEEDS by the rule (none yet)
 
 # Filled in by the registered rule as tuning runs land (tested against the runs):
-# (recipe, rung) -> arm -> extra LRs beyond an edge where the best sat; and -> arm -> the bracketed best LR.
-EXTENSIONS: dict[tuple[str, int], dict[str, list[float]]] = {
+# (recipe, level) -> arm -> extra LRs beyond an edge where the best sat; and -> arm -> the bracketed best LR.
+EXTENSIONS: dict[tuple[str, str], dict[str, list[float]]] = {
     # gpt2, size 0: every arm's best sat at the grid's low edge, 0.00325 (means 2.272 / 2.261 / 2.267 bits per byte
     # for none / ln / rms over seeds 100-102; runs/prose-lr/PROSE.md)
-    ("gpt2", 0): {"none": [0.0023], "ln": [0.0023], "rms": [0.0023]},
+    ("gpt2", "0"): {"none": [0.0023], "ln": [0.0023], "rms": [0.0023]},
 }
-BEST_LR: dict[tuple[str, int], dict[str, float]] = {
+BEST_LR: dict[tuple[str, str], dict[str, float]] = {
     # speedrun, size 0: none's best 0.0065 is bracketed (mean 2.294 bits per byte over seeds 100-102; runner-up 0.0046
     # by 0.091 ± 0.013 nats/token; runs/prose-lr/PROSE.md)
-    ("speedrun", 0): {"none": 0.0065, "ln": 0.0046, "rms": 0.0065},
+    ("speedrun", "0"): {"none": 0.0065, "ln": 0.0046, "rms": 0.0065},
     # gpt2, size 0: after the extension to 0.0023, every arm's best stays 0.00325, bracketed (runs/prose-lr/PROSE.md)
-    ("gpt2", 0): {"none": 0.00325, "ln": 0.00325, "rms": 0.00325},
+    ("gpt2", "0"): {"none": 0.00325, "ln": 0.00325, "rms": 0.00325},
 }
 
 
-def preset_name(recipe: str, rung: int, budget: str = "") -> str:
-    return f"prose-{recipe}-{rung}" + (f"-{budget}" if budget else "")
+def rung_of(level: str) -> int:
+    return int(level.split("-")[0])
+
+
+def preset_name(recipe: str, level: str) -> str:
+    return f"prose-{recipe}-{level}"
 
 
 def non_embedding_params(rung: int) -> int:
@@ -56,37 +67,38 @@ def _snap(lr: float) -> float:
     return float(f"{lr:.3g}")
 
 
-def centre(recipe: str, rung: int, arm: str) -> float | None:
-    """Rung 0: RUNG0_CENTRE. Above: the rung below's registered LR for this recipe and arm times the width ratio
-    (Adam's LR falls as 1/width); None while the rung below has none registered."""
-    if rung == 0:
+def centre(recipe: str, level: str, arm: str) -> float | None:
+    """Level "0": RUNG0_CENTRE. After it: the level before's registered LR for this recipe and arm times the width
+    ratio (Adam's LR falls as 1/width; 1 between the two budgets of size 0); None while that level has none."""
+    if level == LEVELS[0]:
         return RUNG0_CENTRE
-    below = BEST_LR.get((recipe, rung - 1), {}).get(arm)
-    return None if below is None else below * PROSE_RUNGS[rung - 1][1] / PROSE_RUNGS[rung][1]
+    before = LEVELS[LEVELS.index(level) - 1]
+    below = BEST_LR.get((recipe, before), {}).get(arm)
+    return None if below is None else below * PROSE_RUNGS[rung_of(before)][1] / PROSE_RUNGS[rung_of(level)][1]
 
 
-def grid(recipe: str, rung: int, arm: str) -> list[float]:
-    """The centre times sqrt(2)^k for |k| <= the rung's half-width, then any registered extension."""
-    c = centre(recipe, rung, arm)
+def grid(recipe: str, level: str, arm: str) -> list[float]:
+    """The centre times sqrt(2)^k for |k| <= the level's half-width, then any registered extension."""
+    c = centre(recipe, level, arm)
     if c is None:
         return []
-    k = GRID_HALF_WIDTH[rung]
+    k = GRID_HALF_WIDTH[level]
     points = {_snap(c * LR_STEP ** j) for j in range(-k, k + 1)}
-    return sorted(points | set(EXTENSIONS.get((recipe, rung), {}).get(arm, [])))
+    return sorted(points | set(EXTENSIONS.get((recipe, level), {}).get(arm, [])))
 
 
-def confirmatory_seeds(recipe: str, rung: int) -> tuple[int, ...]:
-    return CONFIRMATORY_SEEDS + (EXTRA_SEEDS if rung in SEEDS_ADDED.get(recipe, ()) else ())
+def confirmatory_seeds(recipe: str, level: str) -> tuple[int, ...]:
+    return CONFIRMATORY_SEEDS + (EXTRA_SEEDS if level in SEEDS_ADDED.get(recipe, ()) else ())
 
 
-def best_lrs(runs, recipe: str, rung: int) -> dict[str, dict]:
-    """From the tuning runs (a runs.csv frame) of one recipe and rung: per arm, the mean final validation loss per LR
-    over the tuning seeds, the best LR (one with a failed or missing run never wins), whether it is bracketed, the
+def best_lrs(runs, recipe: str, level: str) -> dict[str, dict]:
+    """From the tuning runs (a runs.csv frame) of one recipe and level: per arm, the mean final validation loss per
+    LR over the tuning seeds, the best LR (one with a failed or missing run never wins), whether it is bracketed, the
     runner-up, and the LR one sqrt(2) step beyond the edge when the best is not bracketed."""
     out = {}
-    rows = runs[runs["cfg.preset"] == preset_name(recipe, rung)]
+    rows = runs[runs["cfg.preset"] == preset_name(recipe, level)]
     for arm in ARMS:
-        lrs, sub = grid(recipe, rung, arm), rows[rows["cfg.variant"] == arm]
+        lrs, sub = grid(recipe, level, arm), rows[rows["cfg.variant"] == arm]
         means, complete = {}, True
         for lr in lrs:
             at = sub[((sub["cfg.lr"] - lr).abs() < 1e-12) & sub["cfg.seed"].isin(TUNING_SEEDS)]
@@ -108,54 +120,55 @@ def best_lrs(runs, recipe: str, rung: int) -> dict[str, dict]:
     return out
 
 
-def lr_of(recipe: str, rung: int, arm: str) -> float | None:
-    return BEST_LR.get((recipe, rung), {}).get(arm)
+def lr_of(recipe: str, level: str, arm: str) -> float | None:
+    return BEST_LR.get((recipe, level), {}).get(arm)
 
 
 def _cells(study: str, kind: str) -> list[registry.Cell]:
-    """tuning: every recipe x arm on its rung's grid x the tuning seeds (a rung's grid exists once the rung below
-    has its registered LRs). confirmatory: every recipe x arm at its registered LR x fresh seeds. budget: the budget
-    control's size at 4x the tokens, each arm at its LR registered for that size."""
+    """tuning: every recipe x arm on each level's grid x the tuning seeds (a level's grid exists once the level
+    before has its registered LRs). confirmatory: every recipe x arm of MAIN_LEVELS at its registered LR x fresh
+    seeds. budget: the same at BUDGET_LEVEL, size 0 on a quarter of its confirmatory tokens."""
+    levels = {"tuning": LEVELS, "confirmatory": MAIN_LEVELS, "budget": (BUDGET_LEVEL,)}[kind]
     cells = []
-    for rung in range(len(PROSE_RUNGS)):
+    for level in levels:
         for recipe in RECIPE_NAMES:
             for arm in ARMS:
-                if kind == "tuning" and grid(recipe, rung, arm):
-                    cells += registry.grid(study, preset_name(recipe, rung), [arm], TUNING_SEEDS,
-                                           axes={"lr": grid(recipe, rung, arm)}, tag_preset=True)
-                elif kind == "confirmatory" and lr_of(recipe, rung, arm) is not None:
-                    cells += registry.grid(study, preset_name(recipe, rung), [arm], confirmatory_seeds(recipe, rung),
-                                           fixed={"lr": lr_of(recipe, rung, arm)}, tag_preset=True)
-                elif kind == "budget" and rung == BUDGET_RUNG and lr_of(recipe, rung, arm) is not None:
-                    cells += registry.grid(study, preset_name(recipe, rung, "x4"), [arm], CONFIRMATORY_SEEDS,
-                                           fixed={"lr": lr_of(recipe, rung, arm)}, tag_preset=True)
+                if kind == "tuning" and grid(recipe, level, arm):
+                    cells += registry.grid(study, preset_name(recipe, level), [arm], TUNING_SEEDS,
+                                           axes={"lr": grid(recipe, level, arm)}, tag_preset=True)
+                elif kind != "tuning" and lr_of(recipe, level, arm) is not None:
+                    cells += registry.grid(study, preset_name(recipe, level), [arm], confirmatory_seeds(recipe, level),
+                                           fixed={"lr": lr_of(recipe, level, arm)}, tag_preset=True)
     return cells
 
 
 _WHAT = ("three sizes (2x64, 3x96, 4x128; 0.1M-0.8M non-embedding parameters) x two embedding recipes (GPT-2: "
          "N(0, 0.02), tied head; speedrun: N(0, 1), untied zero-init head) x none/ln/rms, on ~100M characters of "
-         "open prose in byte-level BPE-4096 tokens, 20 tokens per non-embedding parameter")
+         "open prose in byte-level BPE-4096 tokens; budgets (amendment 19): 2x64 on 1,920 iterations (7.9M tokens), "
+         "3x96 and 4x128 on 20 tokens per parameter counting the embeddings (3,600 and 6,480 iterations)")
 ENTRIES = (
-    registry.Study("prose-lr", f"Prose ladder, LR tuning (amendment 17): {_WHAT}; every arm on a sqrt(2) LR grid x "
-                               "tuning seeds 100-102, extended past any edge where the best sits.", "prose",
+    registry.Study("prose-lr", f"Prose ladder, LR tuning (amendments 17 and 19): {_WHAT}; every arm on a sqrt(2) LR "
+                               "grid x tuning seeds 100-102, extended past any edge where the best sits; 2x64 is "
+                               "tuned at both its budgets (480 iterations for the budget control).", "prose",
                    lambda: _cells("prose-lr", "tuning"),
-                   note="Tuning seeds are never confirmatory seeds. A rung's grid is centred on the rung below's "
+                   note="Tuning seeds are never confirmatory seeds. A level's grid is centred on the level before's "
                         "registered LR for the same recipe and arm, scaled by width (prose.centre).",
-                   status="tuning", amendment=17,
+                   status="tuning", amendment=19,
                    question="Which learning rate is each arm's best for each recipe and size of the prose ladder?"),
-    registry.Study("prose", f"Prose ladder, confirmatory (amendment 17): {_WHAT}; fresh seeds 0-5 per cell (6-9 "
-                            "where the MDE rule adds them), each arm at its tuned LR.", "prose",
+    registry.Study("prose", f"Prose ladder, confirmatory (amendments 17 and 19): {_WHAT}; fresh seeds 0-5 per cell "
+                            "(6-9 where the MDE rule adds them), each arm at its tuned LR.", "prose",
                    lambda: _cells("prose", "confirmatory"),
                    note="Per recipe and size: paired differences in bits per byte and in zero-shot macro accuracy, "
                         "95% t intervals, Holm, TOST against +-0.01, the compute multiplier.",
-                   status="confirmatory", amendment=17,
+                   status="confirmatory", amendment=19,
                    question=("With each arm tuned and a compute-optimal budget on natural prose, does a norm after "
                              "the embedding help or hurt under either of today's embedding recipes?")),
-    registry.Study("prose-budget", "Prose ladder, budget control (amendment 17): the 2x64 size on 4x the tokens "
-                                   "(80 per non-embedding parameter), both recipes x none/ln/rms x seeds 0-5 at the "
-                                   "LRs tuned for 2x64.", "prose",
-                   lambda: _cells("prose-budget", "budget"),
-                   note="Tells a change with size from a change with budget: the same model, only the tokens grow.",
-                   status="confirmatory", amendment=17,
+    registry.Study("prose-budget", "Prose ladder, budget control (amendment 19): the 2x64 size on a quarter of its "
+                                   "confirmatory tokens (480 iterations, 20 per non-embedding parameter), both "
+                                   "recipes x none/ln/rms x seeds 0-5, each arm at the LR tuned for that budget.",
+                   "prose", lambda: _cells("prose-budget", "budget"),
+                   note="Tells a change with size from a change with budget: the same model, only the tokens differ "
+                        "(4x), each arm tuned at each budget.",
+                   status="confirmatory", amendment=19,
                    question="Does the arms' difference at the smallest size change when only the budget grows?"),
 )

@@ -60,7 +60,7 @@ def _timing_command(preset: str, out: Path, data_path: str) -> list[str]:
 def measure_step_times(data_path: str) -> dict:
     """Every prose preset at base budget, timed in pairs side by side (two single-thread processes share the 2
     cores, as two lanes do)."""
-    presets = [prose.preset_name(r, k) for k in range(len(prose.PROSE_RUNGS)) for r in prose.RECIPE_NAMES]
+    presets = [prose.preset_name(r, str(k)) for k in range(len(prose.PROSE_RUNGS)) for r in prose.RECIPE_NAMES]
     found = {}
     with tempfile.TemporaryDirectory() as tmp:
         for pair in (presets[i:i + 2] for i in range(0, len(presets), 2)):
@@ -89,30 +89,31 @@ def measure_step_times(data_path: str) -> dict:
 
 
 def run_hours(preset: str, times: dict) -> float:
-    """One run's estimated wall hours: start-up, every step, PROSE_EVALS interim and one final evaluation."""
+    """One run's estimated wall hours: start-up, every step, PROSE_EVALS interim and one final evaluation (a size's
+    step times serve both its budgets)."""
     t = times["presets"][preset.removesuffix("-x4")]
     n = PRESETS[preset]["max_iters"]
     return (t["startup_s"] + n * t["ms_per_iter"] / 1000 + PROSE_EVALS * t["interim_eval_s"] + t["final_eval_s"]) / 3600
 
 
 def estimate(times: dict) -> list[dict]:
-    """Core-hours per size for the registered design before any grid extension (one core per run)."""
+    """Core-hours per level (a size at one budget) for the registered design before any grid extension (one core
+    per run): its tuning grid, and its confirmatory seeds where it is a main level or the budget control."""
     rows = []
-    for rung in range(len(prose.PROSE_RUNGS)):
-        tuning = confirm = budget = 0.0
+    for level in prose.LEVELS:
+        tuning = confirm = 0.0
         for recipe in prose.RECIPE_NAMES:
-            base = run_hours(prose.preset_name(recipe, rung), times)
-            points = 2 * prose.GRID_HALF_WIDTH[rung] + 1
-            tuning += len(prose.ARMS) * points * len(prose.TUNING_SEEDS) * base
-            confirm += len(prose.ARMS) * len(prose.CONFIRMATORY_SEEDS) * base
-            if rung == prose.BUDGET_RUNG:
-                budget += len(prose.ARMS) * len(prose.CONFIRMATORY_SEEDS) * run_hours(
-                    prose.preset_name(recipe, rung, "x4"), times)
-        n_layer, n_embd, _ = prose.PROSE_RUNGS[rung]
-        rows.append({"rung": rung, "shape": f"{n_layer} x {n_embd}", "params": prose.non_embedding_params(rung),
-                     "iters": PRESETS[prose.preset_name("gpt2", rung)]["max_iters"],
-                     "run_hours": run_hours(prose.preset_name("gpt2", rung), times),
-                     "tuning": tuning, "confirmatory": confirm, "budget": budget})
+            hours = run_hours(prose.preset_name(recipe, level), times)
+            tuning += len(prose.ARMS) * (2 * prose.GRID_HALF_WIDTH[level] + 1) * len(prose.TUNING_SEEDS) * hours
+            if level in prose.MAIN_LEVELS or level == prose.BUDGET_LEVEL:
+                confirm += len(prose.ARMS) * len(prose.CONFIRMATORY_SEEDS) * hours
+        n_layer, n_embd, _ = prose.PROSE_RUNGS[prose.rung_of(level)]
+        rows.append({"level": level, "shape": f"{n_layer} x {n_embd}",
+                     "params": prose.non_embedding_params(prose.rung_of(level)),
+                     "iters": PRESETS[prose.preset_name("gpt2", level)]["max_iters"],
+                     "run_hours": run_hours(prose.preset_name("gpt2", level), times),
+                     "tuning": tuning, "confirmatory": confirm,
+                     "role": "budget control" if level == prose.BUDGET_LEVEL else "confirmatory"})
     return rows
 
 
@@ -131,11 +132,10 @@ def main(argv=None) -> int:
     else:
         rows = estimate(json.loads(STEP_TIMES.read_text()))
         for r in rows:
-            print(f"- size {r['rung']}: {r['shape']}, {r['params']:,} non-embedding parameters, {r['iters']:,} "
-                  f"iterations, ~{r['run_hours']:.2f} h per run; tuning {r['tuning']:.1f}, confirmatory "
-                  f"{r['confirmatory']:.1f}" + (f", budget control {r['budget']:.1f}" if r["budget"] else "")
-                  + " core-hours")
-        total = sum(r["tuning"] + r["confirmatory"] + r["budget"] for r in rows)
+            print(f"- {r['level']}: {r['shape']}, {r['params']:,} non-embedding parameters, {r['iters']:,} "
+                  f"iterations, ~{r['run_hours']:.2f} h per run; tuning {r['tuning']:.1f}, {r['role']} "
+                  f"{r['confirmatory']:.1f} core-hours")
+        total = sum(r["tuning"] + r["confirmatory"] for r in rows)
         print(f"- total {total:.1f} core-hours before any grid extension or added seed")
     return 0
 
