@@ -33,6 +33,8 @@ VERBS = {
     "corpus": ("core.corpus", "a corpus of your own from a Hugging Face dataset"),
     "opencorpus": ("core.opencorpus", "build the open-English corpus offline"),
     "prosecorpus": ("core.prosecorpus", "build the open-prose corpus (v2, natural prose) offline"),
+    "gpu-cost": ("tools.gpu_cost", "GPU-hours of the GPT-2 small presets, from runs/bench-gpu.json"),
+    "shards": ("core.shards", "a token-shard directory's layout, counts and sha256 (nanoGPT .bin, llm.c/FineWeb)"),
 }
 
 

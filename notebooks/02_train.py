@@ -76,7 +76,7 @@ from embnorm_lib.core.notebook import check_switches, config_from_parameters, jo
 from embnorm_lib.runner.design import check_registered_cell
 
 check_switches(progress=progress, figures=figures)  # `-p figures no` arrives as text, which would read as True
-cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides, smoke=smoke)
+cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides, smoke=smoke, data_path=data_path)
 cfgs = job_configs(cfg, pack_seeds)  # [cfg], or one config per seed of a packed job
 run_dirs = [run_dir_from_parameters(c, study, out_dir, run_tag) for c in cfgs]
 for c, d in zip(cfgs, run_dirs):  # a registered study takes only its own cells, as registered (issue 117)

@@ -100,55 +100,97 @@ def calibration_from_logits(logits: torch.Tensor, targets: torch.Tensor, n_bins:
     }
 
 
-def _chunks(logits: np.ndarray, targets: torch.Tensor, windows: int):
-    for i in range(0, len(targets), windows):
-        part = torch.from_numpy(np.asarray(logits[i: i + windows])).reshape(-1, logits.shape[-1])
-        yield part, targets[i: i + windows].reshape(-1)
+TEMPERATURE_BYTES = 1 << 30  # the most logits kept for the temperature fit (4 windows of GPT-2's 50,304 x 1,024)
+
+
+class CalibrationStream:
+    """The final pass's calibration and loss by position, accumulated chunk by chunk as the evaluation produces the
+    logits (issue 115): no copy of all logits in memory or on disk. Kept: the top-label confidence and hit of every
+    token (one number each, for the ECE bins), float64 sums of the Brier score, the NLL and the loss and accuracy per
+    position, and the logits of the windows temperature scaling (not an endpoint) is fitted on: `temperature_windows`
+    evenly spaced windows, fewer where their logits would exceed TEMPERATURE_BYTES. Chunks of `chunk` windows, in the
+    order and grouping a file of the logits was read in before (the numbers are those, bit for bit on CPU)."""
+
+    def __init__(self, n_windows: int, window_len: int, vocab: int, temperature_windows: int = 256,
+                 chunk: int = 16, n_bins: int = N_BINS):
+        fit = max(1, TEMPERATURE_BYTES // (window_len * vocab * 4))
+        self.keep = np.unique(np.linspace(0, n_windows - 1, min(temperature_windows, n_windows, fit)).round()
+                              .astype(int))
+        self.n_windows, self.chunk, self.n_bins, self.seen = n_windows, chunk, n_bins, 0
+        self.confidences, self.hits, self.kept, self.kept_targets = [], [], [], []
+        self.brier_sum = self.nll_sum = 0.0
+        self.position_nll = torch.zeros(window_len, dtype=torch.float64)
+        self.position_correct = torch.zeros(window_len, dtype=torch.float64)
+
+    def add(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        """The next windows' logits (N, T, V) and targets (N, T), in window order."""
+        for j in range(0, len(logits), self.chunk):
+            part3, t2 = logits[j: j + self.chunk].float(), targets[j: j + self.chunk].to(logits.device)
+            part, t = part3.reshape(-1, part3.shape[-1]), t2.reshape(-1)
+            probs = part.softmax(-1)
+            confidence, prediction = probs.max(-1)
+            self.confidences.append(confidence.cpu())
+            self.hits.append((prediction == t).cpu())
+            p = probs.double() / probs.double().sum(-1, keepdim=True)
+            self.brier_sum += float((p.pow(2).sum(-1) - 2 * p.gather(1, t[:, None]).squeeze(1) + 1).sum())
+            self.nll_sum += F.cross_entropy(part, t, reduction="sum").item()
+            self.position_nll += F.cross_entropy(part3.transpose(1, 2), t2, reduction="none").double().sum(0).cpu()
+            self.position_correct += (part3.argmax(-1) == t2).double().sum(0).cpu()
+            index = np.arange(self.seen, self.seen + len(part3))
+            wanted = np.isin(index, self.keep)
+            if wanted.any():
+                rows = torch.from_numpy(np.flatnonzero(wanted)).to(part3.device)
+                self.kept.append(part3[rows].cpu())
+                self.kept_targets.append(t2[rows].cpu())
+            self.seen += len(part3)
+
+    def calibration(self) -> dict:
+        confidence, correct = torch.cat(self.confidences), torch.cat(self.hits)
+        width_table = reliability_table(confidence, correct, equal_width_edges(confidence, self.n_bins))
+        mass_table = reliability_table(confidence, correct, equal_mass_edges(confidence, self.n_bins))
+        subset = torch.cat(self.kept).reshape(-1, self.kept[0].shape[-1])
+        subset_targets = torch.cat(self.kept_targets).reshape(-1)
+        t_opt, nll_opt = optimal_temperature(subset, subset_targets)
+        return {
+            "ece_equal_width": expected_calibration_error(width_table),
+            "ece_equal_mass": expected_calibration_error(mass_table),
+            "brier": self.brier_sum / len(confidence),
+            "mean_confidence": confidence.mean().item(),
+            "nll_t1": self.nll_sum / len(confidence),
+            "temperature_opt": t_opt,
+            "nll_t_opt": nll_opt,
+            "temperature_windows": int(len(self.keep)),
+            "reliability_equal_width": width_table,
+            "reliability_equal_mass": mass_table,
+            "temperature_curve": {"temperature": list(TEMPERATURE_GRID),
+                                  "nll": [nll_at_temperature(subset, subset_targets, t) for t in TEMPERATURE_GRID]},
+        }
+
+    def by_position(self) -> dict[str, list[float]]:
+        n = self.seen
+        return {"val_loss": (self.position_nll / n).tolist(), "val_acc": (self.position_correct / n).tolist(),
+                "windows": int(n)}
 
 
 def calibration_streamed(logits: np.ndarray, targets: torch.Tensor, n_bins: int = N_BINS, windows: int = 16,
                          temperature_windows: int = 256) -> dict:
     """calibration_from_logits for logits kept in a file (a numpy memmap of windows x T x V), read `windows` windows
-    at a time: the ECEs, Brier score, mean confidence and NLL over every token, never more than a chunk of
-    probabilities in memory (the top-label confidences and hits, one number per token, are kept; the equal-width ECE
-    comes from the binning that tests hold equal to torchmetrics'; the Brier and NLL sums accumulate in float64).
-    Temperature scaling (not an endpoint) is fitted on `temperature_windows` evenly spaced windows: fitted on all
-    of them it took ~50 passes over 6.4 GB, minutes per run."""
+    at a time through a CalibrationStream: the ECEs, Brier score, mean confidence and NLL over every token, never more
+    than a chunk of probabilities in memory (the equal-width ECE comes from the binning that tests hold equal to
+    torchmetrics'; the Brier and NLL sums accumulate in float64). Temperature scaling is fitted on
+    `temperature_windows` evenly spaced windows: fitted on all of them it took ~50 passes over 6.4 GB."""
     targets = targets.reshape(len(targets), -1)
-    confidences, hits, brier_sum, nll_sum = [], [], 0.0, 0.0
-    for part, t in _chunks(logits, targets, windows):
-        probs = part.softmax(-1)
-        confidence, prediction = probs.max(-1)
-        confidences.append(confidence)
-        hits.append(prediction == t)
-        p = probs.double() / probs.double().sum(-1, keepdim=True)
-        brier_sum += float((p.pow(2).sum(-1) - 2 * p.gather(1, t[:, None]).squeeze(1) + 1).sum())
-        nll_sum += F.cross_entropy(part, t, reduction="sum").item()
-    confidence, correct = torch.cat(confidences), torch.cat(hits)
-    width_table = reliability_table(confidence, correct, equal_width_edges(confidence, n_bins))
-    mass_table = reliability_table(confidence, correct, equal_mass_edges(confidence, n_bins))
-    keep = np.unique(np.linspace(0, len(targets) - 1, min(temperature_windows, len(targets))).round().astype(int))
-    subset = torch.from_numpy(np.asarray(logits[keep])).reshape(-1, logits.shape[-1])
-    subset_targets = targets[torch.from_numpy(keep)].reshape(-1)
-    t_opt, nll_opt = optimal_temperature(subset, subset_targets)
-    return {
-        "ece_equal_width": expected_calibration_error(width_table),
-        "ece_equal_mass": expected_calibration_error(mass_table),
-        "brier": brier_sum / len(confidence),
-        "mean_confidence": confidence.mean().item(),
-        "nll_t1": nll_sum / len(confidence),
-        "temperature_opt": t_opt,
-        "nll_t_opt": nll_opt,
-        "temperature_windows": int(len(keep)),
-        "reliability_equal_width": width_table,
-        "reliability_equal_mass": mass_table,
-        "temperature_curve": {"temperature": list(TEMPERATURE_GRID),
-                              "nll": [nll_at_temperature(subset, subset_targets, t) for t in TEMPERATURE_GRID]},
-    }
+    stream = CalibrationStream(len(targets), targets.shape[1], logits.shape[-1], temperature_windows, windows, n_bins)
+    for i in range(0, len(targets), windows):
+        stream.add(torch.from_numpy(np.asarray(logits[i: i + windows])), targets[i: i + windows])
+    return stream.calibration()
 
 
 def calibration(logits, targets: torch.Tensor) -> dict:
-    """The final pass's calibration: from logits in memory, or from a file of them (a numpy memmap) in chunks."""
+    """The final pass's calibration: from logits in memory, from a stream that saw them (CalibrationStream), or
+    from a file of them (a numpy memmap) in chunks."""
+    if isinstance(logits, CalibrationStream):
+        return logits.calibration()
     if isinstance(logits, np.ndarray):
         return calibration_streamed(logits, targets)
     return calibration_from_logits(logits, targets)

@@ -43,7 +43,7 @@ class RunConfig:
     n_embd: int = 128
     block_size: int = 128
     vocab_size: int = 65
-    tokenizer: str = "char"  # tokenizer.py's registry: char | bpe-512 | bpe-4096 (vocab_size must match)
+    tokenizer: str = "char"  # tokenizer.py's registry: char | bpe-512 | bpe-4096 | bytebpe-4096 | shards
     corpus_sha256: str = ""  # "": tiny Shakespeare; else the sha256 of a UTF-8 text file of your own (give data_path)
     # where the training split ends, in characters (0: the first 90%); a corpus split by document (opencorpus.py)
     # puts its validation documents last and records this point
@@ -123,6 +123,9 @@ class RunConfig:
         _check(self.corpus_sha256 == "" or (isinstance(self.corpus_sha256, str) and len(self.corpus_sha256) == 64
                                             and all(c in "0123456789abcdef" for c in self.corpus_sha256)),
                "corpus_sha256", self.corpus_sha256, '"" (tiny Shakespeare) or a 64-character lowercase hex sha256')
+        _check(self.tokenizer != "shards" or self.corpus_sha256 != "", "corpus_sha256", self.corpus_sha256,
+               "the shard set's sha256 with tokenizer=shards (`run --data-path DIR` records it; `python -m "
+               "embnorm_lib shards DIR` prints it)")
         _check(not (self.lm_eval and self.corpus_sha256), "lm_eval", self.lm_eval,
                "false with a corpus of your own (the zero/few-shot tasks are built from Shakespeare's plays)")
         _check(self.head_init in HEAD_INITS, "head_init", self.head_init, ", ".join(HEAD_INITS))

@@ -92,6 +92,9 @@ def resolve_data_path(data_path: str | os.PathLike | None = None, corpus_sha256:
                             f"data_path (or ${ENV_DATA})")
         return verify(Path(data_path or os.environ[ENV_DATA]).expanduser(), corpus_sha256)
     candidates = data_candidates(data_path)
+    if candidates[0][1].is_dir() and (data_path or os.environ.get(ENV_DATA)):
+        raise DataError(f"invalid data_path {candidates[0][1]}: a directory; allowed: a UTF-8 text file, or a directory "
+                        "of token shards with tokenizer=shards (`run --data-path DIR` sets it)")
     if data_path or os.environ.get(ENV_DATA):
         return verify(candidates[0][1])
     for _, path in candidates:
@@ -163,6 +166,13 @@ def load_corpus(data_path: str | os.PathLike | None = None, tokenizer: str = "ch
     tokenizer (tokenizer.py); characters unless asked. The split is the first `train_chars` characters for training
     (0: the first 90%; a corpus split by document records its own point, opencorpus.py). A subword tokenizer is
     looked up, or trained and kept, under the runs directory `out_dir` (tokenizer.bpe_tokenizer)."""
+    if tokenizer == "shards":
+        from .shards import load_shards
+
+        if not data_path:
+            raise DataError("tokenizer=shards needs data_path; allowed: a directory of token shards (nanoGPT's "
+                            "train.bin and val.bin, or llm.c/FineWeb *_train_*.bin and *_val_*.bin)")
+        return load_shards(data_path, corpus_sha256)
     if tokenizer != "char":
         chars = load_corpus(data_path, corpus_sha256=corpus_sha256, train_chars=train_chars)
         return _tokenized(chars, tokenizer, out_dir)
@@ -247,9 +257,13 @@ def validation_windows(val: torch.Tensor, block_size: int, max_windows: int = 0)
     """Non-overlapping windows covering the validation split: every target is scored once. With `max_windows`
     (an evaluation budget for small test runs) only that many, evenly spaced over the split."""
     n = (len(val) - 1) // block_size
+    keep = evenly_spaced(n, max_windows)
+    if not isinstance(val, torch.Tensor):  # memory-mapped shards (shards.TokenStream): read the kept windows only
+        starts = torch.arange(n)[keep] * block_size
+        rows = val[starts[:, None] + torch.arange(block_size + 1)]
+        return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
     x = val[: n * block_size].view(n, block_size)
     y = val[1: n * block_size + 1].view(n, block_size)
-    keep = evenly_spaced(n, max_windows)
     return x[keep], y[keep]
 
 

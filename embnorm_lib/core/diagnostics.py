@@ -95,11 +95,18 @@ def update_ratios(before: dict[str, list[torch.Tensor]], groups) -> dict[str, fl
     return out
 
 
+GRAM_MAX_ROWS = 8192
+
+
 def mean_pairwise_cosine(vectors: torch.Tensor) -> torch.Tensor:
     """Mean cosine similarity over distinct pairs of rows (1.0 when all rows point the same way)."""
     v = F.normalize(vectors.float(), dim=-1)
     n = v.shape[-2]
-    gram = v @ v.transpose(-2, -1)
+    if n > GRAM_MAX_ROWS:  # an n x n Gram matrix would not fit (GPT-2's vocabulary: 50,257^2 floats, 10 GB)
+        total = v.double().sum(dim=-2)  # the sum over all pairs of v_i . v_j is |sum v|^2; the diagonal's is sum |v_i|^2
+        off_diagonal = (total * total).sum(-1) - (v.double() ** 2).sum(dim=(-2, -1))
+        return (off_diagonal / (n * (n - 1))).mean().float()
+    gram = v @ v.transpose(-2, -1)  # smaller sets keep the Gram form: the committed runs' numbers, bit for bit
     off_diagonal = gram.sum(dim=(-2, -1)) - gram.diagonal(dim1=-2, dim2=-1).sum(-1)
     return (off_diagonal / (n * (n - 1))).mean()
 

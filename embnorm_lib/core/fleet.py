@@ -243,6 +243,9 @@ def train_fleet(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike]
         key = (cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars)  # the split point is part of the data (issue 76)
         corpora.setdefault(key, load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars, out_dir))
         check_fits_data(cfg, corpora[key])
+        if corpora[key].tokenizer == "shards":
+            raise ConfigError("invalid tokenizer='shards' here; allowed: one run at a time (`run`, the notebook, a "
+                              "sweep without --fleet or pack_seeds): packed and fleet runs hold the ids in memory")
     threads_before = torch.get_num_threads()
     try:
         with holding_all(runs, cfgs) as done:  # a finished member's summary as its seal vouches for it

@@ -72,9 +72,11 @@ def check_switches(**switches: Any) -> None:
 
 
 def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int = 0, device: str = "auto",
-                           overrides: dict[str, Any] | None = None, smoke: bool = False) -> RunConfig:
+                           overrides: dict[str, Any] | None = None, smoke: bool = False,
+                           data_path: str | None = None) -> RunConfig:
     """The run's config: a preset, then SMOKE when `smoke`, then the notebook's parameters (max_iters 0 keeps the
-    preset's, or SMOKE's).
+    preset's, or SMOKE's). A `data_path` that is a directory of token shards sets tokenizer=shards and the shard
+    set's sha256 (shards.shard_overrides).
 
     Values are passed on as given: RunConfig's validation is the only gate, so `seed=3.5` or
     `seed=True` is refused there instead of being truncated here."""
@@ -85,6 +87,9 @@ def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int 
     if not isinstance(overrides, dict):
         raise ConfigError(f"invalid overrides={overrides!r}; allowed: a mapping of config fields, e.g. "
                           f"papermill -y 'overrides: {{lr: 0.001}}' (papermill -p passes text)")
+    from .shards import shard_overrides
+
+    overrides = shard_overrides(data_path, overrides)
     reserved = [k for k in RESERVED_OVERRIDES if k in overrides]
     if reserved:
         raise ConfigError(f"invalid overrides key(s) {', '.join(reserved)}; allowed: any other config field "

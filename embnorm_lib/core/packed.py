@@ -156,6 +156,9 @@ def train_packed(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike
         raise ConfigError("invalid pack: two members share a run directory; allowed: one directory per seed")
     corpus = load_corpus(data_path, cfgs[0].tokenizer, cfgs[0].corpus_sha256, cfgs[0].train_chars, out_dir)
     check_fits_data(cfgs[0], corpus)
+    if corpus.tokenizer == "shards":
+        raise ConfigError("invalid tokenizer='shards' here; allowed: one run at a time (`run`, the notebook, a "
+                          "sweep without --fleet or pack_seeds): packed and fleet runs hold the ids in memory")
     device = select_device(cfgs[0].device)
     threads_before = torch.get_num_threads()
     try:

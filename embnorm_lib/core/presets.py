@@ -37,6 +37,43 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# GPT-2 small as nanoGPT trains it (issue 115; its config/train_gpt2.py and train.py), for token shards
+# (`--data-path DIR`, shards.py): 12 x 768, block 1024, no biases, no dropout, vocabulary 50,304 (GPT-2's 50,257
+# padded to a multiple of 64), a global batch of 480 x 1024 = 491,520 tokens (nanoGPT: 12 per micro-batch x 5
+# accumulation steps x 8 GPUs; here grad_accum 40 on one GPU, `--set grad_accum=5` under torchrun on 8), AdamW
+# 6e-4 with betas (0.9, 0.95) and weight decay 0.1, clipping at 1.0, 2,000 warm-up steps then cosine to 6e-5 over
+# 600,000 steps (~295B tokens). Evaluation on 200 x 12 = 2,400 windows, as nanoGPT's eval_iters x batch.
+GPT2_124M_TOKENS_PER_ITER = 480 * 1024
+GPT2_124M_PARAMS = 12 * 12 * 768 ** 2 + (50304 + 1024) * 768  # blocks + token and position embeddings (~124M)
+GPT2_124M_CHINCHILLA_ITERS = -(-20 * GPT2_124M_PARAMS // GPT2_124M_TOKENS_PER_ITER)  # 20 tokens per parameter
+
+
+def _recipe(name: str) -> dict[str, Any]:
+    from .recipes import get_recipe
+
+    return get_recipe(name).overrides
+
+
+def _gpt2_124m(max_iters: int, warmup_frac: float, **recipe: Any) -> dict[str, Any]:
+    every = max(max_iters // 24, 1)
+    return dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50304, bias=False, dropout=0.0,
+                batch_size=480, grad_accum=40, lr=6e-4, beta1=0.9, beta2=0.95, weight_decay=0.1, grad_clip=1.0,
+                min_lr_ratio=0.1, max_iters=max_iters, warmup_frac=warmup_frac, eval_windows=2400,
+                interim_eval_windows=240, eval_interval=every, checkpoint_interval=every,
+                diag_interval=max(max_iters // 100, 1), **recipe)
+
+
+PRESETS.update({
+    "gpt2-124m": _gpt2_124m(600_000, 2000 / 600_000),
+    # Hoffmann et al.'s budget, 20 tokens per parameter (~2.5B tokens, ~5,000 steps); 5% warm-up as this project's
+    # other compute-optimal presets (nanoGPT's 2,000 steps would be 40% of it)
+    "gpt2-124m-chinchilla": _gpt2_124m(GPT2_124M_CHINCHILLA_ITERS, 0.05),
+    # the same with modded-nanogpt's embedding recipe (recipes.py "speedrun"): N(0, 1) embeddings, an untied head
+    # initialised to zero; the norm after the embedding stays the study's switch (--variant none | ln | rms)
+    "gpt2-124m-chinchilla-speedrun": _gpt2_124m(GPT2_124M_CHINCHILLA_ITERS, 0.05, **_recipe("speedrun")),
+})
+
+
 # The size ladder (issue 18): char-level, block 128, batch 32 (4,096 tokens per iteration), five widths x depths
 # from ~0.1M to ~14M non-embedding parameters (12 * n_layer * n_embd^2). Budget rule: 20 tokens per non-embedding
 # parameter (Hoffmann et al. 2022), capped at LADDER_EPOCH_CAP passes over the training split (what tiny

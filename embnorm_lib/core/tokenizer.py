@@ -36,6 +36,9 @@ TOKENIZERS: dict[str, TokenizerSpec] = {t.name: t for t in (
     # model stays a modest share of a CPU step (its cost grows with vocabulary x width)
     TokenizerSpec("bytebpe-4096", "byte-level BPE (GPT-2's pre-split), 4096 tokens, trained on the training split",
                   4096, byte_level=True),
+    # issue 115: ids tokenized elsewhere (nanoGPT's train.bin/val.bin, llm.c/FineWeb shards; shards.py), whose
+    # vocabulary is the tokenizer that wrote them: vocab_size is the config's, at least the largest id + 1
+    TokenizerSpec("shards", "token ids read from shard files (--data-path DIR); tokenized by their own tokenizer"),
 )}
 
 

@@ -53,7 +53,9 @@ def make_optimizer(model: GPT, cfg: RunConfig, device: torch.device) -> torch.op
 
 def check_fits_data(cfg: RunConfig, corpus) -> None:
     """Everything about the data that can fail, checked before the run directory is touched."""
-    if corpus.vocab_size != cfg.vocab_size:
+    if corpus.tokenizer == "shards":  # ids tokenized elsewhere: the vocabulary must hold every id
+        corpus.check_vocab(cfg.vocab_size)
+    elif corpus.vocab_size != cfg.vocab_size:
         raise ConfigError(f"invalid vocab_size={cfg.vocab_size}; allowed: {corpus.vocab_size} "
                           f"(the size of tokenizer {corpus.tokenizer}'s vocabulary for this corpus)")
     if len(corpus.train) <= cfg.block_size + 1:
@@ -109,10 +111,9 @@ class Evaluator:
     it (init included) score an evenly spaced subset when the config asks for one (`interim_eval_windows`)."""
 
     def __init__(self, cfg: RunConfig, model: GPT, val_x, val_y, precision: Precision, on_eval,
-                 char_lengths: torch.Tensor | None = None, logits_file=None):
+                 char_lengths: torch.Tensor | None = None):
         self.cfg, self.model, self.val_x, self.val_y, self.precision = cfg, model, val_x, val_y, precision
         self.char_lengths, self.on_eval, self.final_logits = char_lengths, on_eval, None
-        self.logits_file = logits_file  # where the final pass keeps logits too large for memory (evaluate.py)
         keep = evenly_spaced(len(val_x), cfg.interim_eval_windows)
         self.interim_x, self.interim_y = val_x[keep], val_y[keep]
 
@@ -120,8 +121,7 @@ class Evaluator:
         t = time.perf_counter()
         is_final = step == self.cfg.max_iters
         x, y = (self.val_x, self.val_y) if is_final else (self.interim_x, self.interim_y)
-        result = evaluate(self.model, x, y, self.precision, keep_logits=is_final, char_lengths=self.char_lengths,
-                          keep_path=self.logits_file)
+        result = evaluate(self.model, x, y, self.precision, keep_logits=is_final, char_lengths=self.char_lengths)
         if is_final:
             result, self.final_logits = result
         row = {"step": step, "tokens": step * self.cfg.tokens_per_iter, **result, "eval_s": time.perf_counter() - t}
@@ -232,8 +232,8 @@ def start_run(cfg: RunConfig, run: RunDir, corpus, device: torch.device, precisi
     if is_main:  # every check has passed: only now does the directory say which run it holds
         note_machine(run, state, cpu_info()["cpu_model"])  # one rank says it; only the main rank's state is saved
         write_config(run, cfg)
-    active = ActiveRun(cfg, run, state, Evaluator(cfg, model, val_x, val_y, precision, on_eval, corpus.char_lengths,
-                                                  run.final_logits), precision,
+    active = ActiveRun(cfg, run, state, Evaluator(cfg, model, val_x, val_y, precision, on_eval, corpus.char_lengths),
+                       precision,
                        diag.parameter_groups(model), val_x[:8], corpus.chars, elapsed_clock(state), is_main,
                        code_commit=git_commit())  # read now, not at the end: the checkout may move while it trains
     if state.step == 0 and cfg.eval_at_init and not state.logs.evals and is_main:
@@ -330,11 +330,11 @@ def _finish(cfg, run: RunDir, state: TrainingState, evaluator: Evaluator, corpus
                         "val_loss_per_char": final.get("val_loss_per_char", float("nan"))})
     summary.update(extra or {})
     if evaluator.final_logits is not None:
-        calib = calibration(evaluator.final_logits, evaluator.val_y)  # in memory, or read in chunks from a file
+        calib = calibration(evaluator.final_logits, evaluator.val_y)  # in memory, or from the stream that saw them
         write_json(run.calibration, calib)
         write_json(run.positions, by_position(evaluator.final_logits, evaluator.val_y))
         summary.update({k: v for k, v in calib.items() if not isinstance(v, (list, dict))})
-        run.final_logits.unlink(missing_ok=True)
+        run.final_logits.unlink(missing_ok=True)  # a file of them, as runs before the stream kept (evaluate.py)
     save_torch(state.model.state_dict(), run.final_model)
     write_json(run.summary, summary)
     run.checkpoint.unlink(missing_ok=True)

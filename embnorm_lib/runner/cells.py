@@ -10,6 +10,7 @@ from pathlib import Path
 from ..core.cli import parse_axes, parse_overrides, parse_seeds
 from ..core.errors import ConfigError
 from ..core.io import shown_path
+from ..core.shards import shard_overrides
 from .registry import ABC, STUDIES, Cell, grid, study_cells
 
 
@@ -43,7 +44,7 @@ def cells_of(args: argparse.Namespace, out: Path) -> list[Cell]:
         if args.study in STUDIES:  # its run directories hold the registered runs: a grid of other configs would fail
             raise ConfigError(f"invalid study {args.study!r} for an ad-hoc grid: it is a registered study; allowed: a "
                               f"name no registered study has (`python -m embnorm_lib sweep --help` lists them)")
-        fixed = parse_overrides(args.set)
+        fixed = shard_overrides(args.data_path, parse_overrides(args.set))  # a shard directory: tokenizer=shards
         axes = parse_axes(args.axis, fixed)
         # only a flag left out means the default arms: `--variants ''` is a name given, refused as one
         variants = (args.variants if args.variants is not None else ",".join(ABC)).split(",")
@@ -70,6 +71,8 @@ def cells_of(args: argparse.Namespace, out: Path) -> list[Cell]:
         # a seed or variant named twice (or a variant and its alias) makes two cells of one run directory
         raise ConfigError(f"invalid grid: two cells would train into {shown_path(twice)}; allowed: each seed and "
                           "variant once (--seeds, --variants)")
-    if args.data_path is not None and not Path(args.data_path).is_file():
-        raise ConfigError(f"invalid --data-path {args.data_path!r}: not a file; allowed: a readable UTF-8 text file")
+    if args.data_path is not None and not Path(args.data_path).is_file() and not (
+            Path(args.data_path).is_dir() and all(c.config().tokenizer == "shards" for c in cells)):
+        raise ConfigError(f"invalid --data-path {args.data_path!r}: not a file; allowed: a readable UTF-8 text file, "
+                          "or for a grid of your own (--preset) a directory of token shards")
     return cells

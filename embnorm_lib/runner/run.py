@@ -38,7 +38,8 @@ def main(argv=None) -> int:
         if args.until_step is not None and args.until_step < 1:
             raise ConfigError(f"invalid --until-step {args.until_step}; allowed: a step >= 1 (leave it out to train to "
                               "the end)")
-        cfg = config_from_parameters(args.preset, args.variant, args.seed, overrides=overrides)
+        cfg = config_from_parameters(args.preset, args.variant, args.seed, overrides=overrides,
+                                     data_path=args.data_path)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
