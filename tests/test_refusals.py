@@ -173,7 +173,7 @@ def test_the_checkouts_pages_are_not_published_from_scratch_runs(tmp_path, capsy
     (["tnew", "--preset", "tiny", "--variants", "ln,layernorm", "--seeds", "0"], "two cells would train into"),
     (["tnew", "--preset", "tiny", "--seeds", ""], "invalid --seeds ''"),
     (["tnew", "--preset", "tiny", "--data-path", "/nonexistent/input.txt"], "invalid --data-path"),
-    (["tnew", "--preset", "tiny", "--data-path", "/"], "not a file"),
+    (["tnew", "--preset", "tiny", "--data-path", "/"], "invalid shard directory /: no token shards"),  # a folder: shards
     # issue 117, item 9: an empty --variants ran every arm; a relative --data-path is named as typed, up front
     (["tnew", "--preset", "tiny", "--variants", ""], "unknown variant ''; allowed: layernorm, ln, "),
     (["tnew", "--preset", "tiny", "--variants", "ln,"], "unknown variant ''; allowed: layernorm, ln, "),
