@@ -271,3 +271,41 @@ def test_a_fleet_writes_each_members_files_through_the_same_owners(writers, tmp_
     train_fleet(cfgs, [tmp_path / c.variant / "seed0" for c in cfgs], data_path)
     assert {"summary.json", "config.json", "metrics.parquet", "calibration.json", "model.pt"} <= set(writers)
     check_owners(writers)
+
+
+def _ladder_shape(**overrides):
+    """ladder-data-2's model, batch and recipe (clipping at 1.0 is active there) on the tests' corpus."""
+    from embnorm_lib.core.presets import PRESETS
+
+    preset = {k: v for k, v in PRESETS["ladder-data-2"].items() if k not in ("corpus_sha256", "vocab_size",
+                                                                            "train_chars")}
+    return [tiny(**{**preset, "variant": v, "seed": 0, "torch_threads": 1, **overrides}) for v in ("none", "ln", "rms")]
+
+
+def test_a_fleets_gradient_norm_is_clip_grad_norms_on_a_ladder_shape(corpus):
+    """The total norm is the norm of the parameters' norms, as torch's clip_grad_norm_ sums it: one float32 sum
+    over a member's ~800k squares was 1.8e-4 off for ln and rms at step 1, which moved their clipped steps."""
+    cfgs = _ladder_shape(max_iters=1)
+    fleet = _fleet(corpus, cfgs)
+    fleet.step()
+    for k, cfg in enumerate(fleet.cfgs):
+        model = GPT(cfg)
+        x, y = BatchSampler(corpus.train, cfg.block_size, cfg.batch_size, cfg.seed).next_batch()
+        model(x, y)[1].backward()
+        own = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip, foreach=True)
+        assert float(fleet.ring[0, k, 1]) == pytest.approx(float(own), rel=1e-6, abs=0), cfg.variant
+
+
+@pytest.mark.slow
+def test_fleet_members_follow_their_single_runs_for_150_steps_of_a_ladder_preset(tmp_path, data_path):
+    """Issue 114's parity bar: 150 steps of ladder-data-2's shape with clipping active, every arm: the final
+    validation loss within 1e-5 of its single run's and every logged number within 1e-4 relative (~8 minutes)."""
+    cfgs = _ladder_shape(max_iters=150, eval_interval=150, checkpoint_interval=150, diag_interval=0, eval_windows=64)
+    dirs = [tmp_path / "fleet" / c.variant for c in cfgs]
+    summaries = train_fleet(fleet_configs(cfgs), dirs, data_path)
+    for cfg, run_dir, summary in zip(cfgs, dirs, summaries):
+        single = train(cfg, tmp_path / "single" / cfg.variant, data_path, progress=False)
+        assert abs(summary["val_loss"] - single["val_loss"]) <= 1e-5, cfg.variant
+        worst, acc_tokens = _compare(run_dir, tmp_path / "single" / cfg.variant)
+        assert worst <= 1e-4 and acc_tokens <= 1, (cfg.variant, worst, acc_tokens)
+        assert any(r["clipped"] for r in read_step_log(run_dir, "metrics")), "clipping must be exercised"

@@ -124,7 +124,7 @@ class Fleet:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_LAYOUT_WARNING)
             losses.sum().backward()  # members share no parameter: each gets the gradient of its own loss
-        norms = clip_(self.grad, self.max_norm)
+        norms = clip_(self.grad, self.max_norm, self.layout.bounds)
         active = self.alive & (s <= self.max_iters)
         col = lambda t: t.index_select(1, s).squeeze(1)  # noqa: E731
         adamw_(self.flat, self.grad, self.exp_avg, self.exp_avg_sq, active=active, step_size=col(self.step_size),

@@ -107,6 +107,8 @@ class Layout:
             self.slots[name] = Slot(name, shapes[name], offset)
             offset += self.slots[name].numel
         self.size = offset
+        # each parameter's [offset, end) in the models' own order: the order clip_grad_norm_ sums their norms in
+        self.bounds = [(self.slots[n].offset, self.slots[n].end) for n in names]
         self.n_decay = sum(s.numel for s in self.slots.values() if len(s.shape) >= 2)
 
 
@@ -292,9 +294,12 @@ def adamw_(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, *
     p.sub_(torch.where(on, update, 0.0))
 
 
-def clip_(g: torch.Tensor, max_norm: torch.Tensor) -> torch.Tensor:
-    """clip_grad_norm_ per row: returns each member's total norm before clipping (K,)."""
-    norm = torch.linalg.vector_norm(g, dim=1)
+def clip_(g: torch.Tensor, max_norm: torch.Tensor, bounds: Sequence[tuple[int, int]]) -> torch.Tensor:
+    """clip_grad_norm_ per row: returns each member's total norm before clipping (K,). As torch does, the norm of
+    the parameters' norms (`bounds`: each parameter's columns): one float32 sum over a whole row of ~1e6 squares
+    is off by ~2e-4 relative, enough to move a clipped step and, 150 steps on, the final loss by 0.03."""
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g[:, a:b], dim=1) for a, b in bounds],
+                                                dim=1), dim=1)
     g.mul_((max_norm / (norm + 1e-6)).clamp(max=1.0).unsqueeze(1))
     return norm
 
