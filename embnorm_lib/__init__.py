@@ -3,8 +3,4 @@
 The engine names no study: core/ (one training run), runner/ (a grid of runs: registry types, sweep, reuse, index),
 stats/ (paired inference), publishing/ (tables, figures, pages), tools/ (jobs and benchmarks). The study layer
 registers into it: studies/ (one declarative entry per study) and analyses/ (one plugin per kind of analysis).
-`python -m embnorm_lib <verb>` is the one command line (__main__.py); the old flat module names still work
-(_legacy.py)."""
-from ._legacy import install as _install_legacy_names
-
-_install_legacy_names()
+`python -m embnorm_lib <verb>` is the one command line (__main__.py)."""

@@ -25,7 +25,7 @@
 # `papermill notebooks/02_train.ipynb out.ipynb -p variant ln -p seed 3`
 # (add `-p smoke True` for a quick check that everything runs: a few iterations, evaluation on a small subset,
 # marked `"comparable": false` in its summary.json)
-# (the sweep, `python -m embnorm_lib.sweep`, does this for a whole study and keeps each executed
+# (the sweep, `python -m embnorm_lib sweep`, does this for a whole study and keeps each executed
 # copy in its run directory), or top to bottom in JupyterLab / Kaggle / Colab. On a GPU, where one small
 # model cannot fill the device, `-p pack_seeds 0-4` trains those seeds as one packed job: each seed is still a run
 # of its own (directory, logs, checkpoint, summary), only the arithmetic is batched.
@@ -90,7 +90,7 @@ for c, d in zip(cfgs, run_dirs):
 # ## Train
 #
 # The loop logs every step to `metrics.jsonl` (`metrics.parquet` once the run has finished: read either with
-# `embnorm_lib.steplog.read_step_log`), evaluates on the whole validation split at set
+# `embnorm_lib.core.steplog.read_step_log`), evaluates on the whole validation split at set
 # intervals, checkpoints so an interrupted run resumes to the same numbers, and records a
 # non-finite loss as a divergence rather than failing.
 

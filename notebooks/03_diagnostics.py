@@ -60,7 +60,7 @@ arm_table(runs)[["runs", "diverged", "val_loss_mean", "val_loss_std", "ece_equal
 # %% [markdown]
 # ## The static figure set
 #
-# Rendered from the run files by `embnorm_lib.figures` (one registry entry per figure), so the same
+# Rendered from the run files by `embnorm_lib.publishing.figures` (one registry entry per figure), so the same
 # figures come out of papermill, JupyterLab and the test suite.
 
 # %%

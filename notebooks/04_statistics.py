@@ -105,7 +105,7 @@ for a in analyses:
 # embedding norm buys stability. The stability studies (`stability-lr`, `stability-init`,
 # `stability-stress`, `stability-budget`; docs/PROTOCOL.md "Stability") are analysed together:
 # LR sensitivity curves with seed bands, the init-scale × variant table, divergence and spike counts,
-# and the recommendation, in `runs/STABILITY.md` (`python -m embnorm_lib.publish stability`). Here,
+# and the recommendation, in `runs/STABILITY.md` (`python -m embnorm_lib publish stability`). Here,
 # and in REPORT.md, the recommendation is computed from those studies' runs.csv.
 
 # %%

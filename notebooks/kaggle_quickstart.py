@@ -83,6 +83,6 @@ print(device, torch.cuda.get_device_name() if device.type == "cuda" else "(no GP
 # Each cell of the grid runs `notebooks/02_train.ipynb` through papermill; one worker, since the GPU is shared.
 
 # %%
-subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", study, "--preset", preset, "--variants", variants,
+subprocess.run([sys.executable, "-m", "embnorm_lib", "sweep", study, "--preset", preset, "--variants", variants,
                 "--seeds", quickstart.seeds_text(seeds), "--workers", "1"], check=True)
-subprocess.run([sys.executable, "-m", "embnorm_lib.report", "summary", study], check=True)
+subprocess.run([sys.executable, "-m", "embnorm_lib", "report", "summary", study], check=True)

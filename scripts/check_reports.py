@@ -82,7 +82,7 @@ def main(argv=None) -> int:
               f"{tree}", flush=True)
         for i, target in enumerate(targets, 1):
             start = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "embnorm_lib.publish", target], cwd=tree, env=env,
+            done = subprocess.run([sys.executable, "-m", "embnorm_lib", "publish", target], cwd=tree, env=env,
                                   capture_output=True, text=True)
             status = "ok" if done.returncode == 0 else f"FAILED (exit {done.returncode})"
             print(f"[{i}/{len(targets)}] publish {target}: {status}, {time.perf_counter() - start:.0f} s", flush=True)
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
             print("every committed report is what the current code writes from the committed runs")
             return 0
         print(f"{len(changed)} file(s) differ, {len(failed)} publish(es) failed: publish those studies here "
-              "(python -m embnorm_lib.publish STUDY) and commit what they write", file=sys.stderr)
+              "(python -m embnorm_lib publish STUDY) and commit what they write", file=sys.stderr)
         return 1
     finally:
         if args.keep:

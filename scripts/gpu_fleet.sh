@@ -11,7 +11,7 @@
 # lacks in .whl/, the corpus in .gpudata/input.txt, and the committed runs of `main` that `compare` reads (their
 # summaries only; the run directories stay here):
 #   for f in runs/main/*/seed*/summary.json; do mkdir -p ".gpudata/$(dirname "$f")"; cp "$f" ".gpudata/$f"; done
-# Back here: `python -m embnorm_lib.bench_fleet absorb FILES_AT/bench-fleet.json` merges the figures into
+# Back here: `python -m embnorm_lib bench-fleet absorb FILES_AT/bench-fleet.json` merges the figures into
 # runs/bench-gpu.json (refused if they were measured on another GPU than the one that file describes).
 set -u
 budget=${1:-420}; shift $(( $# < 1 ? $# : 1 ))
@@ -37,8 +37,8 @@ part() {  # part NAME LIMIT COMMAND...: runs COMMAND under min(LIMIT, time left 
 
 rm -rf "$kept"
 part cuda-tests 75 env OMP_NUM_THREADS=4 python3 -m pytest -q -p no:cacheprovider tests/test_fleet_cuda.py
-part main 150 python3 -m embnorm_lib.bench_fleet study main --keep "$kept" --save "$save"
-part compare 20 python3 -m embnorm_lib.bench_fleet compare main --save "$save"
-part sweep 120 python3 -m embnorm_lib.bench_fleet sweep --members 1000 --preset tiny --iters 200 --save "$save"
-part lm-eval 60 python3 -m embnorm_lib.bench_fleet lm-eval main --keep "$kept" --save "$save"
+part main 150 python3 -m embnorm_lib bench-fleet study main --keep "$kept" --save "$save"
+part compare 20 python3 -m embnorm_lib bench-fleet compare main --save "$save"
+part sweep 120 python3 -m embnorm_lib bench-fleet sweep --members 1000 --preset tiny --iters 200 --save "$save"
+part lm-eval 60 python3 -m embnorm_lib bench-fleet lm-eval main --keep "$kept" --save "$save"
 echo "== done in $(( $(date +%s) - start ))s" | tee -a "$log"

@@ -38,9 +38,9 @@ part() {  # part NAME LIMIT COMMAND...: runs COMMAND under min(LIMIT, time left 
 
 # OMP threads: four pytest workers on 16 cores would otherwise start 16 torch threads each for their CPU halves
 part cuda-tests 120 env OMP_NUM_THREADS=4 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_bench_gpu.py
-part notebook 150 python3 -m embnorm_lib.bench_gpu notebook
-part "study $study" 240 python3 -m embnorm_lib.bench_gpu study "$study"
-part gpt-small 150 python3 -m embnorm_lib.bench_gpu gpt-small --iters 100
-part loop 150 python3 -m embnorm_lib.bench_gpu loop --iters 100
-part profile 60 python3 -m embnorm_lib.bench_gpu profile
+part notebook 150 python3 -m embnorm_lib bench-gpu notebook
+part "study $study" 240 python3 -m embnorm_lib bench-gpu study "$study"
+part gpt-small 150 python3 -m embnorm_lib bench-gpu gpt-small --iters 100
+part loop 150 python3 -m embnorm_lib bench-gpu loop --iters 100
+part profile 60 python3 -m embnorm_lib bench-gpu profile
 echo "== done in $(( $(date +%s) - start ))s" | tee -a "$log"

@@ -9,7 +9,7 @@
 #
 # Prepared here as for gpu_session.sh (scripts/code_only.sh on, .whl/, .gpudata/). Back here, after
 # `bash scripts/code_only.sh off`: `tar -xzf FILES_AT/runs.tar.gz` in the repository root, then
-# `python -m embnorm_lib.sweep STUDY --index-only` and the study's report; each run records its device and precision.
+# `python -m embnorm_lib sweep STUDY --index-only` and the study's report; each run records its device and precision.
 set -u
 budget=${1:?SECONDS}; study=${2:?STUDY}; shift 2
 start=$(date +%s)
@@ -19,7 +19,7 @@ log="$out/gpu_sweep.log"
 source scripts/gpu_env.sh
 limit=$(( budget - 25 - ($(date +%s) - start) ))  # room to pack the results
 echo "== sweep $study $* --pack on (limit ${limit}s) $(date -u +%T)" | tee -a "$log"
-timeout --signal=INT --kill-after=10 "$limit" python3 -m embnorm_lib.sweep "$study" "$@" --pack on >>"$log" 2>&1
+timeout --signal=INT --kill-after=10 "$limit" python3 -m embnorm_lib sweep "$study" "$@" --pack on >>"$log" 2>&1
 echo "== sweep: rc=$? in $(( $(date +%s) - start ))s" | tee -a "$log"
 finished=$(find "runs/$study" -name summary.json -newer "$marker" -printf '%h\n' 2>/dev/null | sort)
 echo "== finished runs: $(echo "$finished" | grep -c . )" | tee -a "$log"

@@ -3,7 +3,7 @@
     python scripts/trials.py concurrent 10   # two runs with different lr race for one run directory
     python scripts/trials.py kill 10         # a run SIGKILLed at a random moment, then resumed
 
-`concurrent`: per trial, two `python -m embnorm_lib.run` processes (lr 5e-3 and 1e-3) start together on one
+`concurrent`: per trial, two `python -m embnorm_lib run` processes (lr 5e-3 and 1e-3) start together on one
 run directory. A trial is *mixed* when the directory's config.json names an lr that did not produce its
 metrics (the warm-up ramp in the metrics log pins the lr that trained). `kill`: per trial, a run is killed
 (whole process group, SIGKILL) after a random delay, resumed, and compared with an uninterrupted run:
@@ -26,7 +26,7 @@ from embnorm_lib.core.steplog import read_step_log  # noqa: E402 (the checkout's
 
 
 def run_cmd(out: Path, lr: float, iters: int = 60) -> list[str]:
-    return [sys.executable, "-m", "embnorm_lib.run", "--preset", "tiny", "--variant", "ln", "--study", "trial",
+    return [sys.executable, "-m", "embnorm_lib", "run", "--preset", "tiny", "--variant", "ln", "--study", "trial",
             "--out-dir", str(out), "--set", f"lr={lr}", "--set", f"max_iters={iters}", "--set", "torch_threads=1",
             "--set", "checkpoint_interval=5"]
 

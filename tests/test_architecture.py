@@ -239,7 +239,7 @@ def test_the_engine_names_no_study():
 
 def test_the_study_name_check_sees_a_study_in_the_engine(tmp_path):
     engine = tmp_path / "core.py"
-    engine.write_text('"""Example: python -m embnorm_lib.sweep seeds-final."""\nSTUDY = "main"\nX = "the main job"\n')
+    engine.write_text('"""Example: python -m embnorm_lib sweep seeds-final."""\nSTUDY = "main"\nX = "the main job"\n')
     found = study_names_in([engine], ["seeds-final", "main"])
     assert [f.split(": ")[1] for f in found] == ["seeds-final", "main"]  # "the main job" is English
 

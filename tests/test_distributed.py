@@ -18,7 +18,7 @@ TINY = ["--preset", "tiny", "--variant", "ln", "--seed", "1", "--set", "max_iter
 
 def torchrun(args, data_path, nproc=2):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "embnorm_lib.run", *args, "--data-path", data_path]
+           "-m", "embnorm_lib", "run", *args, "--data-path", data_path]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
@@ -83,7 +83,7 @@ def test_submitit_local_executor_gives_the_same_index_as_local_processes(tmp_pat
     tables = {}
     for executor in ("local", "submitit-local"):
         out = tmp_path / executor
-        done = subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", "tsub", *grid, "--executor", executor,
+        done = subprocess.run([sys.executable, "-m", "embnorm_lib", "sweep", "tsub", *grid, "--executor", executor,
                                "--out-dir", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         tables[executor] = pd.read_csv(out / "tsub" / "runs.csv")

@@ -83,9 +83,9 @@ def test_sigterm_stops_a_run_at_the_next_step_as_ctrl_c_does_and_only_where_nobo
 
 
 def test_kill_of_a_background_training_command_checkpoints_its_last_whole_step(tmp_path, data_path):
-    """`python -m embnorm_lib.run` in the background (Ctrl-C ignored) under `kill PID` or a scheduler's SIGTERM."""
+    """`python -m embnorm_lib run` in the background (Ctrl-C ignored) under `kill PID` or a scheduler's SIGTERM."""
     run_dir = tmp_path / "runs" / "tkill" / "ln" / "seed0"
-    args = [sys.executable, "-m", "embnorm_lib.run", "--preset", "tiny", "--variant", "ln", "--study", "tkill",
+    args = [sys.executable, "-m", "embnorm_lib", "run", "--preset", "tiny", "--variant", "ln", "--study", "tkill",
             "--set", "max_iters=100000", "--set", "checkpoint_interval=7", "--set", "eval_interval=100000",
             "--set", "diag_interval=0", "--set", "eval_at_init=false", "--set", "torch_threads=1",
             "--out-dir", str(tmp_path / "runs"), "--data-path", data_path]
@@ -140,7 +140,7 @@ def test_a_stopped_sweep_checkpoints_the_running_cell_starts_no_queued_one_and_l
     (SIGTERM to the sweep alone, with Ctrl-C ignored as `nohup ... &` leaves it), stop it the same way."""
     out = tmp_path / "runs"
     # one worker, two cells: the second is queued while the first trains; long enough never to finish here
-    args = [sys.executable, "-m", "embnorm_lib.sweep", "tstop", "--preset", "tiny", "--variants", "none,ln",
+    args = [sys.executable, "-m", "embnorm_lib", "sweep", "tstop", "--preset", "tiny", "--variants", "none,ln",
             "--seeds", "0", "--set", "max_iters=100000", "--set", "checkpoint_interval=7", "--set",
             "eval_interval=100000", "--set", "diag_interval=0", "--set", "eval_at_init=false", "--workers", "1",
             "--threads", "1", "--out-dir", str(out), "--data-path", data_path]

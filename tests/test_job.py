@@ -59,12 +59,12 @@ def test_sample_takes_one_cell_per_arm():
 
 @pytest.mark.slow
 def test_main_job_runs_a_study_then_proves_it_and_changes_nothing(tmp_path, data_path):
-    """`python -m embnorm_lib.job smoke` twice: first it trains (nothing committed), then it re-trains one cell
+    """`python -m embnorm_lib job smoke` twice: first it trains (nothing committed), then it re-trains one cell
     per arm, reports bit-for-bit reproduction, re-publishes without changing a byte, and prints findings."""
     import hashlib
 
     def call():
-        done = subprocess.run([sys.executable, "-m", "embnorm_lib.job", "smoke", "--out-dir", str(tmp_path / "runs"),
+        done = subprocess.run([sys.executable, "-m", "embnorm_lib", "job", "smoke", "--out-dir", str(tmp_path / "runs"),
                                "--data-path", data_path, "--sample-seed", "0"], cwd=REPO, capture_output=True,
                               text=True, timeout=1800)
         assert done.returncode == 0, done.stderr[-3000:]

@@ -154,7 +154,7 @@ def test_a_pinned_kernel_keeps_the_code_it_started_with(tmp_path):
     shutil.copytree(REPO / "embnorm_lib", tmp_path / "embnorm_lib", ignore=shutil.ignore_patterns("__pycache__"))
     script = "\n".join([
         "import pathlib, sys",
-        "from embnorm_lib.notebook import pin_library",
+        "from embnorm_lib.core.notebook import pin_library",
         "pin_library()",
         "edited = pathlib.Path(sys.argv[1]) / 'embnorm_lib' / 'publishing' / 'plots.py'",
         "edited.write_text(edited.read_text() + '\\nraise RuntimeError(\"edited after the run started\")\\n')",

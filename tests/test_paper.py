@@ -38,7 +38,7 @@ def planted_paper(tmp_path, data: dict) -> tuple[str, str]:
 
 @pytest.mark.committed
 def test_the_papers_data_is_what_the_committed_studies_give(fresh_data):
-    """Fails when runs or analyses change without `python -m embnorm_lib.paper` (the paper would be stale)."""
+    """Fails when runs or analyses change without `python -m embnorm_lib paper` (the paper would be stale)."""
     committed = json.loads((REPO / "paper" / "data.json").read_text())
     fresh = json.loads(json.dumps(fresh_data))
     assert committed == fresh

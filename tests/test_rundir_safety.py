@@ -34,7 +34,7 @@ def test_concurrent_runs_with_different_configs_never_mix(tmp_path, data_path):
     run_dir = tmp_path / "adhoc" / "ln" / "seed0"
 
     def start(lr):
-        return subprocess.Popen([sys.executable, "-m", "embnorm_lib.run", "--preset", "tiny", "--variant", "ln",
+        return subprocess.Popen([sys.executable, "-m", "embnorm_lib", "run", "--preset", "tiny", "--variant", "ln",
                                  "--study", "adhoc", "--out-dir", str(tmp_path), "--data-path", data_path,
                                  "--set", f"lr={lr}", "--set", "max_iters=60", "--set", "torch_threads=1"],
                                 cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -167,7 +167,7 @@ def test_malformed_json_names_the_file(tmp_path):
 
 def test_lock_is_released_when_its_holder_dies(tmp_path):
     lock_path = tmp_path / "run" / ".lock"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom embnorm_lib.io import RunLock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom embnorm_lib.core.io import RunLock\n"
                                f"l = RunLock({str(lock_path)!r}); assert l.acquire(); print('held', flush=True); "
                                "time.sleep(60)"], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"

@@ -57,7 +57,7 @@ def test_normalizings_share_is_given_only_where_layernorms_difference_is_resolve
 
 @pytest.mark.committed
 def test_the_modules_command_line_writes_the_report_publish_writes(tmp_path):
-    """`python -m embnorm_lib.scale_vs_norm`, which SCALE.md names as its writer, writes what `publish` committed
+    """`python -m embnorm_lib.analyses.scale`, which SCALE.md names as its writer, writes what `publish` committed
     (the answer its header quotes included; it used to drop it), up to the commit in its 'Written by' line."""
     import re
     import shutil

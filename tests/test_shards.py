@@ -177,7 +177,7 @@ def test_two_gloo_ranks_on_shards_match_one_process(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-2000:]
     ranks = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                            "-m", "embnorm_lib.run", *args, "--out-dir", str(tmp_path / "two")],
+                            "-m", "embnorm_lib", "run", *args, "--out-dir", str(tmp_path / "two")],
                            capture_output=True, text=True, timeout=300)
     assert ranks.returncode == 0, ranks.stderr[-2000:]
     a, b = (read_step_log(tmp_path / k / "s" / "rms" / "seed2", "metrics") for k in ("one", "two"))

@@ -58,7 +58,7 @@ def test_the_bytes_depend_on_the_rows_only(tmp_path):
     payload = encode(ODD_ROWS)
     assert encode([dict(r) for r in ODD_ROWS]) == payload
     (tmp_path / "rows.json").write_text(json.dumps(ODD_ROWS))  # NaN/inf survive Python's json
-    code = ("import json, sys; from embnorm_lib.steplog import encode; "
+    code = ("import json, sys; from embnorm_lib.core.steplog import encode; "
             "sys.stdout.buffer.write(encode(json.loads(open(sys.argv[1]).read())))")
     other = subprocess.run([sys.executable, "-c", code, str(tmp_path / "rows.json")], cwd=REPO, capture_output=True,
                            env={"PYTHONHASHSEED": "123", "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, check=True)

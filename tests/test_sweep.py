@@ -22,7 +22,7 @@ GRID = ["--preset", "tiny", "--variants", "none,ln", "--seeds", "0", "--set", "m
 
 
 def run_cli(args, data_path, timeout=600):
-    return subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", *args, "--data-path", data_path],
+    return subprocess.run([sys.executable, "-m", "embnorm_lib", "sweep", *args, "--data-path", data_path],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
@@ -105,7 +105,7 @@ def test_a_failing_cell_is_reported_and_the_others_finish(tmp_path, data_path):
 
 
 def test_invalid_grid_is_refused_before_anything_runs(tmp_path, data_path, capsys):
-    from embnorm_lib.errors import entry
+    from embnorm_lib.core.errors import entry
 
     argv = ["tbad", "--preset", "tiny", "--axis", "lr=0.001,-1", "--out-dir", str(tmp_path), "--data-path", data_path]
     assert entry(sweep.main, argv) == 2 and "invalid lr=-1" in capsys.readouterr().err
@@ -157,7 +157,7 @@ def test_a_killed_packed_sweep_resumes_to_the_uninterrupted_result(tmp_path, dat
             "--threads", "1", "--out-dir", str(tmp_path / "runs"), "--data-path", data_path,
             *[x for k, v in fixed.items() for x in ("--set", f"{k}={v}")]]
     run_dirs = [tmp_path / "runs" / "tkill" / "rms" / f"seed{s}" for s in (0, 1)]
-    proc = subprocess.Popen([sys.executable, "-m", "embnorm_lib.sweep", *args], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "embnorm_lib", "sweep", *args], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 240
     while not all((d / "ckpt.pt").exists() for d in run_dirs) and time.time() < deadline:
@@ -167,7 +167,7 @@ def test_a_killed_packed_sweep_resumes_to_the_uninterrupted_result(tmp_path, dat
     assert all((d / "ckpt.pt").exists() and not (d / "summary.json").exists() for d in run_dirs)
     cells = studies.grid("tkill", "tiny", ["rms"], [0, 1], fixed=fixed)
     assert [sweep.cell_status(c, tmp_path / "runs") for c in cells] == ["partial", "partial"]
-    resumed = subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", *args], cwd=REPO, capture_output=True,
+    resumed = subprocess.run([sys.executable, "-m", "embnorm_lib", "sweep", *args], cwd=REPO, capture_output=True,
                              text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "2 of them in 1 packed job(s)" in resumed.stdout
@@ -252,7 +252,7 @@ def test_a_relative_data_path_is_read_from_the_callers_directory_not_the_kernels
     not found'; the sweep resolves it where it was typed."""
     out = tmp_path / "runs"
     data = os.path.realpath(data_path)
-    done = subprocess.run([sys.executable, "-m", "embnorm_lib.sweep", "trel", "--preset", "tiny", "--variants", "none",
+    done = subprocess.run([sys.executable, "-m", "embnorm_lib", "sweep", "trel", "--preset", "tiny", "--variants", "none",
                            "--seeds", "0", "--set", "max_iters=2", "--out-dir", str(out),
                            "--data-path", os.path.basename(data)],
                           cwd=os.path.dirname(data), capture_output=True, text=True, timeout=600)

@@ -26,7 +26,7 @@ register_site(Site(
         Section("paired", entry="analyses.publishers:paired_entry"),
         Section("stability", entry="publishing.report:reused_entry", heading=(
             "## Stability studies", "",
-            "Analysed together by `python -m embnorm_lib.stability` into [`STABILITY.md`](STABILITY.md) "
+            "Analysed together by `python -m embnorm_lib.analyses.stability` into [`STABILITY.md`](STABILITY.md) "
             "(figures in `figures/stability/`). A cell identical to a finished run of another study is copied "
             "from it (`reused_from.json`, column `reused_from` in runs.csv) instead of being trained twice.", "")),
         Section("listed", entry="publishing.report:listed_entry", heading=(

@@ -1,7 +1,7 @@
 """The answer on one screen (issue 71): the README's TL;DR, its answer figure and its regime table, computed from the
 committed studies.
 
-    python -m embnorm_lib.publish readme    # figures/answer.png, the README's first screen, FINDINGS.md (report.py)
+    python -m embnorm_lib publish readme    # figures/answer.png, the README's first screen, FINDINGS.md (report.py)
 
 `answer_data` gathers every number the first screen quotes (JSON-safe, so a test can re-derive and compare it);
 `answer_figure`, `tldr_lines`, `regime_table` and `reading_note` render it. Wording that states a direction ("costs",

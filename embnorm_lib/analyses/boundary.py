@@ -1,7 +1,7 @@
 """Stability v2, the learning-rate boundary (issue 16): where does each arm stop training, and what grows first?
 
-    python -m embnorm_lib.boundary                      # runs/stability-lr-v2/BOUNDARY.md, figures/stability-v2/
-    python -m embnorm_lib.boundary stability-noclip-v2  # any LR-boundary study: -noclip, -bf16, -deep
+    python -m embnorm_lib.analyses.boundary                      # runs/stability-lr-v2/BOUNDARY.md, figures/stability-v2/
+    python -m embnorm_lib.analyses.boundary stability-noclip-v2  # any LR-boundary study: -noclip, -bf16, -deep
 
 Exploratory (docs/PROTOCOL.md amendment 1: the search for a regime in which the baseline is unstable). A run
 **failed** if its loss became non-finite or its final validation loss is above its loss at initialisation
@@ -346,7 +346,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY) -> Path:
     seeds_words = ", ".join(str(s) for s in d["curve_seeds"]) or "none yet"
     lines = [f"# Stability v2: the learning-rate boundary (`{study}`)", "",
              *header_lines(study, [search_words(study, runs)] if done >= expected else []),
-             f"Written by `python -m embnorm_lib.boundary` at commit {git_commit()[:12]} from "
+             f"Written by `python -m embnorm_lib.analyses.boundary` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"
              + ("" if done == expected else PARTIAL) + "). "
              "Figures: `figures/stability-v2/`.", "", cpu_words(runs), "",

@@ -1,6 +1,6 @@
 """Stability v2, the budget trend (issue 16, item 5): does the cost of an embedding norm vanish with training?
 
-    python -m embnorm_lib.budget_trend      # runs/stability-budget-v2/BUDGET.md, figures/stability-v2/budget_trend.png
+    python -m embnorm_lib.analyses.budget      # runs/stability-budget-v2/BUDGET.md, figures/stability-v2/budget_trend.png
 
 Exploratory (docs/PROTOCOL.md amendment 1). The nanoGPT CPU model at 150, 300, 2000 (`stability-budget`), 4000 and
 8000 (`stability-budget-v2`) iterations: per budget, each arm's paired difference from `none` in final and in best
@@ -104,7 +104,7 @@ def write_report(out_dir=None, data_path=None, figures_dir=None) -> Path:
               f"At the largest budget, {largest_budget_words(table)}."] if done >= registered else []
     lines = ["# Stability v2: the budget trend", "",
              *header_lines(present, answer, question=REGISTRY[REPORT_STUDY].question),
-             f"Written by `python -m embnorm_lib.budget_trend` at commit {git_commit()[:12]} from the `runs.csv` of "
+             f"Written by `python -m embnorm_lib.analyses.budget` at commit {git_commit()[:12]} from the `runs.csv` of "
              f"{', '.join(f'`{s}`' for s in present)} ({done} of {registered} registered runs of `{REPORT_STUDY}` "
              "finished" + ("" if done == registered else PARTIAL) + "). "
              "Figure: `figures/stability-v2/budget_trend.png`.", "",

@@ -1,7 +1,7 @@
 """Stability v2, H1b confirmatory (issue 16, docs/PROTOCOL.md amendment 2): where the baseline fails, does an
 embedding norm buy stability, and at what accuracy cost?
 
-    python -m embnorm_lib.h1b     # runs/stability-h1b-v2/H1B.md, figures/stability-v2/h1b_*.png
+    python -m embnorm_lib.analyses.h1b     # runs/stability-h1b-v2/H1B.md, figures/stability-v2/h1b_*.png
 
 The exploratory search (`stability-lr-v2`, `stability-noclip-v2`, seeds 0-2) found `none` failing at peak LR 1
 with and without gradient clipping. `stability-h1b-v2` repeats that regime on fresh seeds 3-7, and trains every arm
@@ -169,7 +169,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY, answer: lis
              *header_lines(study, list(answer or []) if study == STUDY else [],
                            pending="not every registered seed has finished" if study == STUDY else
                            "decision rule 3 is quoted for the registered study only"),
-             f"Written by `python -m embnorm_lib.h1b` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
+             f"Written by `python -m embnorm_lib.analyses.h1b` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
              f"({done} of {expected} registered runs finished; seeds with every cell finished: "
              f"{', '.join(map(str, d['seeds'])) or 'none yet'}"
              + (PARTIAL if partial else "") + "). "

@@ -1,7 +1,7 @@
 """The size ladder (issue 18): does the embedding norm's cost shrink, stay or flip as the model grows?
 
-    python -m embnorm_lib.ladder [ladder|ladder-bpe]   # -> runs/<study>/LADDER.md, figures/ladder/
-    python -m embnorm_lib.ladder ladder-lr|ladder-bpe-lr|ladder-bpe-lr2   # the LR checks -> runs/<study>/LADDER.md
+    python -m embnorm_lib.analyses.ladder [ladder|ladder-bpe]   # -> runs/<study>/LADDER.md, figures/ladder/
+    python -m embnorm_lib.analyses.ladder ladder-lr|ladder-bpe-lr|ladder-bpe-lr2   # the LR checks -> runs/<study>/LADDER.md
 
 Per rung (model size) the paired comparison of the registered protocol: each variant's final (and best) validation
 loss minus none's, paired by seed, 95% t interval, Holm within the rung (docs/PROTOCOL.md amendment 1: "at each
@@ -498,7 +498,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: 
     answer = list(answer or [])
     lines = [f"# {'The size ladder' if across_sizes else 'One size of the ladder'} (`{study}`)", "",
              *header_lines(study, answer, pending="no size has all its registered seeds yet (amendment 4)"),
-             f"Written by `python -m embnorm_lib.ladder` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
+             f"Written by `python -m embnorm_lib.analyses.ladder` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
              f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + ")."
              + (f" Figures: `figures/ladder/{study}_delta_vs_params.png`, and against training compute "
                 f"(`train_flops`: 6 x (non-embedding parameters + output head) x training tokens) "
@@ -769,7 +769,7 @@ def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
         best_lines.append(f"- {where}, `{r.variant}`: best factor {r.best_factor:g} (LR {r.best_lr:.3g})"
                           + ("" if r.bracketed else ", at the grid's edge") + f"; {state}.")
     lines = [f"# {title} (`{study}`)", "", *header_lines(study, best_lines, pending="no rung has all its check runs yet"),
-             f"Written by `python -m embnorm_lib.ladder {study}` at commit {git_commit()[:12]} from "
+             f"Written by `python -m embnorm_lib.analyses.ladder {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {planned} registered runs finished"
              + ("; **partial**" + ("" if subword else f": still to finish {_unfinished_rungs(study, runs)}; rungs 3 "
                                           "and 4 train on a CPU across sessions (amendments 14-15)")

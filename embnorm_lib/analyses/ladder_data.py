@@ -550,12 +550,12 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     else:
         answer = rung_lines(runs) + pending_lines(runs, STUDIES[study].cells())
     lines = [f"# The adequate-data ladder (`{study}`)", "", *header_lines(study, answer),
-             f"Written by `python -m embnorm_lib.publish {study}` at commit {git_commit()[:12]} from "
+             f"Written by `python -m embnorm_lib publish {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` (sha256 {fingerprint(study_dir_for(study, out).index)}; {len(runs)} of {planned} "
              f"{'registered' if study == 'ladder-data-lr' else 'designed (amendment 16)'} runs finished"
              + ("; **partial**" if len(runs) < planned else "") + "). Registered in docs/PROTOCOL.md amendment 16.",
              "", " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
-             f"Corpus: open English (`python -m embnorm_lib.opencorpus`), {record['train_chars']:,} training and "
+             f"Corpus: open English (`python -m embnorm_lib opencorpus`), {record['train_chars']:,} training and "
              f"{record['val_chars']:,} validation characters (whole documents), sha256 {record['sha256'][:12]}.", "",
              "| rung | shape | non-embedding parameters | iterations | passes |", "|---|---|---|---|---|"]
     lines += [f"| {r} | {n_layer} x {n_embd} | {ladder_data.non_embedding_params(r):,} | {ladder_data.iters(r):,} | "

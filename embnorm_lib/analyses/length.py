@@ -98,7 +98,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
     lines = ["# Length brittleness: loss by position in the window (exploratory)", "",
              *header_lines(STUDY, band_lines(band_summary(deltas)), question=QUESTION,
                            status="**Exploratory** (a description of the confirmatory study's tuned runs; no test)"),
-             f"Written by `python -m embnorm_lib.length` at commit {git_commit()[:12]} from the positions.json of "
+             f"Written by `python -m embnorm_lib.analyses.length` at commit {git_commit()[:12]} from the positions.json of "
              f"`{STUDY}`'s tuned runs (every arm at its own best LR of `stability-lr-v2`, clipping on; seeds "
              f"{', '.join(map(str, sorted(positions['seed'].unique())))}). Figure: "
              "`figures/stability-v2/length_tuned.png`.", "",

@@ -1,6 +1,6 @@
 """A study's statistical analysis, as registered in docs/PROTOCOL.md, and the files it produces.
 
-    python -m embnorm_lib.analysis seeds-final        # tables, figures, decision, REPORT.md
+    python -m embnorm_lib.analyses.paired seeds-final        # tables, figures, decision, REPORT.md
 
 Per scope (one preset/training regime of the study): paired comparisons of every variant with
 `none`, Holm-adjusted across (variant x metric); the results table (markdown + LaTeX); a forest
@@ -95,7 +95,7 @@ def check_complete(study: str, runs: pd.DataFrame, metrics: list[str]) -> None:
                                                                            if len(missing) > 12 else "")
         raise IncompleteStudyError(f"study {study} is incomplete: {len(missing)} (run, metric) pair(s) missing "
                                    f"({listed}); allowed: every run with every metric of the registered family "
-                                   f"(complete it with `python -m embnorm_lib.sweep {study}`)")
+                                   f"(complete it with `python -m embnorm_lib sweep {study}`)")
 
 
 class UnpairedStudyError(RunDirError):
@@ -128,7 +128,7 @@ def check_paired(study: str, runs: pd.DataFrame, baseline: str = "none") -> None
                         f"metric to pair)")
                 raise UnpairedStudyError(
                     f"study {study} ({name}) {what}; allowed: a baseline and each variant with at least one run that "
-                    f"did not diverge (the stability reports count failures: python -m embnorm_lib.publish stability)")
+                    f"did not diverge (the stability reports count failures: python -m embnorm_lib publish stability)")
 
 
 def analyse(study: str, metrics: list[str] | None = None, out_dir=None, scope: str | None = None,
@@ -302,7 +302,7 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
     commit = git_commit()
     sections = [f"# {study}: does an embedding norm help or hurt?", "", *header_lines(study, answer_lines(analyses)),
                 f"Analysis per `docs/PROTOCOL.md` ({protocol_words()}); produced by "
-                f"`python -m embnorm_lib.analysis {study}` at commit {commit[:12]} from `runs/{study}/runs.csv`. "
+                f"`python -m embnorm_lib.analyses.paired {study}` at commit {commit[:12]} from `runs/{study}/runs.csv`. "
                 f"Intervals are 95% paired t intervals; a direction is stated only where the Holm-corrected test "
                 f"resolves it.", ""]
     if study in STUDIES and STUDIES[study].note:
@@ -334,7 +334,7 @@ def write_outputs(analyses: list[ScopeAnalysis], out_dir=None, figures_dir=None)
                      "directions and rankings are stated only where the paired tests resolve them (Holm within each "
                      "table).", "",
                      "Computed from the stability studies' `runs.csv`; their tables and figures are in "
-                     "[`runs/STABILITY.md`](../STABILITY.md) (`python -m embnorm_lib.publish stability`):", "",
+                     "[`runs/STABILITY.md`](../STABILITY.md) (`python -m embnorm_lib publish stability`):", "",
                      stability_words, ""]
     write_text_stable(study_root / "REPORT.md", "\n".join(sections))
     return study_root / "REPORT.md"

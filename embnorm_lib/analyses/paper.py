@@ -1,6 +1,6 @@
 """The paper (issue 19): paper/paper.pdf built from the committed studies, every number read from generated data.
 
-    python -m embnorm_lib.paper            # paper/data.json, paper/figures/*.svg, then paper/paper.pdf (typst)
+    python -m embnorm_lib paper            # paper/data.json, paper/figures/*.svg, then paper/paper.pdf (typst)
 
 Data flows one way: runs.csv and the analysis outputs (family.csv, decision.json) -> `paper_data` -> data.json and
 figures -> paper.typ (prose written once, numbers only through `data.json`) -> paper.pdf via the `typst` package,

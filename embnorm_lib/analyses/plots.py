@@ -1,6 +1,6 @@
 """The analyses' own figures: LR curves and growth, budget deltas and trend, loss traces, H1b, per-position deltas,
 the ladder's size trend and LR check. Built from the engine's figure helpers (publishing/plots.py), whose names are
-importable from here too: this module is also the old `embnorm_lib.plots` (every figure, generic and per analysis)."""
+importable from here too: this module is also the old `embnorm_lib.analyses.plots` (every figure, generic and per analysis)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.variants import variant_names
-from ..publishing.plots import *  # noqa: F403 (the old embnorm_lib.plots held these too)
+from ..publishing.plots import *  # noqa: F403 (the old embnorm_lib.analyses.plots held these too)
 from ..publishing.plots import (
     _finish_delta_vs_log_x,
     arm_color,

@@ -15,7 +15,7 @@ from ..studies import STUDIES
 
 
 def zeroshot_report(study: str, out: Path) -> dict[str, Path]:
-    """ZEROSHOT.md where some of the study's runs were scored with suite v2 (`embnorm_lib.rescore`)."""
+    """ZEROSHOT.md where some of the study's runs were scored with suite v2 (`embnorm_lib.tools.rescore`)."""
     from . import zeroshot
 
     if zeroshot.scored_runs(study, out).empty:
@@ -137,11 +137,11 @@ def paired_entry(study: str, out: Path, section: Section) -> list[str]:
     several), links to its statistics and zero-shot reports, and any lines its registry entry adds."""
     text = STUDIES[study].description
     if not has_index(study, out):
-        return [f"## {study}", "", text, "", f"Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
+        return [f"## {study}", "", text, "", f"Not run yet: `python -m embnorm_lib sweep {study}`.", ""]
     runs = load_runs(study, out)
     prov = study_provenance(study, out)
     parts = [f"## {study}", "", text, "",
-             f"Produced by `python -m embnorm_lib.sweep {study}` at commit(s) "
+             f"Produced by `python -m embnorm_lib sweep {study}` at commit(s) "
              f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {planned(study)} runs finished, "
              f"{prov['sweep_wall_s'] / 60:.1f} min of sweep wall time ({layouts(prov)}).", ""]
     if "cfg.preset" in runs.columns and runs["cfg.preset"].nunique() > 1:
@@ -162,7 +162,7 @@ def paired_entry(study: str, out: Path, section: Section) -> list[str]:
 def _zeroshot_paragraph(study: str, out: Path) -> list[str]:
     from .zeroshot import prints_suite_v1
 
-    return [f"Zero-shot suite v2 (its runs re-scored, `python -m embnorm_lib.rescore {study} --suite v2`): "
+    return [f"Zero-shot suite v2 (its runs re-scored, `python -m embnorm_lib rescore {study} --suite v2`): "
             f"[`{study}/ZEROSHOT.md`]({study}/ZEROSHOT.md)."
             + (" Suite v2 is the registered zero-shot endpoint (docs/PROTOCOL.md amendment 3) and supersedes "
                "suite v1, whose macro accuracy REPORT.md still prints in the registered family; both pages "

@@ -1,7 +1,7 @@
 """Stability v2, scale vs normalization (issue 16, item 4): does an embedding LayerNorm act by normalizing or by
 rescaling what enters block 1, in each init regime?
 
-    python -m embnorm_lib.scale_vs_norm     # runs/stability-scale-v2/SCALE.md
+    python -m embnorm_lib.analyses.scale     # runs/stability-scale-v2/SCALE.md
 
 Exploratory (docs/PROTOCOL.md amendment 1). Regimes: embedding init std (0.02, GPT-2; 1.0, PyTorch's default) x
 output head tied / untied (with a tied head, std-1 embeddings also make the output logits huge). Arms: `ln`
@@ -134,7 +134,7 @@ def write_report(out_dir=None, study: str = STUDY, answer: list[str] | None = No
     lines = [f"# Stability v2: scale vs normalization (`{study}`)", "",
              *header_lines(study, list(answer or [])
                            + attribution_lines(attribution(table)) if done >= expected else []),
-             f"Written by `python -m embnorm_lib.scale_vs_norm` at commit {git_commit()[:12]} from "
+             f"Written by `python -m embnorm_lib.analyses.scale` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({done} of {expected} registered runs finished"
              + ("" if done == expected else "; **partial**: numbers will change") + ").", "",
              "**Exploratory** (docs/PROTOCOL.md amendment 1). " + STUDIES[study].description + " "

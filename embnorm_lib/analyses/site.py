@@ -11,7 +11,7 @@ from .findings import findings_text
 
 
 def update_readme(out_dir=None) -> list[Path]:
-    """The README's first screen (TL;DR, answer figure, regime table: embnorm_lib.answer), FINDINGS.md and the
+    """The README's first screen (TL;DR, answer figure, regime table: embnorm_lib.analyses.answer), FINDINGS.md and the
     figure index, from the committed runs. Every block is computed before any file is written."""
     from . import answer
 

@@ -1,10 +1,10 @@
 """The stability half of the question: LR sensitivity, init scale, stress, budgets.
 
-    python -m embnorm_lib.stability          # tables + figures from whichever stability studies exist
+    python -m embnorm_lib.analyses.stability          # tables + figures from whichever stability studies exist
                                              # -> runs/STABILITY.md, figures/stability/
 
 Reads the runs.csv of the studies `stability-lr`, `stability-init`, `stability-stress` and
-`stability-budget` (see embnorm_lib/sweep.py), each produced by `python -m embnorm_lib.sweep <study>`."""
+`stability-budget` (see embnorm_lib/sweep.py), each produced by `python -m embnorm_lib sweep <study>`."""
 from __future__ import annotations
 
 import argparse
@@ -429,8 +429,8 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
     answer = [line for line in verdict(sections).splitlines() if line.startswith("- ")] if available else []
     lines = ["# Stability: when does an embedding norm pay for itself?", "",
              *header_lines(list(STUDIES), answer, question=QUESTION, pending="no stability study has run yet"),
-             f"Written by `python -m embnorm_lib.stability` at commit {git_commit()[:12]} from the `runs.csv` of "
-             f"the stability studies; each study is produced by `python -m embnorm_lib.sweep <study>`. Figures: "
+             f"Written by `python -m embnorm_lib.analyses.stability` at commit {git_commit()[:12]} from the `runs.csv` of "
+             f"the stability studies; each study is produced by `python -m embnorm_lib sweep <study>`. Figures: "
              f"`figures/stability/`.", "",
              "**Exploratory** (docs/PROTOCOL.md amendment 1): 3 seeds per cell and grids chosen after the first "
              "results. Intervals are 95% paired t intervals; each table is one Holm family (`p_holm`, "
@@ -519,7 +519,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     path = write_report(args.out_dir, args.figures_dir)
     print(path.read_text())
-    print("(runs/README.md and the README's findings quote this: `python -m embnorm_lib.publish stability`)")
+    print("(runs/README.md and the README's findings quote this: `python -m embnorm_lib publish stability`)")
     return 0
 
 

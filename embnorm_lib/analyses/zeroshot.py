@@ -345,7 +345,7 @@ def write_report(study: str, out_dir=None) -> Path:
         header += [f"**Suite v1 and suite v2.** {reconciliation_words(out, study)} Suite v1's rows are in "
                    "[`REPORT.md`](REPORT.md).", ""]
     lines = [f"# Zero-shot suite v2 on `{study}`" + (f": {title}" if title else ""), "", *header,
-             f"Written by `python -m embnorm_lib.zeroshot {study}` at commit {git_commit()[:12]} from "
+             f"Written by `python -m embnorm_lib.analyses.zeroshot {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` ({scored} runs scored with suite v2"
              + (f" in {len(found)} regimes: " + ", ".join(f"`{r}`" for r in found) if len(found) > 1 else "")
              + ").", "",

@@ -89,7 +89,7 @@ def report_main(argv, doc: str, studies: Sequence[str], write: Callable[[str, ar
     if getattr(args, "figures_dir", None):
         directory_option(args.figures_dir, "--figures-dir")  # before the analysis, not inside its figure writes
     if not study_dir_for(study, runs_root(args.out_dir)).index.is_file():
-        print(f"error: no runs.csv for {study}; run `python -m embnorm_lib.sweep {study}` first", file=sys.stderr)
+        print(f"error: no runs.csv for {study}; run `python -m embnorm_lib sweep {study}` first", file=sys.stderr)
         return 2
     print(write(study, args).read_text())
     return 0

@@ -1,7 +1,7 @@
 """A corpus of your own from a Hugging Face dataset (issue 18): one text column of one split, written as a UTF-8
 file with a JSON record beside it, so runs name it by sha256 exactly as they name any other file.
 
-    python -m embnorm_lib.corpus wikitext --config wikitext-2-raw-v1 --split train --out data/wikitext2.txt
+    python -m embnorm_lib corpus wikitext --config wikitext-2-raw-v1 --split train --out data/wikitext2.txt
 
 Needs the `datasets` package and a network (neither is a dependency of the study). The rows are joined with a
 newline in the dataset's own order, so the same dataset revision gives the same bytes and the same checksum; the

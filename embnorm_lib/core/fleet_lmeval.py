@@ -9,7 +9,7 @@ the shape a single run's has; only the forward is shared. Scores follow the sing
 (batched matmuls sum in another order), so an item's answer can differ only on a near tie; the test compares
 per-item answers with the harness on each run alone.
 
-    python -m embnorm_lib.fleet_lmeval RUN_DIR [RUN_DIR ...] [--suite v2]"""
+    python -m embnorm_lib.core.fleet_lmeval RUN_DIR [RUN_DIR ...] [--suite v2]"""
 from __future__ import annotations
 
 import argparse
@@ -106,7 +106,7 @@ def score_runs(run_dirs: Sequence[str | Path], suite: str = "v1", data_path=None
     bad = next((c for c in cfgs if c.tokenizer != "char"), None)
     if bad is not None:
         raise ConfigError(f"invalid tokenizer={bad.tokenizer!r} for shared scoring; allowed: char (score subword "
-                          f"runs one by one with embnorm_lib.lm_eval_adapter)")
+                          f"runs one by one with embnorm_lib.core.lm_eval_adapter)")
     results: list[dict | None] = [None] * len(runs)
     for group in groups_of(cfgs):
         states = [torch.load(runs[i].final_model, map_location="cpu", weights_only=True) for i in group]

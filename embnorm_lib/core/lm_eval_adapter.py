@@ -391,7 +391,7 @@ def main(argv=None) -> int:
     runs = finished_run_dirs(runs_root(args.out_dir) / args.study)
     for run in tqdm(runs, desc=f"lm-eval {args.study}", unit="run"):
         evaluate_run(run.root, args.data_path, force=args.force, suite=args.suite)
-    print(f"scored {len(runs)} run(s); `python -m embnorm_lib.sweep {args.study} --index-only` adds them to runs.csv")
+    print(f"scored {len(runs)} run(s); `python -m embnorm_lib sweep {args.study} --index-only` adds them to runs.csv")
     return 0
 
 

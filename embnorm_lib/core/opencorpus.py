@@ -1,6 +1,6 @@
 """An openly licensed English corpus of ~50M characters, built offline from Debian packages (issue 76).
 
-    python -m embnorm_lib.opencorpus --out data/open-english.txt [--debs DIR]
+    python -m embnorm_lib opencorpus --out data/open-english.txt [--debs DIR]
 
 Tiny Shakespeare (1 MB) starves every model above ~0.8M parameters at 20 tokens per parameter, so the adequate-data
 ladder trains on this file instead. Its sources are dictionaries and quotation collections that Debian ships as

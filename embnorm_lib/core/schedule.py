@@ -59,7 +59,7 @@ def fill_derived(rows: list[dict], derived: dict[str, str], config_of: Callable[
         if digest([row[key] for row in held]) != stored:
             warnings.warn(f"step log column {key!r} recomputed from {CONFIG_NAME} differs from the values the run "
                           f"logged (digest {stored}): either {CONFIG_NAME} is not the one the run was trained with "
-                          f"(`python -m embnorm_lib.seal STUDY --check` verifies its runs), or this platform's math "
+                          f"(`python -m embnorm_lib seal STUDY --check` verifies its runs), or this platform's math "
                           f"library rounds the schedule differently (values off in the last bits)", RuntimeWarning,
                           stacklevel=4)
     return rows

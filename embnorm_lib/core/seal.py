@@ -3,8 +3,8 @@ sha256 and, for a per-step log, its rows) and the run's step count. A reader tha
 first with `verify_run` (the one check: a new file format adds a row counter to `ROW_COUNTERS`, nothing else), so a
 missing, truncated or altered file stops the index and publication in one line instead of shrinking a study.
 
-    python -m embnorm_lib.seal                 # seal every finished run under runs/ that has no manifest yet
-    python -m embnorm_lib.seal <study> --check   # verify only: one line per damaged run, exit code 2
+    python -m embnorm_lib seal                 # seal every finished run under runs/ that has no manifest yet
+    python -m embnorm_lib seal <study> --check   # verify only: one line per damaged run, exit code 2
 
 A stage that adds a file to a finished run (lm_eval.json, a copied run's reused_from.json) re-seals it with
 `reseal`, which first verifies everything it does not change."""
@@ -124,7 +124,7 @@ def verify_run(run: RunDir, except_files: tuple[str, ...] = ()) -> dict:
         if other in manifest["files"] and other != added[0]:  # a log in both forms: a conversion was interrupted
             raise SealError(f"run {run.root}: {added[0]} and {other} are both there, the seal names {other} (a "
                             f"conversion of its logs was interrupted); allowed: one form (`python -m "
-                            f"embnorm_lib.compact_logs --study {run.root.parent.parent.name}` finishes it)")
+                            f"embnorm_lib.tools.compact_logs --study {run.root.parent.parent.name}` finishes it)")
         raise _problem(run, added[0], "was added after the run was sealed")
     return manifest
 

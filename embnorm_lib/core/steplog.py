@@ -362,7 +362,7 @@ def main(argv=None) -> int:
     import sys
 
     p = argparse.ArgumentParser(description="Write a run's per-step log as JSONL to stdout, from whichever form it "
-                                            "has (e.g. `python -m embnorm_lib.steplog runs/<study>/ln/seed0 metrics > "
+                                            "has (e.g. `python -m embnorm_lib steplog runs/<study>/ln/seed0 metrics > "
                                             "metrics.jsonl` gives back a converted log's original file).")
     p.add_argument("run_dir", help="a run directory (runs/<study>/<arm>/seed<k>)")
     p.add_argument("log", choices=LOGS)

@@ -4,7 +4,7 @@ Two views of any study with an index: the paired differences from `none` of one 
 paired t intervals (a forest: where the answer is), and any figure of the static set (figures.FIGURES). A grid study
 opens on a readable subset of its arms (`default_arms`), not one legend entry per cell.
 
-    from embnorm_lib.explore import explorer; explorer("<study>")      # in JupyterLab
+    from embnorm_lib.publishing.explore import explorer; explorer("<study>")      # in JupyterLab
 
 `paired_view` and `default_arms` are plain functions of the committed runs (tested); `explorer` only wires widgets."""
 from __future__ import annotations

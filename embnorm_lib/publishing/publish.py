@@ -3,10 +3,10 @@ report(s), then what quotes every study is rewritten: runs/README.md and, for th
 README's first screen, FINDINGS.md, the figure index and the paper. One transaction: a failed step puts back every
 file it wrote.
 
-    python -m embnorm_lib.publish <study>     # a registered study by its analysis kind (a grid run ad hoc: paired)
-    python -m embnorm_lib.publish <group>     # the studies an analysis kind publishes together (its `group`)
-    python -m embnorm_lib.publish paper       # paper/paper.pdf alone
-    python -m embnorm_lib.publish readme      # README's first screen, FINDINGS.md, figures/ index alone
+    python -m embnorm_lib publish <study>     # a registered study by its analysis kind (a grid run ad hoc: paired)
+    python -m embnorm_lib publish <group>     # the studies an analysis kind publishes together (its `group`)
+    python -m embnorm_lib publish paper       # paper/paper.pdf alone
+    python -m embnorm_lib publish readme      # README's first screen, FINDINGS.md, figures/ index alone
 
 A paired study's notebooks run here (`run_analysis_notebooks`): executed notebooks land in runs/<study>/ (without
 timestamps or machine paths); the statistics notebook is rendered to runs/<study>/report.html with nbconvert, outputs
@@ -34,7 +34,7 @@ from ..core.io import (
 )
 from ..runner.design import check_design
 from ..runner.kernels import execute_notebook
-from ..runner.registry import ANALYSES, analysis_of, headline_studies, moved_names, resolve, site
+from ..runner.registry import ANALYSES, analysis_of, headline_studies, resolve, site
 from .report import write_runs_readme
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
@@ -243,10 +243,6 @@ def main(argv=None) -> int:
     return 0
 
 
-# Names this module held before the study layer had a folder of its own (issue 74) now live in `analyses.publishers`; read
-# here, they resolve there by name (PEP 562), as the registry reaches its plugins: nothing here imports them.
-MOVED_TO = "analyses.publishers"
-__getattr__ = moved_names(__name__, MOVED_TO)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ FINDINGS_PAGE = "FINDINGS.md"
 def findings_page(findings: str, detail: list[str] = ()) -> str:
     """FINDINGS.md: the answer in detail (the README TL;DR's lines with their designs and intervals), then every
     generated finding (`findings`), grouped by the question it answers."""
-    return ("# Findings\n\nWritten by `python -m embnorm_lib.publish` from the committed runs; every number comes from "
+    return ("# Findings\n\nWritten by `python -m embnorm_lib publish` from the committed runs; every number comes from "
             "`runs/`. The answer on one screen: [README.md](README.md). Each group opens with what it measures and, "
             "where its registered results decide it, what they say. Registered (confirmatory) results follow "
             "[`docs/PROTOCOL.md`](docs/PROTOCOL.md); everything labelled exploratory is a description.\n\n"
@@ -32,7 +32,7 @@ def figure_index(figures_dir: Path, describe: Callable[[str], tuple[str, str, st
     """figures/README.md: one line per figure (PNG; each has a PDF beside it): what it shows, its study, its finding."""
     rows = [(p.relative_to(figures_dir).as_posix(), *describe(p.relative_to(figures_dir).as_posix()))
             for p in sorted(figures_dir.rglob("*.png"))]
-    lines = ["# Figures", "", "Written by `python -m embnorm_lib.publish` (one line per figure; a vector PDF of the "
+    lines = ["# Figures", "", "Written by `python -m embnorm_lib publish` (one line per figure; a vector PDF of the "
              "same name lies beside each PNG). Findings groups: [FINDINGS.md](../FINDINGS.md).", "",
              "| figure | what it shows | study | finding |", "|---|---|---|---|"]
     lines += [f"| [{rel}]({rel}) | {what} | {study} | {group} |" for rel, what, study, group in rows]

@@ -1,7 +1,7 @@
 """Tables from a study's runs.csv, and runs/README.md (what each study is, how it was made).
 
-    python -m embnorm_lib.report summary <study>     # per-arm table on stdout
-    python -m embnorm_lib.report runs-readme         # rewrite runs/README.md from the committed runs
+    python -m embnorm_lib report summary <study>     # per-arm table on stdout
+    python -m embnorm_lib report runs-readme         # rewrite runs/README.md from the committed runs
 
 runs/README.md walks the registry: its sections, their headings and how each lists a study are the study layer's
 data (runner.registry.Site.sections); each study's paragraph comes from its description and its runs."""
@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..core.errors import entry
 from ..core.io import runs_root, write_bytes_if_changed
-from ..runner.registry import ANALYSES, STUDIES, Section, moved_names, resolve, site, study_cells
+from ..runner.registry import ANALYSES, STUDIES, Section, resolve, site, study_cells
 from ..runner.results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .render import compact_markdown, layouts_text, markdown_arm_table
 
@@ -56,7 +56,7 @@ def compute_words(runs: pd.DataFrame, prov: dict) -> str:
 
 
 def not_run_yet(study: str) -> list[str]:
-    return [f"- `{study}`: {STUDIES[study].description} Not run yet: `python -m embnorm_lib.sweep {study}`.", ""]
+    return [f"- `{study}`: {STUDIES[study].description} Not run yet: `python -m embnorm_lib sweep {study}`.", ""]
 
 
 def reused_data(study: str, out: Path) -> dict:
@@ -73,7 +73,7 @@ def reused_entry(study: str, out: Path, section: Section) -> list[str]:
     if not has_index(study, out):
         return not_run_yet(study)
     d = reused_data(study, out)
-    return [f"- `{study}`: {STUDIES[study].description} Produced by `python -m embnorm_lib.sweep {study}` at commit(s) "
+    return [f"- `{study}`: {STUDIES[study].description} Produced by `python -m embnorm_lib sweep {study}` at commit(s) "
             f"{commits_words(d['prov'])}; {d['finished']} of {d['planned']} runs finished "
             f"({d['reused']} copied from identical runs), {d['sweep_wall_s'] / 60:.1f} min of sweep wall time; "
             f"{d['diverged']} diverged"
@@ -99,13 +99,13 @@ HEADER = ["# Committed study results",
           "",
           "Each study directory holds one run directory per cell (`<variant>[_<axis>=<value>]/seed<k>/`) "
           "with `config.json`, `metrics.parquet` (every step), `evals.jsonl` (full-validation passes), "
-          "`diagnostics.parquet` (runs not yet converted by `embnorm_lib.compact_logs`: `metrics.jsonl` and "
-          "`diagnostics.jsonl`; either form reads through `embnorm_lib.steplog.read_step_log`), `calibration.json`, "
+          "`diagnostics.parquet` (runs not yet converted by `embnorm_lib.tools.compact_logs`: `metrics.jsonl` and "
+          "`diagnostics.jsonl`; either form reads through `embnorm_lib.core.steplog.read_step_log`), `calibration.json`, "
           "`positions.json` (runs trained since it exists), `summary.json` and "
           "the executed `02_train.ipynb` (packed with the study's others into `notebooks.tar.xz` by "
-          "`embnorm_lib.compact_logs`; `python -m embnorm_lib extract-notebooks <study>` puts them back); "
+          "`embnorm_lib.tools.compact_logs`; `python -m embnorm_lib extract-notebooks <study>` puts them back); "
           "`runs.csv` indexes them and is the single source for every table. Checkpoints and weights are "
-          "not committed. This file is written by `python -m embnorm_lib.report runs-readme`.", ""]
+          "not committed. This file is written by `python -m embnorm_lib report runs-readme`.", ""]
 
 
 def runs_readme(out_dir: str | Path | None = None) -> str:
@@ -124,13 +124,13 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
 
 
 def bench_lines(out: Path) -> list[str]:
-    """runs/bench.json: where a run's time goes on this machine (`python -m embnorm_lib.bench`)."""
+    """runs/bench.json: where a run's time goes on this machine (`python -m embnorm_lib bench`)."""
     bench = out / "bench.json"
     if not bench.is_file():
         return []
     b = json.loads(bench.read_text())
     parts = ["## Throughput", "",
-             f"`python -m embnorm_lib.bench` at commit {b['git_commit'][:12]}: "
+             f"`python -m embnorm_lib bench` at commit {b['git_commit'][:12]}: "
              f"{b['ms_per_iter']:.0f} ms/iteration on the {b['preset']} model ({b['threads']} threads, fp32), "
              f"{b['achieved_gflops']:.1f} GFLOP/s against a measured fp32 matmul peak of {b['peak_gflops']:.1f} "
              f"(MFU {b['mfu']:.2f}); full-validation eval {b['full_val_eval_s']:.1f} s; peak RSS "
@@ -165,7 +165,7 @@ def inference_throughput_lines(out: Path) -> list[str]:
              "ratio_max": s["ratio_to_none_max"]}
             for kind, arms in t["summary"].items() for arm, s in arms.items()]
     return ["## Inference throughput", "",
-            f"`python -m embnorm_lib.throughput` at commit {t['git_commit'][:12]} ({t['preset']} model, "
+            f"`python -m embnorm_lib throughput` at commit {t['git_commit'][:12]} ({t['preset']} model, "
             f"{t['threads']} thread(s), {t['rounds']} interleaved rounds in one process): scoring is the forward pass "
             f"over full windows, generation greedy decoding of {t['generated_tokens']} tokens in "
             f"{t['generation_streams']} streams; the ratio to `none` per round, its median and range.", "",
@@ -195,10 +195,6 @@ def main(argv=None) -> int:
     return 0
 
 
-# Names this module held before the study layer had a folder of its own (issue 74) now live in `analyses.findings`; read
-# here, they resolve there by name (PEP 562), as the registry reaches its plugins: nothing here imports them.
-MOVED_TO = "analyses.findings"
-__getattr__ = moved_names(__name__, MOVED_TO)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ to clone (issue 73). Nothing is lost: the archive holds each notebook's bytes at
 by: regular files at `<arm>/seed<k>/02_train.ipynb` only (no link, no absolute or '..' path), each name once, at most
 MAX_NOTEBOOK_BYTES a notebook and MAX_ARCHIVE_BYTES in all; extraction writes no file through a symbolic link and
 keeps a loose notebook (newer than its archived copy) as it is. `tar -x` would follow none of these rules: a crafted
-archive's link let a later run write its whole run directory outside the tree (issue 117). `pack_notebooks` (run by `python -m embnorm_lib.compact_logs`)
+archive's link let a later run write its whole run directory outside the tree (issue 117). `pack_notebooks` (run by `python -m embnorm_lib compact-logs`)
 moves a study's loose notebooks of finished runs into its archive: a loose notebook replaces its archived copy; the
 archive is written atomically and read back before any loose file is deleted, so a kill leaves every notebook in one
 place or both. The archive's bytes are a function of the notebooks alone (members sorted, owner, mode and times

@@ -163,19 +163,6 @@ def resolve(ref: str) -> Callable:
     return getattr(importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.{module}"), name)
 
 
-def moved_names(module: str, target: str) -> Callable:
-    """A module's `__getattr__` (PEP 562) for names that moved to the study layer's `target` module: read there by
-    name when asked for, so the engine module imports nothing of the study layer."""
-    def getattr_moved(name: str):  # noqa: ANN202
-        if not name.startswith("_"):
-            moved = resolve(f"{target}:__dict__")
-            if name in moved:
-                return moved[name]
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-    return getattr_moved
-
-
 class Registry(MutableMapping):
     """name -> entry, filled by the package of the study layer that registers into it (`package`, under
     embnorm_lib), which is imported the first time the registry is read: the engine never imports the study layer,
@@ -301,4 +288,4 @@ def check_registered_runs(name: str, out_dir: Path | None = None) -> None:
         shown = ", ".join(str(d.relative_to(root)) for d in missing[:4]) + (", ..." if len(missing) > 4 else "")
         raise MissingRunsError(f"study {name}: {len(missing)} of {len(STUDIES[name].cells())} registered runs are "
                                f"missing or unfinished ({shown}); allowed: every registered run finished (`python -m "
-                               f"embnorm_lib.sweep {name}` trains what is missing)")
+                               f"embnorm_lib.runner.sweep {name}` trains what is missing)")

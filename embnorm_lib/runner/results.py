@@ -24,7 +24,7 @@ from ..core.variants import variant_rank
 def study_dir(study: str, out_dir: str | Path | None = None) -> Path:
     path = runs_root(out_dir) / study
     if not path.is_dir():
-        raise FileNotFoundError(f"no study directory {path}; run `python -m embnorm_lib.sweep {study}` first")
+        raise FileNotFoundError(f"no study directory {path}; run `python -m embnorm_lib sweep {study}` first")
     return path
 
 
@@ -167,7 +167,7 @@ def check_outcomes(runs: pd.DataFrame, study: str, source: str | Path) -> pd.Dat
             if len(bad):
                 where = bad["run_dir"].iloc[0] if "run_dir" in bad else f"row {bad.index[0]}"
                 raise RunDirError(f"{source}: {column}={bad[column].iloc[0]!r} for run {where} ({len(bad)} run(s) "
-                                  f"in all); allowed: True or False (rebuild the index: python -m embnorm_lib.sweep "
+                                  f"in all); allowed: True or False (rebuild the index: python -m embnorm_lib sweep "
                                   f"{study} --index-only)")
     return runs
 

@@ -1,9 +1,9 @@
 """Train one run from the command line; the entry point for torchrun.
 
-    python -m embnorm_lib.run --preset nanogpt-cpu --variant ln --seed 0 [--study adhoc] [--set lr=1e-3]
-    torchrun --standalone --nproc_per_node 2 -m embnorm_lib.run --preset tiny --variant ln --seed 0
+    python -m embnorm_lib run --preset nanogpt-cpu --variant ln --seed 0 [--study adhoc] [--set lr=1e-3]
+    torchrun --standalone --nproc_per_node 2 -m embnorm_lib run --preset tiny --variant ln --seed 0
     torchrun --nnodes 2 --node_rank 0 --rdzv_backend c10d --rdzv_endpoint HOST:29500 --nproc_per_node 8 \\
-        -m embnorm_lib.run --preset gpt-small --variant ln --seed 0
+        -m embnorm_lib run --preset gpt-small --variant ln --seed 0
 
 The run directory is runs/<study>/<variant>/seed<k> as for the notebook; under torchrun rank 0 writes it."""
 from __future__ import annotations

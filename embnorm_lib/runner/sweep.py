@@ -1,12 +1,12 @@
 """Run a study: execute notebooks/02_train.ipynb with papermill once per cell of a grid.
 
-    python -m embnorm_lib.sweep <study>                          # a registered study (see studies/)
-    python -m embnorm_lib.sweep mystudy --preset tiny --variants none,ln --seeds 0-2 \\
+    python -m embnorm_lib sweep <study>                          # a registered study (see studies/)
+    python -m embnorm_lib sweep mystudy --preset tiny --variants none,ln --seeds 0-2 \\
         --set max_iters=50 --axis lr=1e-3,3e-3                   # an ad-hoc grid
-    python -m embnorm_lib.sweep <study> --index-only             # rebuild runs/<study>/runs.csv
-    python -m embnorm_lib.sweep <study> --only preset=ladder-0   # only the cells of one preset (any text of the dir)
-    python -m embnorm_lib.sweep <study> --only preset=ladder-0 --only seed1/  # and one seed (every --only holds)
-    python -m embnorm_lib.sweep <study> --fleet                  # the study as batched fleets in one process
+    python -m embnorm_lib sweep <study> --index-only             # rebuild runs/<study>/runs.csv
+    python -m embnorm_lib sweep <study> --only preset=ladder-0   # only the cells of one preset (any text of the dir)
+    python -m embnorm_lib sweep <study> --only preset=ladder-0 --only seed1/  # and one seed (every --only holds)
+    python -m embnorm_lib sweep <study> --fleet                  # the study as batched fleets in one process
 
 Resumable and idempotent: finished cells (summary.json with the same config) are skipped, partial
 ones resume from their checkpoint, and a lock per cell keeps two sweeps from running the

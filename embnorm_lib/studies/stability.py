@@ -88,7 +88,7 @@ ENTRIES = (
                                               {"lr": LR_GRID_V2[5:]}),
           note=LR_V2_NOTE + " Affordable on a CPU with AVX-512 BF16 instructions, where bf16 autocast costs about "
                             "what fp32 does; on a CPU without them it is an order of magnitude slower, GPU work "
-                            "(`python -m embnorm_lib.bench --precision --preset nanogpt-cpu` prints the ratio on "
+                            "(`python -m embnorm_lib bench --precision --preset nanogpt-cpu` prints the ratio on "
                             "this machine). These runs are CPU autocast: matmuls in bf16, parameters and optimizer "
                             "in fp32. fp16 with loss scaling is CUDA-only here.",
           status="exploratory", amendment=1,

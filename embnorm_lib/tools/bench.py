@@ -1,9 +1,9 @@
 """The engine's benchmark: where a run's time goes, as figures and ratios measured in one run (never pass/fail).
 
-    python -m embnorm_lib.bench                   # writes runs/bench.json (about 3 minutes here)
-    python -m embnorm_lib.bench --study           # also times the registry's default study end to end (~20 min)
-    python -m embnorm_lib.bench --parallelism     # only: sweep workers, 1 x all threads vs cores x 1 thread
-    python -m embnorm_lib.bench --precision --preset nanogpt-cpu   # only: bf16 autocast vs fp32 loop time
+    python -m embnorm_lib bench                   # writes runs/bench.json (about 3 minutes here)
+    python -m embnorm_lib bench --study           # also times the registry's default study end to end (~20 min)
+    python -m embnorm_lib bench --parallelism     # only: sweep workers, 1 x all threads vs cores x 1 thread
+    python -m embnorm_lib bench --precision --preset nanogpt-cpu   # only: bf16 autocast vs fp32 loop time
 
 Training loop: ms/iteration at the given thread count, MFU = achieved model FLOP/s (6N + 12*L*d*T per
 token, fwd+bwd) / the fp32 matmul peak measured in this process; machine it/s in the sweep's default

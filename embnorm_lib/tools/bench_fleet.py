@@ -1,13 +1,13 @@
 """The fleet (fleet.py, issue 75) timed where it was built for: figures for runs/bench-gpu.json.
 
-    python -m embnorm_lib.bench_fleet study main --keep DIR   # a study through the fleet: wall, split, MFU, final losses
-    python -m embnorm_lib.bench_fleet compare main            # those losses against the committed CPU runs (and the
+    python -m embnorm_lib bench-fleet study main --keep DIR   # a study through the fleet: wall, split, MFU, final losses
+    python -m embnorm_lib bench-fleet compare main            # those losses against the committed CPU runs (and the
                                                               # solo GPU runs of runs/bench-gpu.json, where recorded)
-    python -m embnorm_lib.bench_fleet lm-eval main --keep DIR # the zero/few-shot suite on the kept runs, timed per run
-    python -m embnorm_lib.bench_fleet sweep --members 1000    # an LR x seed x arm sweep of a small preset, timed
-    python -m embnorm_lib.bench_fleet dry-run                 # (CPU) the same code path on the tiny preset, against
+    python -m embnorm_lib bench-fleet lm-eval main --keep DIR # the zero/few-shot suite on the kept runs, timed per run
+    python -m embnorm_lib bench-fleet sweep --members 1000    # an LR x seed x arm sweep of a small preset, timed
+    python -m embnorm_lib bench-fleet dry-run                 # (CPU) the same code path on the tiny preset, against
                                                               # single runs of the same cells
-    python -m embnorm_lib.bench_fleet cpu-ratio --save F      # (CPU) 8 tiny runs as a fleet vs one after another
+    python -m embnorm_lib bench-fleet cpu-ratio --save F      # (CPU) 8 tiny runs as a fleet vs one after another
 
 Each part merges its figures into --save under its own key ("fleet:<part>...") beside the device's name, as
 bench_gpu does (scripts/gpu_fleet.sh saves into $OUT; `absorb FILE` merges such a file into runs/bench-gpu.json

@@ -1,12 +1,12 @@
 """The GPU half of the benchmark (issue 20): the CUDA paths, timed on the device they ran on -> runs/bench-gpu.json.
 
-    python -m embnorm_lib.bench_gpu loop            # ms/iteration, compile time, MFU against the measured bf16 peak
-    python -m embnorm_lib.bench_gpu notebook        # the design card's papermill command on CUDA, timed by cell
-    python -m embnorm_lib.bench_gpu study main      # a whole study as the sweep runs it (packed), end to end
-    python -m embnorm_lib.bench_gpu study main --workers 2   # ... with another worker count (its own key)
-    python -m embnorm_lib.bench_gpu gpt-small       # a few hundred steps of GPT-2 small: the path works at scale
-    python -m embnorm_lib.bench_gpu profile         # where an eager step's time goes: top operators, launches/step
-    python -m embnorm_lib.bench_gpu compare main    # (no GPU needed) a timed study's final losses against the
+    python -m embnorm_lib bench-gpu loop            # ms/iteration, compile time, MFU against the measured bf16 peak
+    python -m embnorm_lib bench-gpu notebook        # the design card's papermill command on CUDA, timed by cell
+    python -m embnorm_lib bench-gpu study main      # a whole study as the sweep runs it (packed), end to end
+    python -m embnorm_lib bench-gpu study main --workers 2   # ... with another worker count (its own key)
+    python -m embnorm_lib bench-gpu gpt-small       # a few hundred steps of GPT-2 small: the path works at scale
+    python -m embnorm_lib bench-gpu profile         # where an eager step's time goes: top operators, launches/step
+    python -m embnorm_lib bench-gpu compare main    # (no GPU needed) a timed study's final losses against the
                                                     # committed CPU runs of the same cells: per run and per pair
 
 A lent GPU comes in slices of minutes, so each part runs on its own and merges its figures into
@@ -34,12 +34,6 @@ from ..runner.registry import headline_studies, study_cells
 PARTS = ("loop", "notebook", "study", "gpt-small", "profile", "compare")
 STEADY_FROM = 10  # steps before this one hold compilation and allocator warm-up
 KERNEL_LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC", "cuLaunchKernel")
-
-
-def __getattr__(name: str):  # noqa: ANN202 (PEP 562: the old constant, read from the registry when asked for)
-    if name == "LOOP_PRESETS":
-        return tuple(loop_presets())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def gpu_study() -> str:
@@ -269,7 +263,7 @@ def main(argv=None) -> int:
         return 0
     if not torch.cuda.is_available():
         print("error: no CUDA device here; bench_gpu times the CUDA paths (allowed: a machine where "
-              "torch.cuda.is_available() is True; `python -m embnorm_lib.bench` times the CPU)", file=sys.stderr)
+              "torch.cuda.is_available() is True; `python -m embnorm_lib bench` times the CPU)", file=sys.stderr)
         return 2
     if args.part == "loop":
         key, figures = "loop", loop_part(args.data_path, args.iters or 200)

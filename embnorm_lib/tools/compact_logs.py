@@ -1,9 +1,9 @@
 """Convert finished runs' per-step logs (metrics.jsonl, diagnostics.jsonl) to Parquet (steplog), ~9x smaller.
 
-    python -m embnorm_lib.compact_logs --study <study>        # one study (repeat --study for more)
-    python -m embnorm_lib.compact_logs --budget-mb 170        # whole studies, largest first, while the JSONL they
+    python -m embnorm_lib compact-logs --study <study>        # one study (repeat --study for more)
+    python -m embnorm_lib compact-logs --budget-mb 170        # whole studies, largest first, while the JSONL they
                                                               # delete stays within 170 MB (10^6 bytes)
-    python -m embnorm_lib.compact_logs --check                # change nothing: what would be converted
+    python -m embnorm_lib compact-logs --check                # change nothing: what would be converted
 
 Runs trained since steplog existed are written compact when they finish; this converts the ones before. It also
 re-encodes a finished run's metrics.parquet whose timings are finer than their stated resolution

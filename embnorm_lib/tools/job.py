@@ -1,7 +1,7 @@
 """The README's main job: a study from a fresh clone, and proof that its committed numbers are real.
 
-    python -m embnorm_lib.job                # the registry's default study: what `bash scripts/study.sh` runs
-    python -m embnorm_lib.job <study> --fresh   # the whole study again, into runs/scratch/fresh-<time>/
+    python -m embnorm_lib job                # the registry's default study: what `bash scripts/study.sh` runs
+    python -m embnorm_lib job <study> --fresh   # the whole study again, into runs/scratch/fresh-<time>/
 
 When the study's results are committed, the job re-trains one random cell per arm (through the training
 notebook, in a temporary directory, with the committed thread count) and says whether each reproduces

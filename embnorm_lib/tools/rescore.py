@@ -1,7 +1,7 @@
 """Score a study's finished runs with a suite they were not scored with, re-training where the weights are gone.
 
-    python -m embnorm_lib.rescore main --suite v2 --work-dir /tmp/embnorm-retrain
-    python -m embnorm_lib.rescore <study> --suite v2 --work-dir /tmp/embnorm-retrain --cells preset=nanogpt-cpu
+    python -m embnorm_lib rescore main --suite v2 --work-dir /tmp/embnorm-retrain
+    python -m embnorm_lib rescore <study> --suite v2 --work-dir /tmp/embnorm-retrain --cells preset=nanogpt-cpu
 
 Weights are not committed. A run whose model.pt is here is scored in place. Without weights only runs the study
 scored with another suite are re-scored (a run it never scored is skipped). A run with a bitwise-identical
@@ -153,7 +153,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"{counts}; `python -m embnorm_lib.sweep {args.study} --index-only` adds the scores to runs.csv")
+    print(f"{counts}; `python -m embnorm_lib sweep {args.study} --index-only` adds the scores to runs.csv")
     return 1 if counts["differs"] else 0
 
 

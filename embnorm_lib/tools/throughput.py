@@ -1,6 +1,6 @@
 """Inference throughput per arm (issue 17, item 3; the pre-registered tie-breaker after calibration).
 
-    python -m embnorm_lib.throughput [--preset <preset>] [--rounds 7]    # writes runs/throughput.json
+    python -m embnorm_lib throughput [--preset <preset>] [--rounds 7]    # writes runs/throughput.json
 
 Measured paired: in every round each arm runs once, in an order rotated from round to round, in this one process
 at one thread count, so drift of the machine (another process, thermal state) falls on every arm alike. Scoring:
