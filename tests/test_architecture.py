@@ -268,3 +268,17 @@ def test_the_readme_layout_names_every_folder_and_module_of_the_library():
     missing += [f"{p.parent.name}/{p.name}" for f in ENGINE + STUDY_LAYER for p in sorted((PACKAGE / f).glob("*.py"))
                 if p.name != "__init__.py" and f"`{p.name}`" not in layout]
     assert missing == [], f"README's Layout does not name: {missing}"
+
+
+def test_arms_are_named_not_taken_by_registry_position():
+    """Inserting a variant second once turned seeds-final into none/new/ln: study arms are names, and an arm's
+    colour and style are its longest variant prefix (`ln_matched_lr=1` is ln_matched's, not ln's)."""
+    from embnorm_lib.publishing.plots import arm_color, variant_style
+    from embnorm_lib.runner.registry import ABC, ABCD
+
+    assert ABC == ("none", "ln", "rms") and ABCD == ("none", "ln", "rms", "scaled")
+    package = Path(__file__).resolve().parents[1] / "embnorm_lib"
+    sliced = [str(f) for f in package.rglob("*.py") if "variant_names()[" in f.read_text()]
+    assert not sliced, sliced
+    assert arm_color("ln_matched_lr=1") == arm_color("ln_matched") != arm_color("ln")
+    assert arm_color("scaled_unit") != arm_color("scaled") and variant_style("scaled_unit") != variant_style("scaled")

@@ -140,9 +140,6 @@ def h1b_candidates(runs: pd.DataFrame, phase: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(p_holm=adjusted, significant=reject)
 
 
-H1B_ENDPOINTS = ("failures", "spike_count_post_warmup", "val_loss_not_failed")
-
-
 def h1b_family(runs: pd.DataFrame, mei: float = stats.MEI, tuned: pd.DataFrame | None = None
                ) -> tuple[pd.DataFrame, dict]:
     """The registered H1b test (amendment 1, item 6) on the runs of one regime (one LR of one study; run it on a

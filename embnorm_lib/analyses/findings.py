@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analyses.stability import recommendation_for
-from ..core.io import runs_root, write_bytes_if_changed
+from ..core.io import runs_root
 from ..publishing.render import percent, replication_markdown
 from ..runner.results import arm_order, has_index, load_runs
 from ..stats import p_text
@@ -58,9 +58,6 @@ def replication_sentence(rep: pd.DataFrame) -> str:
 
 
 V2_REPORTS = ("BOUNDARY.md", "SCALE.md", "BUDGET.md", "H1B.md", "LENGTH.md", "ZEROSHOT.md", "LADDER.md", "LADDER-DATA.md")
-
-
-FINDINGS_START, FINDINGS_END = "<!-- findings:start -->", "<!-- findings:end -->"
 
 
 FINDINGS_STUDIES = headline_studies()  # the README's headline: the main job's study, then the large one
@@ -124,8 +121,6 @@ def _scopes(out: Path, studies) -> list[tuple[str, str, bool]]:
             scopes = sorted(p.name for p in root.iterdir() if (p / "family.csv").is_file())
             found += [(study, scope, len(scopes) > 1) for scope in scopes]
     return found
-
-
 
 
 def findings_groups(out_dir=None, studies=FINDINGS_STUDIES) -> dict[str, list[str]]:
@@ -536,12 +531,3 @@ def h1b_findings(out: Path) -> list[str]:
         lines.append("- The tuned cost is the same in both regimes: it comes from one set of tuned runs, each arm at its "
                      "own best LR of the search with clipping on (H1B.md), not from runs without clipping.")
     return lines
-
-
-def update_readme_findings(readme: Path, text: str) -> None:
-    content = readme.read_text()
-    if FINDINGS_START not in content:
-        raise ValueError(f"{readme} has no {FINDINGS_START} marker")
-    head, rest = content.split(FINDINGS_START, 1)
-    _, tail = rest.split(FINDINGS_END, 1)
-    write_bytes_if_changed(readme, f"{head}{FINDINGS_START}\n{text}\n{FINDINGS_END}{tail}".encode())

@@ -111,27 +111,6 @@ def prose(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
     return _report(study, out, lambda: analysis.write_report(study, out, figures))
 
 
-def publish_stability(out_dir=None, figures_dir=None) -> dict[str, Path]:
-    """The old name of `publish stability`: the v1 stability studies together (STABILITY.md), then what quotes them."""
-    from ..publishing.publish import publish
-
-    return publish("stability", out_dir, figures_dir)
-
-
-def publish_v2(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
-    """The old name of publishing a study whose report counts its finished runs."""
-    from ..publishing.publish import publish
-
-    return publish(study, out_dir, figures_dir)
-
-
-def v2_report_writer(study: str):  # noqa: ANN201
-    """The old name of a study's publication by its analysis kind's plugin, as (out, figures) -> written."""
-    from ..runner.registry import analysis_of
-
-    return lambda out, figures: resolve(analysis_of(study).publish)(study, out, figures)
-
-
 def paired_entry(study: str, out: Path, section: Section) -> list[str]:
     """A paired study in runs/README.md: its description and provenance, the per-arm table (per preset where it has
     several), links to its statistics and zero-shot reports, and any lines its registry entry adds."""

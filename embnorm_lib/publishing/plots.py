@@ -81,10 +81,15 @@ def plot_char_classes(table: pd.DataFrame) -> plt.Figure:
 
 # -- study figures: one line per arm, mean with a 95% t-band over seeds ----------------------------
 
+def arm_variant(arm: str) -> str:
+    """The variant an arm name starts with, the longest that fits (`ln_matched_lr=1` is ln_matched's); "" if none."""
+    return max((v for v in VARIANTS if arm == v or arm.startswith(v + "_")), key=len, default="")
+
+
 def arm_color(arm: str) -> str | None:
     """The colour of the arm's variant (variants.py); arms of one variant differ in line style instead."""
-    variant = VARIANTS.get(arm.split("_")[0])
-    return variant.color if variant else None
+    variant = arm_variant(arm)
+    return VARIANTS[variant].color if variant else None
 
 
 # Line style and marker per variant, so arms stay apart where colours are hard to tell or curves overlap (ln and
@@ -95,7 +100,7 @@ VARIANT_STYLES = {"none": ("-", "o"), "ln": ("-", "s"), "rms": ("--", "^"), "sca
 
 def variant_style(arm: str) -> tuple[str, str]:
     """(line style, marker) of the arm's variant (an arm such as `ln_preset=nanogpt-cpu` takes `ln`'s)."""
-    return VARIANT_STYLES.get(arm if arm in VARIANT_STYLES else arm.split("_")[0], ("-", "o"))
+    return VARIANT_STYLES.get(arm_variant(arm), ("-", "o"))
 
 
 def interval_error(rows, center: str = "mean_diff") -> np.ndarray:
@@ -151,7 +156,7 @@ def tag_words(tag: str) -> str:
 def arm_label(arm: str) -> str:
     """A legend entry for a run directory's arm name: `ln_preset=nanogpt-cpu` -> `ln (preset nanogpt-cpu)`, so no
     legend shows the internal key=value spelling."""
-    variant = max((v for v in VARIANTS if arm == v or arm.startswith(v + "_")), key=len, default="")
+    variant = arm_variant(arm)
     rest = arm[len(variant):].lstrip("_")
     if not variant or "=" not in rest:
         return arm

@@ -89,8 +89,10 @@ def seed_major(study: str, preset: str, variants, seeds, fixed: dict, axes: dict
 # what a study's runs can decide: confirmatory (a registered test and decision rule), exploratory (a description or a
 # search; decides nothing registered), tuning (picks a setting a confirmatory study runs at), smoke (the pipeline)
 STATUSES = ("confirmatory", "exploratory", "tuning", "smoke")
-ABC = variant_names()[:3]  # none, ln, rms: the arms A, B, C
-ABCD = variant_names()[:4]  # ... and D, the scaled embedding (stability studies)
+ABC = ("none", "ln", "rms")  # the arms A, B, C, by name: a variant registered later changes no study
+ABCD = (*ABC, "scaled")  # ... and D, the scaled embedding (stability studies)
+if not set(ABCD) <= set(variant_names()):
+    raise ImportError(f"the study arms {ABCD} must be registered variants; registered: {variant_names()}")
 WITH_LM_EVAL = {"lm_eval": True}  # studies whose registered family includes lm_macro_acc score every run
 # The evaluation plan of studies registered from now on: the learning curve on 64 evenly spaced validation windows
 # (8,192 characters; for the 8 x 128 model at 300 iterations the subset's mean loss has a standard error of ~0.015

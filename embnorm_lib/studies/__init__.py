@@ -43,8 +43,5 @@ from .ladder import (  # noqa: F401 (the ladders' registered rules, importable f
 )
 from .stability import H1B_BEST_LR, H1B_CLIPS, H1B_LRS, LR_GRID_V2, LR_V2_NOTE, SCALE_VS_NORM  # noqa: F401
 
-# the analysis kinds whose reports count finished runs (a study of one may be published while it trains)
-PARTIAL_REPORTS = ("boundary", "scale", "budget", "h1b", "ladder", "ladder-data")
-
 STUDIES.register(*paired.ENTRIES, *stability.ENTRIES, *ladder.ENTRIES, *ladder_data.ENTRIES, *prose.ENTRIES,
                  *paired.SMOKE)
