@@ -64,6 +64,9 @@ def _drop_line(path):
     (lambda r: r.evals.write_text(r.evals.read_text().replace("2.0", "1.0")), "evals.jsonl was altered"),
     (lambda r: r.lm_eval.write_text('{"macro": {}'), "lm_eval.json was added after the run was sealed"),
     (lambda r: r.manifest.unlink(), "manifest.json is missing"),
+    # what the sealed-file check passes over (issue 116 #6): a hidden file or a sub-directory inside the run
+    (lambda r: (r.root / ".extra").write_text("1"), r"\.extra is a hidden file inside a sealed run"),
+    (lambda r: (r.root / "stray").mkdir(), "stray is a sub-directory inside a sealed run"),
 ])
 def test_the_index_refuses_a_damaged_run_in_one_line_and_keeps_runs_csv(tmp_path, damage, message):
     study = tmp_path / "tdamaged"
@@ -187,3 +190,13 @@ def test_seal_check_applies_the_index_identity_checks(tmp_path, capsys, data_pat
     reseal(run, run.summary.name)
     assert main(["s", "--check", "--out-dir", str(tmp_path / "runs")]) == 2
     assert "summary.json has seed=3 in directory seed0" in capsys.readouterr().err
+
+
+def test_verify_run_refuses_what_no_seal_covers(tmp_path):
+    """seal --check and the index share verify_run: a hidden file, a sub-directory or a link in a sealed run is named."""
+    run = fake_run(tmp_path / "tlink")
+    (run.root / ".lock").write_text("")  # a lock is the run's own
+    seal.verify_run(run)
+    (run.root / "evals.json").symlink_to(run.config)
+    with pytest.raises(seal.SealError, match="evals.json is a symbolic link inside a sealed run; allowed:"):
+        seal.verify_run(run)

@@ -115,6 +115,7 @@ def verify_run(run: RunDir, except_files: tuple[str, ...] = ()) -> dict:
         raise SealError(f"run {run.root}: {run.summary.name} is missing (the run has not finished); allowed: a "
                         f"finished run")
     manifest = _read_manifest(run)
+    _check_nothing_unsealed(run)
     for name, sealed in sorted(manifest["files"].items()):
         if name not in except_files:
             _check_file(run, name, sealed)
@@ -127,6 +128,22 @@ def verify_run(run: RunDir, except_files: tuple[str, ...] = ()) -> dict:
                             f"embnorm_lib.tools.compact_logs --study {run.root.parent.parent.name}` finishes it)")
         raise _problem(run, added[0], "was added after the run was sealed")
     return manifest
+
+
+def _check_nothing_unsealed(run: RunDir) -> None:
+    """What a seal cannot vouch for and the sealed-file check would pass over: a sub-directory, a symbolic link or a
+    hidden file (other than a lock) inside the run directory."""
+    for path in sorted(run.root.iterdir()):
+        if path.is_symlink():
+            what = "is a symbolic link"
+        elif path.is_dir():
+            what = "is a sub-directory"
+        elif path.name.startswith(".") and path.name not in LOCK_FILES:
+            what = "is a hidden file"
+        else:
+            continue
+        raise SealError(f"run {run.root}: {path.name} {what} inside a sealed run; allowed: the run's own files only "
+                        f"(remove it, or delete the run directory and retrain it)")
 
 
 def check_summary_outcome(run: RunDir, summary: dict, error: type[RunDirError] = RunDirError) -> None:
