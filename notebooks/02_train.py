@@ -72,19 +72,27 @@ if smoke is not True:  # a smoke run lasts seconds, so nothing to pin; importing
 
 # %%
 from embnorm_lib.core.io import shown_path
-from embnorm_lib.core.notebook import check_switches, config_from_parameters, job_configs, run_dir_from_parameters
+from embnorm_lib.core.notebook import (
+    check_switches,
+    config_from_parameters,
+    existing_run_note,
+    job_configs,
+    run_dir_from_parameters,
+)
 from embnorm_lib.runner.design import check_registered_cell
 
 check_switches(progress=progress, figures=figures)  # `-p figures no` arrives as text, which would read as True
 cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides, smoke=smoke, data_path=data_path)
 cfgs = job_configs(cfg, pack_seeds)  # [cfg], or one config per seed of a packed job
-run_dirs = [run_dir_from_parameters(c, study, out_dir, run_tag) for c in cfgs]
+run_dirs = [run_dir_from_parameters(c, study, out_dir, run_tag, smoke=smoke) for c in cfgs]
 for c, d in zip(cfgs, run_dirs):  # a registered study takes only its own cells, as registered (issue 117)
     check_registered_cell(study, c, d, out_dir or None)
 cfg, run_dir = cfgs[0], run_dirs[0]
 for c, d in zip(cfgs, run_dirs):
     print(f"{c.variant} seed {c.seed} ({c.execution}): {c.n_layer} layers x {c.n_embd}, {c.max_iters} iterations, "
           f"{c.token_budget:,} training tokens -> {shown_path(d)}")  # relative: no path of this machine kept
+    if note := existing_run_note(c, d):  # a finished run is shown, not retrained; another config's is refused
+        print(note)
 
 # %% [markdown]
 # ## Train

@@ -165,3 +165,28 @@ def test_a_pinned_kernel_keeps_the_code_it_started_with(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == str(tmp_path / "embnorm_lib" / "publishing" / "plots.py")
     assert "edited after the run started" in (tmp_path / "embnorm_lib" / "publishing" / "plots.py").read_text()
+
+
+def test_the_smoke_check_and_the_design_card_run_never_share_a_directory(tmp_path, data_path):
+    """Issue 116 #2: both wrote runs/adhoc/ln/seed3, so whichever ran second failed on the other's config. A smoke
+    run of the default study has its own study; a finished run is announced (shown, not retrained) and another
+    config's run is refused in one line that says which way out to take."""
+    from conftest import tiny
+
+    from embnorm_lib.core.checkpoint import ResumeError
+    from embnorm_lib.core.notebook import existing_run_note, run_dir_from_parameters
+    from embnorm_lib.core.train import train
+
+    out = str(tmp_path / "runs")
+    cfg = tiny(variant="ln", seed=3, max_iters=3, eval_windows=8)
+    smoke_dir = run_dir_from_parameters(cfg, "adhoc", out, smoke=True)
+    card_dir = run_dir_from_parameters(cfg, "adhoc", out)
+    assert smoke_dir.parts[-3:] == ("adhoc-smoke", "ln", "seed3") and card_dir.parts[-3:] == ("adhoc", "ln", "seed3")
+    assert run_dir_from_parameters(cfg, "mine", out, smoke=True).parts[-3] == "mine"  # a named study is kept
+    assert existing_run_note(cfg, card_dir) == ""
+    train(cfg, card_dir, data_path, progress=False)
+    assert "has finished already: its results are shown below, nothing is trained" in existing_run_note(cfg, card_dir)
+    with pytest.raises(ResumeError, match=r"\(max_iters: 3 -> 4\); allowed: the same parameters .* another study "
+                                          r"\(-p study NAME, or --study NAME\), or delete that directory") as refused:
+        existing_run_note(cfg.replace(max_iters=4), card_dir)
+    assert "\n" not in str(refused.value)

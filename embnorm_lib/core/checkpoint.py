@@ -113,8 +113,9 @@ def check_same_run(run: RunDir, cfg: RunConfig) -> None:
     changed = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
     if changed:
         detail = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
-        raise ResumeError(f"run dir {run.root} holds a run with a different config ({detail}); "
-                          f"use another study/out_dir or delete that directory")
+        raise ResumeError(f"run dir {run.root} holds a run with a different config ({detail}); allowed: the same "
+                          f"parameters (it resumes, or shows the finished run), another study (-p study NAME, or "
+                          f"--study NAME), or delete that directory")
 
 
 def expected_log_steps(cfg: RunConfig, step: int) -> dict[str, list[int]]:

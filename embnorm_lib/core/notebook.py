@@ -12,8 +12,8 @@ from .config import RunConfig, preset_config
 from .data import Corpus
 from .diagnostics import TOKEN_CLASSES, token_class
 from .errors import BRIEF_ERRORS, ConfigError
-from .io import check_out_dir
-from .rundir import check_run_tag, run_dir_for
+from .io import check_out_dir, shown_path
+from .rundir import RunDir, check_run_tag, run_dir_for
 from .steplog import step_log_frame
 
 FIGURE_NOT_DRAWN = ("[run figure not drawn (figures=False): redraw it from metrics.jsonl and evals.jsonl with "
@@ -143,13 +143,34 @@ def train_job(cfgs: list[RunConfig], run_dirs: list[Path], data_path=None, progr
     return train_packed(cfgs, run_dirs, data_path, progress=progress, on_eval=on_eval, out_dir=out_dir)
 
 
-def run_dir_from_parameters(cfg: RunConfig, study: str, out_dir: str = "", tag: str = "") -> Path:
+ADHOC_STUDY = "adhoc"  # the notebook's default study; a smoke run of it lands in SMOKE_STUDY, never beside a real run
+SMOKE_STUDY = "adhoc-smoke"
+
+
+def run_dir_from_parameters(cfg: RunConfig, study: str, out_dir: str = "", tag: str = "", smoke: bool = False) -> Path:
     """The run's directory from the notebook's parameters, each checked before anything is written: the out_dir (as
-    text, a directory that can be made), and the tag against the config it names."""
+    text, a directory that can be made), and the tag against the config it names. A smoke run of the default study
+    goes to its own study (the README's smoke check and design-card command once shared runs/adhoc/ln/seed3)."""
     check_out_dir(out_dir)
+    study = SMOKE_STUDY if smoke is True and study == ADHOC_STUDY else study
     run_dir = run_dir_for(study, cfg.variant, cfg.seed, out_dir or None, tag=tag)
     check_run_tag(tag, cfg)
     return run_dir
+
+
+def existing_run_note(cfg: RunConfig, run_dir: Path) -> str:
+    """What the directory already holds, said before anything trains: "" (nothing), a finished run that will be
+    shown rather than retrained, a partial one that resumes; another config's run is refused in one line."""
+    from .checkpoint import check_same_run
+
+    run = RunDir(Path(run_dir))
+    check_same_run(run, cfg)
+    if run.summary.is_file():
+        return (f"{shown_path(run_dir)} has finished already: its results are shown below, nothing is trained (delete "
+                f"the directory, or pass another -p study, to train it again)")
+    if run.checkpoint.is_file():
+        return f"{shown_path(run_dir)} holds a partial run: it resumes from its checkpoint"
+    return ""
 
 
 def eval_printer(cfg: RunConfig) -> Callable[[dict], None]:
