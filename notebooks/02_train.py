@@ -77,6 +77,7 @@ from embnorm_lib.core.notebook import (
     config_from_parameters,
     existing_run_note,
     job_configs,
+    recorded_time_note,
     run_dir_from_parameters,
 )
 from embnorm_lib.runner.design import check_registered_cell
@@ -92,6 +93,8 @@ for c, d in zip(cfgs, run_dirs):
     print(f"{c.variant} seed {c.seed} ({c.execution}): {c.n_layer} layers x {c.n_embd}, {c.max_iters} iterations, "
           f"{c.token_budget:,} training tokens -> {shown_path(d)}")  # relative: no path of this machine kept
     if note := existing_run_note(c, d):  # a finished run is shown, not retrained; another config's is refused
+        print(note)
+    elif not smoke and (note := recorded_time_note(c)):  # before a run of minutes, how many
         print(note)
 
 # %% [markdown]

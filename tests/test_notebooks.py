@@ -190,3 +190,23 @@ def test_the_smoke_check_and_the_design_card_run_never_share_a_directory(tmp_pat
                                           r"\(-p study NAME, or --study NAME\), or delete that directory") as refused:
         existing_run_note(cfg.replace(max_iters=4), card_dir)
     assert "\n" not in str(refused.value)
+
+
+def test_the_design_card_says_how_long_it_will_take_from_committed_runs_of_its_config():
+    """Issue 116 #4: the design card trains for minutes on a CPU; it says how many before it starts, from the
+    committed runs of its own config (never a guess: a config nobody ran gets no estimate)."""
+    import statistics
+
+    from embnorm_lib.core.config import preset_config
+    from embnorm_lib.core.io import read_json
+    from embnorm_lib.core.notebook import recorded_time_note
+
+    cfg = preset_config("seeds-final", variant="ln", seed=3)
+    note = recorded_time_note(cfg)
+    import re
+
+    walls = [read_json(p)["wall_s"] for p in sorted((REPO / "runs").glob("main/ln_preset=seeds-final/seed*/summary.json"))]
+    found = re.search(r"about (\d+\.\d) min \(the median of (\d+) committed runs of this config", note)
+    assert found and int(found[2]) >= len(walls) == 10  # main's ten and any other study's runs of this config
+    assert min(walls) / 60 - 0.05 <= float(found[1]) <= 2 * statistics.median(walls) / 60  # plus lm-eval, not more
+    assert recorded_time_note(preset_config("seeds-final", variant="ln", seed=3, max_iters=7)) == ""

@@ -12,7 +12,7 @@ from .config import RunConfig, preset_config
 from .data import Corpus
 from .diagnostics import TOKEN_CLASSES, token_class
 from .errors import BRIEF_ERRORS, ConfigError
-from .io import check_out_dir, shown_path
+from .io import check_out_dir, default_runs_dir, shown_path
 from .rundir import RunDir, check_run_tag, run_dir_for
 from .steplog import step_log_frame
 
@@ -171,6 +171,42 @@ def existing_run_note(cfg: RunConfig, run_dir: Path) -> str:
     if run.checkpoint.is_file():
         return f"{shown_path(run_dir)} holds a partial run: it resumes from its checkpoint"
     return ""
+
+
+# fields compared on the raw config.json before a full training-identity check: most committed runs differ here
+_QUICK_FIELDS = ("preset", "max_iters", "n_layer", "n_embd", "batch_size", "block_size", "lr")
+
+
+def recorded_time_note(cfg: RunConfig, runs: Path | None = None) -> str:
+    """The time this run should take, from the committed runs of the same training config (any seed): the median
+    of their recorded wall time (training and evaluation), plus the zero-shot suite's when the config asks for it.
+    "" when no committed run matches (nothing is guessed)."""
+    import json
+    import statistics
+
+    runs = Path(runs) if runs is not None else default_runs_dir()
+    want = {k: v for k, v in cfg.training_identity().items() if k != "seed"}
+    raw = {k: getattr(cfg, k, None) for k in _QUICK_FIELDS}
+    seconds, threads = [], set()
+    for config in sorted(runs.glob(f"*/{cfg.variant}*/seed*/config.json")):
+        run = RunDir(config.parent)
+        try:
+            written = json.loads(config.read_text())
+            if any(written.get(k) != raw[k] for k in _QUICK_FIELDS) or not run.summary.is_file():
+                continue
+            if {k: v for k, v in RunConfig.from_dict(written).training_identity().items() if k != "seed"} != want:
+                continue
+            summary = json.loads(run.summary.read_text())
+            lm = json.loads(run.lm_eval.read_text()).get("seconds", 0) if cfg.lm_eval and run.lm_eval.is_file() else 0
+            seconds.append(float(summary["wall_s"]) + float(lm))
+            threads.add(summary.get("torch_threads"))
+        except (OSError, ValueError, KeyError, TypeError, ConfigError):
+            continue  # a run this estimate cannot read is left out, never guessed at
+    if not seconds:
+        return ""
+    at = f"{threads.pop()} torch thread(s)" if len(threads) == 1 and None not in threads else "their thread counts"
+    return (f"expected time: about {statistics.median(seconds) / 60:.1f} min (the median of {len(seconds)} committed "
+            f"runs of this config, at {at} on this project's CPUs)")
 
 
 def eval_printer(cfg: RunConfig) -> Callable[[dict], None]:
