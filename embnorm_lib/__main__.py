@@ -34,6 +34,7 @@ VERBS = {
     "opencorpus": ("core.opencorpus", "build the open-English corpus offline"),
     "prosecorpus": ("core.prosecorpus", "build the open-prose corpus (v2, natural prose) offline"),
     "gpu-cost": ("tools.gpu_cost", "GPU-hours of the GPT-2 small presets, from runs/bench-gpu.json"),
+    "lab": ("tools.lab", "JupyterLab on git-ignored copies of the notebooks (lab/): the committed ones stay clean"),
     "shards": ("core.shards", "a token-shard directory's layout, counts and sha256 (nanoGPT .bin, llm.c/FineWeb)"),
 }
 

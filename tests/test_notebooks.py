@@ -210,3 +210,27 @@ def test_the_design_card_says_how_long_it_will_take_from_committed_runs_of_its_c
     assert found and int(found[2]) >= len(walls) == 10  # main's ten and any other study's runs of this config
     assert min(walls) / 60 - 0.05 <= float(found[1]) <= 2 * statistics.median(walls) / 60  # plus lm-eval, not more
     assert recorded_time_note(preset_config("seeds-final", variant="ln", seed=3, max_iters=7)) == ""
+
+
+def test_lab_works_on_ignored_copies_and_never_touches_the_committed_notebooks(tmp_path, data_path):
+    """Issue 116 #1: JupyterLab autosaved edits into notebooks/. `python -m embnorm_lib lab` opens copies in the
+    git-ignored lab/ instead: a copy is made once and then kept (the user's edits), and a copy runs as the original."""
+    import shutil
+
+    from embnorm_lib.tools.lab import prepare_lab
+
+    (tmp_path / "notebooks").mkdir()
+    for notebook in (REPO / "notebooks").glob("*.ipynb"):
+        shutil.copy2(notebook, tmp_path / "notebooks" / notebook.name)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()}
+    lab, copied, kept = prepare_lab(tmp_path)
+    assert lab == tmp_path / "lab" and "02_train.ipynb" in copied and kept == []
+    edited = nbformat.read(lab / "02_train.ipynb", as_version=4)
+    parameters = next(c for c in edited.cells if "parameters" in c.metadata.get("tags", []))
+    parameters.source = parameters.source.replace("seed = 0", "seed = 7")
+    nbformat.write(edited, lab / "02_train.ipynb")  # what an autosave of an edited parameters cell writes
+    _, copied, kept = prepare_lab(tmp_path)
+    assert copied == [] and "02_train.ipynb" in kept and "seed = 7" in (lab / "02_train.ipynb").read_text()
+    assert {p.name: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()} == before
+    ignored = subprocess.run(["git", "check-ignore", "-q", "lab/02_train.ipynb"], cwd=REPO)
+    assert ignored.returncode == 0, "lab/ must be git-ignored"

@@ -32,6 +32,11 @@ NOT_SEALED = frozenset({RunDir(Path()).checkpoint.name, RunDir(Path()).final_mod
                         RunDir(Path()).manifest.name, *LOCK_FILES})
 
 
+# the hidden files the library itself keeps in a run directory for a while (locks, the reseal journal, the final
+# logits until calibration is written, compact_logs' retime marker) and atomic writes' `.<name>.<random>.tmp`
+INTERNAL_HIDDEN = frozenset({*LOCK_FILES, ".sealing.json", RunDir(Path()).final_logits.name, ".retime.json"})
+
+
 class SealError(RunDirError):
     """A finished run's files do not match its seal (or it has none)."""
 
@@ -138,7 +143,7 @@ def _check_nothing_unsealed(run: RunDir) -> None:
             what = "is a symbolic link"
         elif path.is_dir():
             what = "is a sub-directory"
-        elif path.name.startswith(".") and path.name not in LOCK_FILES:
+        elif path.name.startswith(".") and path.name not in INTERNAL_HIDDEN and not path.name.endswith(".tmp"):
             what = "is a hidden file"
         else:
             continue
