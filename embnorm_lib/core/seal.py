@@ -32,11 +32,6 @@ NOT_SEALED = frozenset({RunDir(Path()).checkpoint.name, RunDir(Path()).final_mod
                         RunDir(Path()).manifest.name, *LOCK_FILES})
 
 
-# the hidden files the library itself keeps in a run directory for a while (locks, the reseal journal, the final
-# logits until calibration is written, compact_logs' retime marker) and atomic writes' `.<name>.<random>.tmp`
-INTERNAL_HIDDEN = frozenset({*LOCK_FILES, ".sealing.json", RunDir(Path()).final_logits.name, ".retime.json"})
-
-
 class SealError(RunDirError):
     """A finished run's files do not match its seal (or it has none)."""
 
@@ -247,6 +242,10 @@ def reseal_replacing(run: RunDir, replaced: dict[str, str]) -> Path:
 
 
 SEALING = ".sealing.json"  # hidden (not sealed): the result file a stage is adding to a finished run, and its sha256
+RETIME_MARKER = ".retime.json"  # hidden (not sealed): written before metrics.parquet is replaced, gone once resealed
+# the hidden files the library itself keeps in a run directory for a while (locks, the reseal journal, the final
+# logits until calibration is written, compact_logs' retime marker) and atomic writes' `.<name>.<random>.tmp`
+INTERNAL_HIDDEN = frozenset({*LOCK_FILES, SEALING, RunDir(Path()).final_logits.name, RETIME_MARKER})
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..core.errors import ConfigError, RunDirError, entry
 from ..core.io import RunLock, atomic_write_bytes, read_json, read_jsonl, runs_root, shown_path, write_json
 from ..core.rundir import RunDir
-from ..core.seal import _read_manifest, reseal, reseal_replacing, run_dirs_of, verify_run
+from ..core.seal import RETIME_MARKER, _read_manifest, reseal, reseal_replacing, run_dirs_of, verify_run
 from ..core.steplog import (
     COMPACTED,
     checked_encode,
@@ -112,9 +112,6 @@ def convert_run(run: RunDir, dry_run: bool = False) -> Outcome:
             outcome.files += [old, new]
     outcome.converted = bool(todo or leftover)
     return outcome
-
-
-RETIME_MARKER = ".retime.json"  # hidden (not sealed): written before metrics.parquet is replaced, gone once resealed
 
 
 def retime_run(run: RunDir, outcome: Outcome, dry_run: bool = False) -> None:
