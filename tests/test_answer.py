@@ -13,6 +13,8 @@ import pytest
 from conftest import REPO
 from scipy import stats
 
+from embnorm_lib.publishing.templating import interval, millions
+
 README = REPO / "README.md"
 
 
@@ -90,9 +92,11 @@ def test_the_reading_note_defines_every_arm_and_the_failure_the_figure_shows():
     """A first-time reader met `scaled (tok·√d)` and 'share of runs failed' in the figure with neither defined on the
     first screen: every arm beyond the three of the question, and what counts as a failure, are defined there."""
     from embnorm_lib.analyses import answer, boundary
+    from embnorm_lib.analyses.answer_figure import ARM_NAMES
 
-    note = answer.reading_note(answer_data())
-    for arm in set(answer.ARM_NAMES) - {"none", "ln", "rms"}:
+    screen = answer.first_screen(answer.record(answer_data()), "figures/answer.png").splitlines()
+    note = next(line for line in screen if line.startswith("How to read"))
+    for arm in set(ARM_NAMES) - {"none", "ln", "rms"}:
         assert f"*{arm}*" in note
     assert "non-finite" in boundary.__doc__ and "above its loss at initialisation" in boundary.__doc__
     assert "*fails* when its loss becomes non-finite or its final validation loss ends above its loss at " \
@@ -101,7 +105,7 @@ def test_the_reading_note_defines_every_arm_and_the_failure_the_figure_shows():
 
 @pytest.mark.committed
 def test_the_answer_data_re_derives_from_the_committed_runs():
-    from embnorm_lib.analyses import answer
+    from embnorm_lib.analyses import answer_words
 
     main = runs_of("main")
     for preset in ("seeds-final", "nanogpt-cpu"):
@@ -110,7 +114,7 @@ def test_the_answer_data_re_derives_from_the_committed_runs():
             assert_interval(pick(committed("registered")[preset]["loss"], variant=variant), sub, variant=variant)
     # the budget trend at its smallest and largest budget
     budget = pd.concat([runs_of("stability-budget"), runs_of("stability-budget-v2")])
-    b = answer.budget_words(committed("budget"))
+    b = answer_words.budget_words(committed("budget"))
     # the shortest budget whose cost is resolved (150's is not, in the budget grid's family) and the longest
     assert (b["shortest"], b["first"]["max_iters"], b["last"]["max_iters"]) == (150, 300, 8000)
     assert b["first"]["significant"] and not pick(committed("budget")["rows"], variant="ln", max_iters=150)["significant"]
@@ -124,7 +128,7 @@ def test_the_answer_data_re_derives_from_the_committed_runs():
     # H1b: none's failures at peak LR 1 with clipping, on its fresh seeds; no norm removed them
     h1b = runs_of("stability-h1b-v2")
     none = h1b[(h1b["variant"] == "none") & (h1b["cfg.lr"] == 1.0) & (h1b["cfg.grad_clip"] == 1.0)]
-    f = answer.failure_words(committed("failure"))
+    f = answer_words.failure_words(committed("failure"))
     assert (f["none"], committed("failure")["h1b"]["seeds"], f["fixed"]) == (int(none["failed"].sum()), len(none), [])
     # the search: no arm fails below the lowest failing LR
     search = runs_of("stability-lr-v2")
@@ -138,7 +142,7 @@ def test_the_answer_data_re_derives_from_the_committed_runs():
                 if stats.ttest_ind(loss[r + 1], loss[r], equal_var=False, alternative="less").pvalue >= 0.05)
     shape = ladder.loc[ladder["cfg.preset"] == f"ladder-{flat}", ["cfg.n_layer", "cfg.n_embd"]].iloc[0]
     assert committed("size")["plateau_from"] == flat
-    assert answer.size_words(committed("size"))["plateau_params"] == 12 * shape["cfg.n_layer"] * shape["cfg.n_embd"] ** 2
+    assert answer_words.size_words(committed("size"))["plateau_params"] == 12 * shape["cfg.n_layer"] * shape["cfg.n_embd"] ** 2
 
 
 @pytest.mark.committed
@@ -151,24 +155,28 @@ def test_the_readme_and_findings_say_what_the_committed_data_renders():
 
     d = answer_data()
     block = README.read_text().split(ANSWER_START, 1)[1].split(ANSWER_END, 1)[0]
-    assert block == "\n" + answer.first_screen(d, answer.FIGURE.with_suffix(".png").as_posix()) + "\n"
+    from embnorm_lib.analyses.answer_figure import FIGURE
+
+    record = answer.record(d)
+    assert block == "\n" + answer.first_screen(record, FIGURE.with_suffix(".png").as_posix()) + "\n"
     findings = (REPO / "FINDINGS.md").read_text().splitlines()
-    assert all(line in findings for line in answer.detail_lines(d))
+    assert all(line in findings for line in answer.detail_lines(record))
+    # the pages are the template filled from the committed record, and that record is what the runs give
+    assert json.loads((REPO / "runs" / answer.RECORD).read_text()) == record
 
 
 @pytest.mark.committed
 def test_the_answer_data_behind_the_figure_is_what_the_runs_give():
-    from embnorm_lib.analyses import answer
 
     budget = pd.concat([runs_of("stability-budget"), runs_of("stability-budget-v2")])
     for row in committed("budget")["rows"]:
         sub = budget[budget["cfg.max_iters"] == row["max_iters"]]
-        assert answer.interval(row) == paired(sub, variant=row["variant"])
+        assert interval(row) == paired(sub, variant=row["variant"])
     ladder = runs_of("ladder")
     size = committed("size")
     assert size["plateau_from"] == 2  # issue 76: rungs 2-4 of the char ladder are data-bound
     for row in size["rows"]:
-        assert answer.interval(row) == paired(ladder[ladder["cfg.preset"] == f"ladder-{row['rung']}"], variant=row["variant"])
+        assert interval(row) == paired(ladder[ladder["cfg.preset"] == f"ladder-{row['rung']}"], variant=row["variant"])
 
 
 def test_a_plateau_starts_where_the_next_size_is_no_better():
@@ -283,7 +291,7 @@ def test_the_calibration_line_quotes_each_regimes_brier_and_ece_as_the_runs_and_
             decided = family[(family["metric"] == x["metric"]) & (family["variant"] == x["variant"])].iloc[0]
             assert x["significant"] == bool(decided["significant"])
     line = next(b for b in first_screen().splitlines() if b.startswith("- **Calibration**"))
-    assert line == answer.tldr_lines(answer_data())[3]
+    assert line == next(b for b in answer.first_screen(answer.record(answer_data()), "f.png").splitlines() if b.startswith("- **Calibration**"))
     brier = [pick(r["calibration"], metric="brier", variant="ln") for r in reg.values()]
     if all(x["significant"] and x["mean_diff"] > 0 for x in brier):  # today's runs: worse in both regimes
         assert "**worsens** the Brier score in both regimes" in line
@@ -294,7 +302,7 @@ def test_the_calibration_line_quotes_each_regimes_brier_and_ece_as_the_runs_and_
 
 
 def test_the_headline_states_the_budget_where_it_holds_and_that_the_cost_shrinks_with_training():
-    from embnorm_lib.analyses import answer
+    from embnorm_lib.analyses import answer_words
 
     reg = committed("registered")
     main = runs_of("main")
@@ -307,12 +315,12 @@ def test_the_headline_states_the_budget_where_it_holds_and_that_the_cost_shrinks
     # both regimes' decision rules reached
     verdicts = {json.loads((REPO / "runs" / "main" / "analysis" / p / "decision.json").read_text())["overall"]
                 for p in epochs}
-    words = answer.headline_words({"registered": reg})
+    words = answer_words.headline_words({"registered": reg})
     assert (words["max_epochs"], {words["verdict"]}) == (pytest.approx(max(epochs.values())), verdicts)
     # the cost shrinks toward zero: smaller at the longest budget than at the shortest, and not resolved there
     budget = pd.concat([runs_of("stability-budget"), runs_of("stability-budget-v2")])
     longest = budget[budget["cfg.max_iters"] == budget["cfg.max_iters"].max()]
-    b = answer.budget_words(committed("budget"))
+    b = answer_words.budget_words(committed("budget"))
     assert abs(paired_numbers(longest)[0]) < abs(paired_numbers(budget[budget["cfg.max_iters"] == 150])[0])
     assert (b["last"]["max_iters"], b["last"]["significant"]) == (longest["cfg.max_iters"].iloc[0], False)
     assert b["last"]["epochs"] == pytest.approx(longest["tokens"].mean() / train_chars(), abs=1e-6)
@@ -321,19 +329,19 @@ def test_the_headline_states_the_budget_where_it_holds_and_that_the_cost_shrinks
 
 @pytest.mark.committed
 def test_the_confidence_says_the_two_registered_configurations_differ_in_depth_and_budget():
-    from embnorm_lib.analyses import answer
+    from embnorm_lib.analyses import answer_words
 
     main = runs_of("main")
     shapes = main.groupby("cfg.preset", sort=False)[["cfg.n_layer", "cfg.max_iters"]].first()
     shapes = shapes.loc[["seeds-final", "nanogpt-cpu"]]
-    confidence = answer.confidence_data({"registered": committed("registered")})
+    confidence = answer_words.confidence_data({"registered": committed("registered")})
     assert confidence["differ"] == {"layers": list(shapes["cfg.n_layer"]), "iters": list(shapes["cfg.max_iters"])}
     assert "in both model configurations)" not in first_screen()  # the old wording implied two replications
 
 
 @pytest.mark.committed
 def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_ladder_stands():
-    from embnorm_lib.analyses import answer
+    from embnorm_lib.analyses import answer_words
     from embnorm_lib.studies import study_cells
 
     size = committed("size")
@@ -344,7 +352,7 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
     # the smallest size reaches the tokens-per-parameter target (rounded up to whole iterations); the others hit the cap
     assert (size["tokens_per_param"], size["passes_cap"], size["train_chars"]) == \
         (int(per_param.max()), round(passes.max()), train_chars())
-    words = answer.size_words(size)
+    words = answer_words.size_words(size)
     assert [words["passes_low"], words["passes_high"]] == pytest.approx([passes.min(), passes.max()], abs=0.05)
     progress = size["data_ladder"]
     for study in ("ladder-data-lr", "ladder-data"):
@@ -352,7 +360,7 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
         finished = len(pd.read_csv(index)) if index.is_file() else 0
         assert progress["studies"][study] == {"finished": finished, "registered": len(study_cells(study))}, study
     # each size is quoted once all its runs are in; the ladder is finished once every registered run is
-    assert answer.data_ladder_finished(progress) == all(v["finished"] == v["registered"]
+    assert answer_words.data_ladder_finished(progress) == all(v["finished"] == v["registered"]
                                                         for v in progress["studies"].values())
     # every quoted size is the paired difference this file computes from the rung's confirmatory runs, and the
     # README's size line and regime table carry it
@@ -365,8 +373,8 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
     for rung in {r["rung"] for r in progress["rungs"]}:
         ln = pick(progress["rungs"], rung=rung, variant="ln")
         row = [line for line in readme.splitlines() if line.startswith(f"| open English: size "
-                                                                      f"{answer._millions(ln['params'])} params")]
-        assert len(row) == 1 and answer.interval(ln) in row[0]
+                                                                      f"{millions(ln['params'])} params")]
+        assert len(row) == 1 and interval(ln) in row[0]
         if ln["significant"]:
             # the size line gives each resolved size's mean; its interval is in the regime table row above
             assert f"{ln['mean_diff']:+.3f}" in tldr_line("Size") and f"{ln['mean_diff']:+.3f}" in readme.split("![", 1)[0]
@@ -410,7 +418,7 @@ def data_ladder_states() -> dict[str, dict]:
 def test_the_adequate_data_ladder_is_quoted_as_in_progress_until_its_confirmatory_runs_finish():
     """Finished only when every registered confirmatory run has, and at least as many as its design holds (the
     wording of each stage: tests/golden/answer_data_ladder.md)."""
-    from embnorm_lib.analyses.answer import data_ladder_finished
+    from embnorm_lib.analyses.answer_words import data_ladder_finished
 
     finished = {name: data_ladder_finished(p) for name, p in data_ladder_states().items()}
     assert finished == {"waiting": False, "running": False, "early": False, "two sizes quoted": False,
@@ -444,7 +452,7 @@ def test_the_size_bullet_stays_within_its_cap_whatever_each_size_shows(quoted):
 
 @pytest.mark.committed
 def test_the_init_grid_is_scoped_shows_both_heads_and_links_to_the_seed_study():
-    from embnorm_lib.analyses import answer
+    from embnorm_lib.analyses import answer_words
     from embnorm_lib.studies.seed_study import SEED_STUDY_TABLE1
 
     scale = runs_of("stability-scale-v2")
@@ -459,7 +467,7 @@ def test_the_init_grid_is_scoped_shows_both_heads_and_links_to_the_seed_study():
     prelim = runs_of("seeds-prelim")
     assert (int(prelim["cfg.n_layer"].iloc[0]), int(prelim["cfg.n_embd"].iloc[0]),
             int(prelim["cfg.max_iters"].iloc[0])) == (layers, width, iters)
-    assert answer.init_words(init)["seed_setup"]  # this is the seed study's model and budget
+    assert answer_words.init_words(init)["seed_setup"]  # this is the seed study's model and budget
     seed = init["seed_study"]
     assert (seed["embedding_norm"], seed["unit_init_norm"]) == (SEED_STUDY_TABLE1["none"]["embedding_norm"],
                                                                 pytest.approx(np.sqrt(width)))
@@ -467,10 +475,10 @@ def test_the_init_grid_is_scoped_shows_both_heads_and_links_to_the_seed_study():
 
 @pytest.mark.committed
 def test_the_stability_line_gives_h1b_failures_and_tuned_costs_of_every_arm_and_the_searchs_seeds():
-    from embnorm_lib.analyses import answer
+    from embnorm_lib.analyses import answer_words
 
     failures = committed("failure")
-    words = answer.failure_words(failures)
+    words = answer_words.failure_words(failures)
     h1b = runs_of("stability-h1b-v2")
     at_one = h1b[(h1b["cfg.lr"] == 1.0) & (h1b["cfg.grad_clip"] == 1.0)]
     counts = at_one.groupby("variant")["failed"].sum().astype(int)
@@ -488,7 +496,7 @@ def test_the_stability_line_gives_h1b_failures_and_tuned_costs_of_every_arm_and_
 
 @pytest.mark.committed
 def test_the_zero_shot_line_names_its_models_budget_tasks_and_the_superseded_suite():
-    from embnorm_lib.analyses import answer
+    from embnorm_lib.analyses import answer_words
 
     final = runs_of("main")
     final = final[final["cfg.preset"] == "seeds-final"]
@@ -498,7 +506,7 @@ def test_the_zero_shot_line_names_its_models_budget_tasks_and_the_superseded_sui
         final["seed"].nunique())
     assert committed("zeroshot")["seeds"] == final["seed"].nunique()
     # zero-shot suite v2 and the share of its macro difference the `swapped` task carries (macro = mean of 4 tasks)
-    z = answer.zeroshot_words(committed("zeroshot"))
+    z = answer_words.zeroshot_words(committed("zeroshot"))
     assert_interval(z["macro"], final, "lm2_macro_acc")
     wide = final.pivot_table(index="seed", columns="variant", values=["lm2_macro_acc", "lm2.swapped.0shot.acc"])
     macro = (wide["lm2_macro_acc"]["ln"] - wide["lm2_macro_acc"]["none"]).mean()
@@ -565,22 +573,22 @@ def test_an_amendment_or_section_the_protocol_lacks_is_refused():
 def test_the_figure_panels_name_their_study_seeds_and_budget():
     import matplotlib.pyplot as plt
 
-    from embnorm_lib.analyses import answer
+    from embnorm_lib.analyses import answer_figure, answer_words
 
     d = answer_data()
-    fig = answer.answer_figure(d)
+    fig = answer_figure.answer_figure(d)
     budget, init, failures, size = fig.axes[:4]
     f, i, s = d["failures"], d["init"], d["size"]
     search = runs_of("stability-lr-v2")
     assert f["seeds"] == search["seed"].nunique()
     assert f["study"] in failures.get_title() and f"{f['seeds']} seeds" in failures.get_title()
-    scaled = answer.failure_words(f)["variants"]["scaled"]
+    scaled = answer_words.failure_words(f)["variants"]["scaled"]
     assert scaled["mean_diff"] == pytest.approx(paired_numbers(tuned_runs(runs_of("stability-h1b-v2")), variant="scaled")[0],
                                                 abs=1e-5)
     assert f"scaled {scaled['mean_diff']:+.3f}" in " ".join(t.get_text() for t in failures.texts)
     largest = max(s["rungs"], key=lambda r: r["params"])  # the cap's cost in tokens per parameter is said, not hidden
     assert (f"{s['tokens_per_param']} tokens/param, capped at {s['passes_cap']} passes "
-            f"({largest['tokens_per_param']:.1f} at {answer._millions(largest['params'])})") in size.get_xlabel()
+            f"({largest['tokens_per_param']:.1f} at {millions(largest['params'])})") in size.get_xlabel()
     assert largest["tokens_per_param"] < s["tokens_per_param"]
     assert all(f"{x}" in init.get_title() for x in (i["layers"], i["width"], i["iters"], f"{i['seeds']} seeds"))
     assert f"{d['budget']['seeds']} seeds" in budget.get_title()

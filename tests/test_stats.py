@@ -263,7 +263,7 @@ def test_tost_words_follow_the_interval_and_a_planted_difference_flips_them():
     the margin (Holm over the family's TOSTs); a planted shift beyond the margin turns it into 'costs'."""
     import pandas as pd
 
-    from embnorm_lib.analyses.answer import effect_word
+    from embnorm_lib.publishing.templating import effect as effect_word
     from embnorm_lib.stats import comparison_family
     from embnorm_lib.stats.equivalence import tost_p
 

@@ -175,7 +175,9 @@ def findings_groups(out_dir=None, studies=FINDINGS_STUDIES) -> dict[str, list[st
 def data_bound_caveat(out: Path, study: str) -> list[str]:
     """For the 1 MB character ladder: the line runs over sizes where the baseline no longer improves with size (the
     answer's data-bound rule), so it says little about size there, and its extrapolation less."""
-    from .answer import _millions, size_data, size_words
+    from ..publishing.templating import millions
+    from .answer import size_data
+    from .answer_words import size_words
     from .ladder import LE_SCAO_PARAMS
 
     if study != "ladder":
@@ -183,7 +185,7 @@ def data_bound_caveat(out: Path, study: str) -> list[str]:
     words = size_words(size_data(out))
     if not words["plateau_params"]:
         return []
-    return [f"- These lines include the sizes from {_millions(words['plateau_params'])} up, where the baseline's loss "
+    return [f"- These lines include the sizes from {millions(words['plateau_params'])} up, where the baseline's loss "
             "stops falling with size (data-bound: [the answer in detail](#the-answer-in-detail)), so there they "
             f"measure over-fitting and learning rate as much as size, and the extrapolation to {LE_SCAO_PARAMS / 1e9:.1f}B has "
             "no support."]

@@ -3,27 +3,34 @@ study's report, written from the committed runs (runner.registry.Site.readme nam
 are the engine's (publishing/readme.py); what they say, and what each committed figure shows, is here."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from ..core.io import repo_root, write_bytes_if_changed
+from ..core.io import repo_root, runs_root, write_bytes_if_changed
 from ..publishing.readme import ANSWER_END, ANSWER_START, FINDINGS_PAGE, figure_index, findings_page, replace_block
 from .findings import findings_text
 
 
 def update_readme(out_dir=None) -> list[Path]:
-    """The README's first screen (TL;DR, answer figure, regime table: embnorm_lib.analyses.answer), FINDINGS.md and the
-    figure index, from the committed runs. Every block is computed before any file is written."""
+    """The README's first screen (TL;DR, answer figure, regime table), FINDINGS.md and the figure index, from the
+    committed runs: the answer's record is written as runs/answer.json (embnorm_lib.analyses.answer) and the pages are
+    its template (templates/answer.md.j2) filled from what that file holds. Every block is computed before any file
+    is written."""
     from . import answer
+    from .answer_figure import write_figure
 
     data = answer.answer_data(out_dir)
-    figure = answer.write_figure(data, out_dir)
+    record_text = json.dumps(answer.record(data), indent=1, ensure_ascii=False) + "\n"
+    record = json.loads(record_text)  # the pages read the record as written, nothing else
+    figure = write_figure(data, out_dir)
     root = repo_root()
     readme = root / "README.md"
-    block = answer.first_screen(data, figure.relative_to(root).as_posix())
+    block = answer.first_screen(record, figure.relative_to(root).as_posix())
     content = replace_block(readme.read_text(), ANSWER_START, ANSWER_END, block, readme)
-    page = findings_page(findings_text(out_dir), answer.detail_lines(data))
+    page = findings_page(findings_text(out_dir), answer.detail_lines(record))
     index = figure_index(root / "figures", describe_figure)
-    return [figure, write_bytes_if_changed(readme, content.encode()),
+    return [figure, write_bytes_if_changed(runs_root(out_dir) / answer.RECORD, record_text.encode()),
+            write_bytes_if_changed(readme, content.encode()),
             write_bytes_if_changed(root / FINDINGS_PAGE, page.encode()),
             write_bytes_if_changed(root / "figures" / "README.md", index.encode())]
 
