@@ -35,6 +35,7 @@ VERBS = {
     "prosecorpus": ("core.prosecorpus", "build the open-prose corpus (v2, natural prose) offline"),
     "gpu-cost": ("tools.gpu_cost", "GPU-hours of the GPT-2 small presets, from runs/bench-gpu.json"),
     "lab": ("tools.lab", "JupyterLab on git-ignored copies of the notebooks (lab/): the committed ones stay clean"),
+    "baselines": ("tools.baselines", "count bigram and unigram baselines of a corpus split (docs/baselines.json)"),
     "shards": ("core.shards", "a token-shard directory's layout, counts and sha256 (nanoGPT .bin, llm.c/FineWeb)"),
 }
 

@@ -22,6 +22,11 @@ def first_screen(lines: int = 60) -> str:
     return "\n".join(README.read_text().splitlines()[:lines])
 
 
+def answer_detail() -> str:
+    """FINDINGS.md's "The answer in detail": the long form of each TL;DR line, every quoted regime and how to read it."""
+    return (REPO / "FINDINGS.md").read_text().split("## The answer in detail", 1)[1].split("\n## ", 1)[0]
+
+
 def paired(runs: pd.DataFrame, column: str = "val_loss", variant: str = "ln") -> str:
     """variant minus none on the same seed: '+0.121 [+0.119, +0.123]' (mean, 95% t interval), as the README prints."""
     wide = runs.pivot_table(index="seed", columns="variant", values=column)
@@ -65,26 +70,34 @@ def committed(part: str) -> dict:
 
 def answer_data() -> dict:
     """`answer.answer_data()` of the committed runs, from the parts computed once."""
+    from embnorm_lib.analyses import answer
     from embnorm_lib.core.data import load_corpus
 
     corpus = load_corpus()
     parts = {"registered": "registered", "zeroshot": "zeroshot", "budget": "budget", "init": "init",
              "failures": "failure", "size": "size"}
-    return {"corpus": {"chars": len(corpus.train) + len(corpus.val)}, **{k: committed(v) for k, v in parts.items()}}
+    return {"corpus": {"chars": len(corpus.train) + len(corpus.val)}, "baselines": answer.baseline_data(),
+            **{k: committed(v) for k, v in parts.items()}}
 
 
-def test_the_first_screen_holds_the_tldr_the_figure_the_table_the_links_and_two_commands():
-    screen = first_screen()
+def test_the_first_screen_holds_the_advice_the_figure_the_table_the_links_and_two_commands():
+    """Issue 113: the README's first 40 lines hold the advice with its regime and confidence, the figure and a table
+    of at most 8 regimes; the two commands follow on the same screen."""
+    screen = first_screen(40)
     tldr = screen.split("## TL;DR", 1)[1].split("![", 1)[0]
+    advice = next(line for line in tldr.splitlines() if line.startswith("**Advice: "))
+    assert "Confidence: **" in advice and "tokens per parameter" in advice and "tuned learning rate" in advice
     assert 1 <= len([line for line in tldr.splitlines() if line.startswith("- ")]) <= 8
     figure = re.search(r"!\[[^\]]+\]\((figures/[^)]+\.png)\)", screen)
     assert figure and (REPO / figure.group(1)).is_file()
-    assert any(line.startswith("| regime |") for line in screen.splitlines())
+    table = [line for line in screen.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| setting | no norm (bigram) |") and 1 <= len(table) - 1 <= 8
     for link in ("(paper/paper.pdf)", "(FINDINGS.md)", "(figures/README.md)"):
         assert link in screen
-    commands = [line for line in screen.splitlines() if line.startswith("bash scripts/")]
+    commands = [line for line in first_screen().splitlines() if line.startswith("bash scripts/")]
     assert [c.split()[1] for c in commands] == ["scripts/study.sh", "scripts/test.sh"]
-    assert "**Confidence**" in tldr and "**Scope**" in tldr
+    for jargon in ("arm ", "H1b", "amendment", "suite v2", "`ladder-data"):  # no project jargon above the fold
+        assert jargon not in screen.split("<!-- answer:end -->")[0], jargon
     assert len(README.read_text().split()) <= 3000
 
 
@@ -94,8 +107,8 @@ def test_the_reading_note_defines_every_arm_and_the_failure_the_figure_shows():
     from embnorm_lib.analyses import answer, boundary
     from embnorm_lib.analyses.answer_figure import ARM_NAMES
 
-    screen = answer.first_screen(answer.record(answer_data()), "figures/answer.png").splitlines()
-    note = next(line for line in screen if line.startswith("How to read"))
+    detail = answer.detail_lines(answer.record(answer_data()))
+    note = next(line for line in detail if line.startswith("How to read"))
     for arm in set(ARM_NAMES) - {"none", "ln", "rms"}:
         assert f"*{arm}*" in note
     assert "non-finite" in boundary.__doc__ and "above its loss at initialisation" in boundary.__doc__
@@ -252,13 +265,16 @@ def tldr_line(label: str) -> str:
 
 
 def test_the_tldr_is_short_and_links_to_the_answer_in_detail():
-    tldr = first_screen().split("## TL;DR", 1)[1].split("![", 1)[0]
+    screen = first_screen()
+    tldr = screen.split("## TL;DR", 1)[1].split("![", 1)[0]
     bullets = [line for line in tldr.splitlines() if line.startswith("- ")]
-    assert all(len(b.split()) <= 45 for b in bullets), max(bullets, key=lambda b: len(b.split()))
-    assert len(tldr.split()) <= 250
-    assert "(FINDINGS.md#the-answer-in-detail)" in tldr
-    for label in ("Answer", "Zero-shot", "Calibration", "Stability", "Init scale", "Size", "Scope"):  # each has its long form
-        assert any(b.startswith(f"- **{label}") for b in bullets) and tldr_line(label), label
+    assert all(len(b.split()) <= 80 for b in bullets), max(bullets, key=lambda b: len(b.split()))
+    assert len(tldr.split()) <= 400
+    assert "(FINDINGS.md#the-answer-in-detail)" in screen
+    for label in ("Short training", "Unit-variance", "Stability", "Zero-shot"):
+        assert any(b.startswith(f"- **{label}") for b in bullets), label
+    for label in ("Short training", "Zero-shot", "Calibration", "Stability", "Init scale", "Size", "Scope"):  # the long forms
+        assert tldr_line(label), label
 
 
 def train_chars() -> int:
@@ -290,8 +306,9 @@ def test_the_calibration_line_quotes_each_regimes_brier_and_ece_as_the_runs_and_
             assert_interval(x, sub, column=x["metric"], variant=x["variant"])
             decided = family[(family["metric"] == x["metric"]) & (family["variant"] == x["variant"])].iloc[0]
             assert x["significant"] == bool(decided["significant"])
-    line = next(b for b in first_screen().splitlines() if b.startswith("- **Calibration**"))
-    assert line == next(b for b in answer.first_screen(answer.record(answer_data()), "f.png").splitlines() if b.startswith("- **Calibration**"))
+    line = next(b for b in first_screen().splitlines() if b.startswith("- **Zero-shot**")).split("**Calibration**", 1)[1]
+    record = answer.record(answer_data())
+    assert line in answer.first_screen(record, "f.png") and tldr_line("Calibration") in answer.detail_lines(record)
     brier = [pick(r["calibration"], metric="brier", variant="ln") for r in reg.values()]
     if all(x["significant"] and x["mean_diff"] > 0 for x in brier):  # today's runs: worse in both regimes
         assert "**worsens** the Brier score in both regimes" in line
@@ -363,21 +380,20 @@ def test_the_size_line_states_the_ladders_budget_and_where_the_adequate_data_lad
     assert answer_words.data_ladder_finished(progress) == all(v["finished"] == v["registered"]
                                                         for v in progress["studies"].values())
     # every quoted size is the paired difference this file computes from the rung's confirmatory runs, and the
-    # README's size line and regime table carry it
+    # README's table and the answer in detail's table carry it
     confirm = runs_of("ladder-data")
-    readme = first_screen()
+    readme, detail = first_screen(), answer_detail()
     for r in progress["rungs"]:
         rung = confirm[confirm["cfg.preset"] == f"ladder-data-{r['rung']}"]
         assert r["seeds"] == rung["seed"].nunique() and not set(rung["seed"]) & {100, 101, 102}
         assert_interval(r, rung, variant=r["variant"])
     for rung in {r["rung"] for r in progress["rungs"]}:
         ln = pick(progress["rungs"], rung=rung, variant="ln")
-        row = [line for line in readme.splitlines() if line.startswith(f"| open English: size "
+        row = [line for line in detail.splitlines() if line.startswith(f"| open English: size "
                                                                       f"{millions(ln['params'])} params")]
         assert len(row) == 1 and interval(ln) in row[0]
-        if ln["significant"]:
-            # the size line gives each resolved size's mean; its interval is in the regime table row above
-            assert f"{ln['mean_diff']:+.3f}" in tldr_line("Size") and f"{ln['mean_diff']:+.3f}" in readme.split("![", 1)[0]
+        row = [line for line in readme.splitlines() if line.startswith(f"| open English, {millions(ln['params'])} params")]
+        assert len(row) == 1 and interval(ln) in row[0]
     scale = (REPO / "FINDINGS.md").read_text().split("### Scale", 1)[1].split("\n### ", 1)[0]
     for r in progress["rungs"]:  # the Scale section lists each quoted size, both norms, at the report's precision
         assert f"`{r['variant']}` {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]" in scale
@@ -425,29 +441,41 @@ def test_the_adequate_data_ladder_is_quoted_as_in_progress_until_its_confirmator
                         "four sizes quoted": True, "done": True, "done, quoted": True}
 
 
-@pytest.mark.parametrize("quoted", [1, 2, 3, 4])
-def test_the_size_bullet_stays_within_its_cap_whatever_each_size_shows(quoted):
-    """The TL;DR's Size bullet (the README's tiny-Shakespeare clause, then the open-English clause) stays within the
-    45-word cap for every outcome of every quoted size (costs, helps, not resolved), and names each size once."""
-    import itertools
-
+def planted_record(outcomes: dict[int, tuple[float, float, float]], none: float = 1.5) -> dict:
+    """The committed answer record with the adequate-data ladder's LayerNorm and RMSNorm rows replaced by planted
+    (mean, low, high) per size, each resolved where its interval excludes 0."""
     from embnorm_lib.analyses import answer
 
-    bullet = next(b for b in first_screen().splitlines() if b.startswith("- **Size**"))
-    prefix = bullet.split(". On ", 1)[0] + "."  # the tiny-Shakespeare clause
-    sizes = {0: 98_304, 1: 331_776, 2: 786_432, 3: 1_843_200}
-    names = [f"{sizes[i] / 1e6:.2f}M" if sizes[i] < 1e6 else f"{sizes[i] / 1e6:.1f}M" for i in range(quoted)]
-    for outcome in itertools.product((-1, 0, 1), repeat=quoted):
-        rows = [{"rung": i, "params": sizes[i], "shape": "", "iters": 480 * 2 ** i, "passes": 0.1, "seeds": 10,
-                 "variant": v, "none": 2.0, "mean_diff": 0.05 * o + 0.001, "ci_low": 0.05 * o - 0.01,
-                 "ci_high": 0.05 * o + 0.01, "p_holm": 0.01 if o else 0.5, "significant": bool(o), "mde_80": 0.01,
-                 "data_bound": False} for i, o in enumerate(outcome) for v in ("ln", "rms")]
-        clause = answer.data_ladder_short({"chars": 58.7e6, "sizes": 4, "rungs": rows,
-                                           "studies": {"ladder-data": {"finished": 1, "registered": 1}}})
-        assert len(f"{prefix} {clause}".split()) <= 45, (outcome, clause)
-        named = re.sub(r"(\d+\.\d+M)–(\d+\.\d+M)", lambda m: " ".join(
-            names[names.index(m.group(1)):names.index(m.group(2)) + 1]), clause)  # a span names every size in it
-        assert all(named.count(name) == 1 for name in names), (outcome, clause)
+    d = json.loads(json.dumps(answer_data()))
+    rows = d["size"]["data_ladder"]["rungs"]
+    for r in rows:
+        mean, low, high = outcomes[r["rung"]]
+        r.update(mean_diff=mean, ci_low=low, ci_high=high, significant=low > 0 or high < 0,
+                 equivalent=-0.01 < low and high < 0.01, none=none)
+    return answer.record(d)
+
+
+def test_the_advice_follows_the_trained_sizes_and_a_planted_gain_flips_it():
+    """Issue 113: the advice comes from the trained, tuned sizes: with every interval above -0.01 it says leave the
+    norm out; a planted gain beyond the MEI at one size turns it into no default; an untrained ladder gives no
+    trained size to quote (its `none` planted above the bigram)."""
+    from embnorm_lib.analyses import answer
+
+    def advice(record):
+        text = answer.first_screen(record, "f.png")
+        return next(line for line in text.splitlines() if line.startswith("**Advice: "))
+
+    small = {0: (0.05, 0.02, 0.08), 1: (0.05, 0.04, 0.06), 2: (0.008, -0.001, 0.017), 3: (-0.004, -0.006, -0.002)}
+    record = planted_record(small)
+    assert record["w"]["advice"]["gain_ruled_out"] and record["w"]["advice"]["confidence"] == "moderate"
+    assert advice(record).startswith("**Advice: leave the embedding norm out.**")
+    gain = planted_record({**small, 3: (-0.03, -0.04, -0.02)})
+    assert not gain["w"]["advice"]["gain_ruled_out"]
+    assert advice(gain).startswith("**Advice: no default either way yet.**") and "-0.030 at 1.8M (helps)" in advice(gain)
+    resolved = planted_record({**small, 2: (0.02, 0.012, 0.028)})
+    assert resolved["w"]["advice"]["confidence"] == "high"
+    untrained = planted_record(small, none=2.6)
+    assert untrained["w"]["advice"]["rungs"] == [] and untrained["w"]["advice"]["confidence"] == "none"
 
 
 @pytest.mark.committed
@@ -552,10 +580,14 @@ def test_every_link_on_the_first_screen_opens_a_file_and_an_existing_heading():
 def test_the_first_screen_explains_its_terms():
     screen = first_screen()
     note = next(line for line in screen.splitlines() if line.startswith("How to read"))
+    for term in ("Δ is", "layers × width", "*trained*", "*equivalent within ±0.01*", "*registered*", "*exploratory*",
+                 "**high**", "**moderate**", "**low**", "count-bigram"):
+        assert term in note, term
+    detail = next(line for line in answer_detail().splitlines() if line.startswith("How to read"))
     for term in ("*Resolved*", "Holm's correction", "*H1b*", "*Data-bound*", "*ECE*", "*Brier score*", "footer", "sha256",
                  "filled marker"):
-        assert term in note, term
-    assert len(screen.split("<!-- answer:end -->")[0].splitlines()) <= 45  # the commands still fit the screen
+        assert term in detail, term
+    assert len(screen.split("<!-- answer:end -->")[0].splitlines()) <= 40  # the commands still fit the screen
 
 
 def test_an_amendment_or_section_the_protocol_lacks_is_refused():
@@ -599,8 +631,9 @@ def test_the_figure_panels_name_their_study_seeds_and_budget():
 def test_an_unresolved_open_english_row_gives_each_norms_mde():
     """A regime-table row covers `ln` and `rms`; where it is not resolved, the MDE it quotes must name whose it is
     (each norm has its own: at one size `rms`'s can be twice `ln`'s)."""
-    rows = [line for line in (REPO / "README.md").read_text().splitlines()
+    rows = [line for line in answer_detail().splitlines()
             if line.startswith("| open English") and "not resolved (MDE" in line]
+    assert rows
     for row in rows:
         mde = re.search(r"\(MDE ([^)]*)\)", row).group(1)
         assert re.fullmatch(r"`ln` \d\.\d{3}, `rms` \d\.\d{3}", mde), row
@@ -613,15 +646,15 @@ def test_the_answer_gives_the_baselines_loss_and_the_reading_note_says_what_gpt2
 
     main = runs_of("main")
     head = main[(main["cfg.preset"] == "seeds-final") & (main["variant"] == "none")]
-    assert f"nats/char over `none`'s {head['val_loss'].mean():.3f} (" in first_screen()
+    assert f"where no norm ends at {head['val_loss'].mean():.3f} against a count bigram's" in first_screen()
     tied = {RunConfig.load(REPO / "runs" / "main" / r / "config.json").tie_embeddings for r in head["run_dir"]}
     stds = set(head["cfg.emb_init_std"])
     assert len(tied) == len(stds) == 1
     words = "the output head tied to the token embedding" if tied.pop() else "an output head of its own"
-    assert f"*GPT-2 init*: token and position embeddings drawn from N(0, {stds.pop():g}), {words};" in first_screen()
+    assert f"*GPT-2 init*: token and position embeddings drawn from N(0, {stds.pop():g}), {words};" in answer_detail()
     other = main[(main["cfg.preset"] == "nanogpt-cpu") & (main["variant"] == "none")]["val_loss"].mean()
-    assert f"nats/char over `none`'s {head['val_loss'].mean():.3f} (" in tldr_line("Answer")
-    assert f"] over {other:.3f} (" in tldr_line("Answer")  # FINDINGS' long form: both registered regimes' baselines
+    assert f"nats/char over `none`'s {head['val_loss'].mean():.3f} (" in tldr_line("Short training")
+    assert f"] over {other:.3f} (" in tldr_line("Short training")  # FINDINGS' long form: both registered regimes' baselines
 
 
 def test_no_page_writes_a_negative_zero_percent():
@@ -640,7 +673,7 @@ def test_the_reading_note_says_what_an_arms_own_best_lr_is_from_the_search_h1b_f
     seeds = search.groupby(["variant", "cfg.lr"])["seed"].nunique()
     assert seeds.nunique() == 1
     assert (f"an arm's *own best LR*: its lowest mean final loss in H1b's LR search (`stability-lr-v2`, "
-            f"{seeds.iloc[0]} seeds per rate; a failed run counts at its initial loss)") in first_screen()
+            f"{seeds.iloc[0]} seeds per rate; a failed run counts at its initial loss)") in answer_detail()
     best = stability.lr_sensitivity(search).set_index("variant")["best_lr"]
     tuned = runs_of("stability-h1b-v2")
     tuned = tuned[tuned["run_dir"].str.contains("tuned") | ~tuned["cfg.lr"].isin([1.0, 0.3])]

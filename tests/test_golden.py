@@ -120,7 +120,6 @@ def test_the_data_ladders_progress_words(request):
     """The first screen's sentence on the adequate-data ladder, at each planted stage: waiting for its confirmatory
     grid, running, early (fewer registered than its design holds), done."""
     text = "".join(f"{stage}: {answer.data_ladder_words(p)}\n" for stage, p in data_ladder_states().items())
-    text += "".join(f"TL;DR, {stage}: {answer.data_ladder_short(p)}\n" for stage, p in data_ladder_states().items())
     check_golden(request, "answer_data_ladder.md", text)
 
 

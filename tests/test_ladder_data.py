@@ -458,12 +458,6 @@ def test_a_resolved_difference_inside_the_mei_keeps_its_direction_and_says_how_s
     words = answer.data_ladder_result_words(p)
     assert "`ln` helps, within the MEI (±0.01) -0.004 [-0.006, -0.002] (Holm p 0.008, MDE 0.004)" in words
     assert "`rms` helps -0.020 [-0.030, -0.011] (Holm p 0.008, MDE 0.004)" in words
-    short = answer.data_ladder_short(p)
-    # the first screen keeps one line per size (45 words); the MEI words are in the report and FINDINGS it links
-    assert "helps -0.004 [-0.006, -0.002] at 1.8M" in short and "minimum effect" not in short
-    big = {**rung, "rung": 2, "params": 786_432, **wide}
-    short = answer.data_ladder_short({**p, "rungs": [big, {**big, "variant": "rms"}, *p["rungs"]]})
-    assert "helps at 0.79M and 1.8M (-0.020, -0.004)" in short
 
 
 def test_the_answer_names_the_rungs_still_to_finish():

@@ -150,8 +150,8 @@ def budget_data(out: Path) -> dict:
             "seeds": int(table["seeds"].min()),
             "rows": _rows(table.rename(columns={"delta_final": "mean_diff", "ci_low_final": "ci_low",
                                                 "ci_high_final": "ci_high", "p_holm_final": "p_holm",
-                                                "significant_final": "significant"}),
-                          ["variant", "max_iters", "epochs", "mean_diff", "ci_low", "ci_high", "p_holm",
+                                                "significant_final": "significant", "none_final": "none"}),
+                          ["variant", "max_iters", "epochs", "none", "mean_diff", "ci_low", "ci_high", "p_holm",
                            "significant"])}
 
 
@@ -161,11 +161,13 @@ def init_data(out: Path) -> dict:
 
     runs = load_runs(STUDY, out)
     table = regime_table(runs)
+    none = table[table["variant"] == "none"].set_index(["emb_init_std", "head"])["val_loss"]
     table = table[table["variant"].isin(NORMS)].rename(columns={"delta_vs_none": "mean_diff"})
+    table = table.assign(none=[none[k] for k in zip(table["emb_init_std"], table["head"], strict=True)])
     return {"layers": int(runs["cfg.n_layer"].iloc[0]), "width": int(runs["cfg.n_embd"].iloc[0]),
             "iters": int(runs["cfg.max_iters"].iloc[0]), "seeds": int(table["seeds"].min()),
-            "rows": _rows(table, ["emb_init_std", "head", "variant", "mean_diff", "ci_low", "ci_high", "p_holm",
-                                  "significant"]),
+            "rows": _rows(table, ["emb_init_std", "head", "variant", "none", "mean_diff", "ci_low", "ci_high",
+                                  "p_holm", "significant"]),
             "seed_study": seed_study_data()}
 
 
@@ -303,13 +305,25 @@ def data_ladder_progress(out: Path) -> dict:
                                     "equivalent", "mde_80", "data_bound", "endpoints_repeat"]) if len(quoted) else []}
 
 
+def baseline_data() -> dict:
+    """The count baselines of the two character splits the answer quotes (docs/baselines.json, tools/baselines.py)
+    and the margin a regime's `none` must end below the bigram to count as trained (amendment 17 item 7's rule,
+    registered for the prose ladder; applied to the character regimes after their data, so labelled exploratory)."""
+    from ..tools.baselines import load
+    from .prose import TRAINED_MARGIN
+
+    found = load()
+    return {"tinyshakespeare": found["tinyshakespeare/char"], "open_english": found["open-english/char"],
+            "trained_margin": TRAINED_MARGIN}
+
+
 def answer_data(out_dir=None) -> dict:
     """Every number the README's first screen quotes, from the committed studies."""
     from ..core.data import load_corpus
 
     out = runs_root(out_dir)
     corpus = load_corpus()
-    return {"corpus": {"chars": len(corpus.train) + len(corpus.val)},
+    return {"corpus": {"chars": len(corpus.train) + len(corpus.val)}, "baselines": baseline_data(),
             "registered": registered_data(out), "zeroshot": zeroshot_data(out), "budget": budget_data(out),
             "init": init_data(out), "failures": failure_data(out), "size": size_data(out)}
 
@@ -352,11 +366,6 @@ def first_screen(rec: dict, figure: str) -> str:
 def detail_lines(rec: dict) -> list[str]:
     """FINDINGS.md's "The answer in detail": each TL;DR line with its design, tasks, registration and intervals."""
     return str(macro(TEMPLATE, "detail")(rec)).split("\n")
-
-
-def data_ladder_short(p: dict) -> str:
-    """The TL;DR's clause on the adequate-data ladder (`p`: answer_data's size.data_ladder)."""
-    return str(macro(TEMPLATE, "data_ladder_short")(p, data_ladder_record(p)))
 
 
 def data_ladder_words(p: dict) -> str:

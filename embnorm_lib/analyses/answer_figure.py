@@ -115,16 +115,17 @@ OPEN_ENGLISH_MARKERS = {"ln": "o", "rms": "D"}  # the adequate-data ladder's poi
 
 
 def open_english_said(rungs: list[dict]) -> str:
-    """Per resolved direction, which norms and at which sizes of the adequate-data ladder (the panel's title)."""
+    """Per decision word (costs, helps, equivalent within ±0.01: the TOST first, as on the pages), which norms and at
+    which sizes of the adequate-data ladder (the panel's title)."""
     said = []
-    for word, sign in (("cost", 1), ("help", -1)):
+    for word in ("costs", "helps", "equivalent within ±0.01"):
         at = {}
         for r in rungs:
-            arms = [v for v in NORMS if r[v]["significant"] and np.sign(r[v]["mean_diff"]) == sign]
+            arms = [v for v in NORMS if effect(r[v]) == word]
             if arms:
-                at.setdefault(" and ".join(ARM_NAMES[v] for v in arms) if len(arms) == 1 else "both norms",
-                              []).append(millions(r["params"]))
-        said += [f"{who} {word}{'s' if who != 'both norms' else ''} at {', '.join(sizes)}" for who, sizes in at.items()]
+                at.setdefault(ARM_NAMES[arms[0]] if len(arms) == 1 else "both norms", []).append(millions(r["params"]))
+        said += [f"{who} {word if who != 'both norms' or ' ' in word else word.removesuffix('s')} at "
+                 f"{', '.join(sizes)}" for who, sizes in at.items()]
     return "; ".join(said) or "no effect resolved"
 
 

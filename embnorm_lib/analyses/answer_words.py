@@ -139,9 +139,7 @@ def data_ladder_rungs(p: dict) -> list[dict]:
 
 
 def data_ladder_record(p: dict) -> dict:
-    """The adequate-data ladder's words: its quoted rungs; `ln`'s outcomes, each once, in the order of its smallest
-    size, with the sizes sharing it (a run of three or more neighbours is a span); each test's amendment-16 words;
-    the trend's words."""
+    """The adequate-data ladder's words: its quoted rungs with each test's amendment-16 words, and the trend's."""
     from .ladder import trend_words
     from .ladder_data import direction_words
 
@@ -149,16 +147,8 @@ def data_ladder_record(p: dict) -> dict:
     for r in rungs:
         for v in NORMS:
             r[v] = {**r[v], "direction": direction_words(r[v])}
-    outcomes = []
-    for word in dict.fromkeys(effect(r["ln"]) for r in rungs):
-        members = [(i, r) for i, r in enumerate(rungs) if effect(r["ln"]) == word]
-        positions = [i for i, _ in members]
-        outcomes.append({"word": word, "rows": [r["ln"] for _, r in members],
-                         "params": [r["params"] for _, r in members],
-                         "span": len(members) >= 3 and positions == list(range(positions[0], positions[-1] + 1))})
     studies = p.get("studies", {})  # a clause that needs no run counts may be asked of a ladder record without them
-    return {"rungs": rungs, "finished": data_ladder_finished(p) if studies else None, "outcomes": outcomes,
-            "resolved": sum(r["ln"]["significant"] for r in rungs),
+    return {"rungs": rungs, "finished": data_ladder_finished(p) if studies else None,
             "trend": [{**t, "words": trend_words(t)} for t in p.get("trend", [])],
             "entering": sum(not r["data_bound"] for r in rungs), "report": f"runs/{DATA_LADDER[1]}/LADDER-DATA.md",
             "tuning": studies.get(DATA_LADDER[0]), "confirm": studies.get(DATA_LADDER[1]),
@@ -182,6 +172,46 @@ def regime_rows(d: dict, b: dict) -> dict:
     return {"budget": budget, "init": init, "sizes": sizes}
 
 
+def trained_below(d: dict, corpus: str) -> float:
+    """The loss `none` must end at or below to count as trained on `corpus`'s split: the count bigram's, less the
+    margin of amendment 17 item 7 (10%)."""
+    b = d["baselines"]
+    return b[corpus]["bigram_nats_per_token"] * (1 - b["trained_margin"])
+
+
+def with_trained(row: dict, none: float, bound: float) -> dict:
+    return {**row, "none_loss": none, "trained": bool(none <= bound)}
+
+
+def mark_trained(d: dict, w: dict) -> None:
+    """Each quoted regime marked trained or not: its `none` against the bigram of its own split."""
+    shakespeare, english = trained_below(d, "tinyshakespeare"), trained_below(d, "open_english")
+    w["regimes"] = [with_trained(r, r["none_loss"], shakespeare) for r in w["regimes"]]
+    w["head"], w["other"] = w["regimes"]
+    t = w["table"]
+    t["budget"] = [with_trained(x, x["ln"]["none"], shakespeare) for x in t["budget"]]
+    t["init"] = [with_trained(x, x["ln"]["none"], shakespeare) for x in t["init"]]
+    t["sizes"] = [with_trained(x, x["rung"]["none_loss"], shakespeare) for x in t["sizes"]]
+    w["dl"]["rungs"] = [with_trained(r, r["none"], english) for r in w["dl"]["rungs"]]
+
+
+def advice_words(w: dict) -> dict:
+    """The advice's evidence: the adequate-data ladder's trained sizes (each variant tuned, registered). Whether every
+    interval there rules out a gain as large as the MEI, the largest gain any interval allows, and each size's word;
+    the confidence: *high* where every trained size's test resolves (a direction or equivalence), *moderate* where
+    some do not, *none* without a trained size."""
+    from ..stats import MEI
+
+    rungs = [r for r in w["dl"]["rungs"] if r["trained"]]
+    rows = [r[v] for r in rungs for v in NORMS]
+    decided = [effect(x) != "not resolved" for x in rows]
+    return {"rungs": rungs, "untrained": [r for r in w["dl"]["rungs"] if not r["trained"]], "mei": MEI,
+            "gain_ruled_out": bool(rows) and all(x["ci_low"] > -MEI for x in rows),
+            "largest_gain": -min(x["ci_low"] for x in rows) if rows else None,
+            "costs": [r for r in rungs if effect(r["ln"]) == "costs"],
+            "confidence": "none" if not rows else "high" if all(decided) else "moderate"}
+
+
 def answer_record(d: dict, links: dict) -> dict:
     """What templates/answer.md.j2 fills in: the data (`d`), the words chosen from it (`w`) and the links (`links`:
     computed from the headings of docs/PROTOCOL.md and FINDINGS.md, so none is typed)."""
@@ -202,4 +232,6 @@ def answer_record(d: dict, links: dict) -> dict:
          "calibration_rows": [sorted(reg[r]["calibration"], key=lambda x: (list(CALIBRATION).index(x["metric"]),
                                                                            x["variant"])) for r in REGIMES],
          "calibration_names": {k: v.removeprefix("the ") for k, v in CALIBRATION.items()}}
+    mark_trained(d, w)
+    w["advice"] = advice_words(w)
     return {"d": d, "w": w, "links": links}
