@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..publishing.templating import render
 from ..studies import prose
 
 LN2 = math.log(2)
@@ -78,15 +79,6 @@ def _paired_lead(rows, best: float, runner_up: float) -> tuple[float, float]:
     diff = (a - b).dropna()
     se = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else float("nan")
     return float(diff.mean()), se
-
-
-def render(template: str, record: dict) -> str:
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).resolve().parents[1] / "templates"),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
-                             lstrip_blocks=True)
-    return env.get_template(template).render(**record)
 
 
 def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
