@@ -679,3 +679,20 @@ def test_the_reading_note_says_what_an_arms_own_best_lr_is_from_the_search_h1b_f
     tuned = tuned[tuned["run_dir"].str.contains("tuned") | ~tuned["cfg.lr"].isin([1.0, 0.3])]
     for variant, lrs in tuned.groupby("variant")["cfg.lr"]:
         assert set(lrs) == {best[variant]}, variant
+
+
+def test_the_advices_trend_is_fitted_without_the_untrained_smallest_size():
+    """Issue 113: the 4-size trend runs through the smallest open-English size, whose `none` is not trained; the
+    advice quotes the fit without it, and its words follow that fit's interval (not the 4-size one)."""
+    record = json.loads((REPO / "runs" / "answer.json").read_text())
+    a, dl = record["w"]["advice"], record["w"]["dl"]
+    untrained = [r["rung"] for r in dl["rungs"] if not r["trained"]]
+    advice = next(line for line in first_screen().splitlines() if line.startswith("**Advice: "))
+    if untrained != [0]:
+        assert a["trend"] is None and "no trend" not in advice
+        return
+    fit = next(t for t in dl["trend_without_smallest"] if t["variant"] == "ln")
+    assert a["trend"]["rungs"] == len(a["rungs"]) == fit["rungs"]
+    assert a["trend"]["slope_ci_low"] == fit["slope_ci_low"] and a["trend"]["slope_ci_high"] == fit["slope_ci_high"]
+    resolved = fit["slope_ci_high"] < 0 or fit["slope_ci_low"] > 0
+    assert ("no trend with size is resolved" in advice) == (not resolved)

@@ -290,6 +290,7 @@ def data_ladder_progress(out: Path) -> dict:
     runs = load_runs(confirm, out) if has_index(confirm, out) else pd.DataFrame()
     quoted = quoted_table(runs) if len(runs) else pd.DataFrame()
     fits = trend_table(runs) if len(runs) else pd.DataFrame()
+    checked = trend_table(runs, checked_only=True) if len(runs) else pd.DataFrame()  # issue 113: without rung 0
     return {"chars": corpus_record()["characters"], "dictionary_share": dictionary_share(corpus_record()),
             "amendment": amendment(f"`{DATA_LADDER[0]}`"),
             "planned": confirmatory_runs_planned(), "sizes": len(RUNGS),
@@ -298,6 +299,9 @@ def data_ladder_progress(out: Path) -> dict:
             "trend_min_sizes": TREND_MIN_SIZES,
             "trend": [{**t, "direction": trend_direction(t)} for t in _rows(
                 fits, ["variant", "rungs", "slope_per_decade", "slope_ci_low", "slope_ci_high"])] if len(fits) else [],
+            "trend_without_smallest": [{**t, "direction": trend_direction(t)} for t in _rows(
+                checked, ["variant", "rungs", "slope_per_decade", "slope_ci_low", "slope_ci_high"])]
+            if len(checked) else [],
             "studies": {s: {"finished": len(load_runs(s, out)) if has_index(s, out) else 0,
                             "registered": len(study_cells(s))} for s in DATA_LADDER},
             "rungs": _rows(quoted, ["rung", "params", "shape", "iters", "passes", "seeds", "variant", "lr", "lr_none",

@@ -150,6 +150,7 @@ def data_ladder_record(p: dict) -> dict:
     studies = p.get("studies", {})  # a clause that needs no run counts may be asked of a ladder record without them
     return {"rungs": rungs, "finished": data_ladder_finished(p) if studies else None,
             "trend": [{**t, "words": trend_words(t)} for t in p.get("trend", [])],
+            "trend_without_smallest": [{**t, "words": trend_words(t)} for t in p.get("trend_without_smallest", [])],
             "entering": sum(not r["data_bound"] for r in rungs), "report": f"runs/{DATA_LADDER[1]}/LADDER-DATA.md",
             "tuning": studies.get(DATA_LADDER[0]), "confirm": studies.get(DATA_LADDER[1]),
             "names": DATA_LADDER}
@@ -205,7 +206,11 @@ def advice_words(w: dict) -> dict:
     rungs = [r for r in w["dl"]["rungs"] if r["trained"]]
     rows = [r[v] for r in rungs for v in NORMS]
     decided = [effect(x) != "not resolved" for x in rows]
+    # the trend over the trained sizes: the fit without the smallest size, where that is the only untrained one
+    untrained = [r["rung"] for r in w["dl"]["rungs"] if not r["trained"]]
+    trend = [t for t in w["dl"]["trend_without_smallest"] if t["variant"] == "ln"] if untrained == [0] else []
     return {"rungs": rungs, "untrained": [r for r in w["dl"]["rungs"] if not r["trained"]], "mei": MEI,
+            "trend": trend[0] if trend else None,
             "gain_ruled_out": bool(rows) and all(x["ci_low"] > -MEI for x in rows),
             "largest_gain": -min(x["ci_low"] for x in rows) if rows else None,
             "costs": [r for r in rungs if effect(r["ln"]) == "costs"],
