@@ -52,6 +52,8 @@ def test_a_symlinked_run_directory_is_refused_everywhere(copy):
     sealed = subprocess.run([sys.executable, "-m", "embnorm_lib", "seal", STUDY, "--check", "--out-dir", str(copy)],
                             capture_output=True, text=True, timeout=120)
     assert sealed.returncode == 2 and "is a symbolic link" in sealed.stderr
+    # the link is refused by the study check, counted as that, not as one more refused run
+    assert "0 run(s) refused; 1 study check(s) refused" in sealed.stdout, sealed.stdout
     assert committed_status() == before
 
 

@@ -176,7 +176,7 @@ def test_a_conversion_killed_part_way_leaves_whole_files_and_a_rerun_finishes_it
     assert all(same_rows(after[log], before[log]) for log in before)  # every reader gets the same rows meanwhile
     assert not [p.name for p in run.root.iterdir() if p.name.startswith(".")]  # no temp file left
     assert run.metrics.is_file() and run.diagnostics.is_file()  # nothing deleted before the seal named the Parquet
-    with pytest.raises(seal.SealError, match="a conversion of its logs was interrupted.*compact_logs --study s"):
+    with pytest.raises(seal.SealError, match="a conversion of its logs was interrupted.*python -m embnorm_lib compact-logs --study s`"):
         seal.verify_run(run)
     assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 0
     assert "s: converted 1 run(s)" in capsys.readouterr().out

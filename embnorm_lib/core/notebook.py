@@ -13,7 +13,7 @@ from .data import Corpus
 from .diagnostics import TOKEN_CLASSES, token_class
 from .errors import BRIEF_ERRORS, ConfigError
 from .io import check_out_dir, default_runs_dir, shown_path
-from .rundir import RunDir, check_run_tag, run_dir_for
+from .rundir import RunDir, check_run_tag, recorded_seconds, run_dir_for
 from .steplog import step_log_frame
 
 FIGURE_NOT_DRAWN = ("[run figure not drawn (figures=False): redraw it from metrics.jsonl and evals.jsonl with "
@@ -196,10 +196,8 @@ def recorded_time_note(cfg: RunConfig, runs: Path | None = None) -> str:
                 continue
             if {k: v for k, v in RunConfig.from_dict(written).training_identity().items() if k != "seed"} != want:
                 continue
-            summary = json.loads(run.summary.read_text())
-            lm = json.loads(run.lm_eval.read_text()).get("seconds", 0) if cfg.lm_eval and run.lm_eval.is_file() else 0
-            seconds.append(float(summary["wall_s"]) + float(lm))
-            threads.add(summary.get("torch_threads"))
+            seconds.append(recorded_seconds(run, with_lm_eval=cfg.lm_eval))
+            threads.add(json.loads(run.summary.read_text()).get("torch_threads"))
         except (OSError, ValueError, KeyError, TypeError, ConfigError):
             continue  # a run this estimate cannot read is left out, never guessed at
     if not seconds:

@@ -138,3 +138,13 @@ def holds_a_run(run: RunDir) -> bool:
     left by a run that failed before its first checkpoint (say, a model too large to allocate): nothing of it can
     be resumed, so it does not bar a run with another config from the directory."""
     return run.checkpoint.is_file() or run.summary.is_file()
+
+
+def recorded_seconds(run: RunDir, with_lm_eval: bool = True) -> float:
+    """What a finished run took when it was recorded: its wall time (training and evaluation), plus its zero-shot
+    scoring's where asked and recorded. Raises OSError / ValueError / KeyError where its summary cannot be read."""
+    import json
+
+    wall = float(json.loads(run.summary.read_text())["wall_s"] or 0)
+    lm = json.loads(run.lm_eval.read_text()).get("seconds", 0) if with_lm_eval and run.lm_eval.is_file() else 0
+    return wall + float(lm)

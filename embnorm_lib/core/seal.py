@@ -125,7 +125,7 @@ def verify_run(run: RunDir, except_files: tuple[str, ...] = ()) -> dict:
         if other in manifest["files"] and other != added[0]:  # a log in both forms: a conversion was interrupted
             raise SealError(f"run {run.root}: {added[0]} and {other} are both there, the seal names {other} (a "
                             f"conversion of its logs was interrupted); allowed: one form (`python -m "
-                            f"embnorm_lib.tools.compact_logs --study {run.root.parent.parent.name}` finishes it)")
+                            f"embnorm_lib compact-logs --study {run.root.parent.parent.name}` finishes it)")
         raise _problem(run, added[0], "was added after the run was sealed")
     return manifest
 
@@ -327,13 +327,14 @@ def main(argv=None, study_check: Callable[[str, Path], None] | None = None) -> i
         return 2
     roots = [out / s for s in args.studies] or sorted(p for p in out.iterdir() if p.is_dir())
     counts = {"sealed": 0, "verified": 0, "refused": 0}
+    studies_refused = 0  # counted apart: a study-level refusal (a linked run, say) is no extra run
     for root in roots:
         if args.check and study_check is not None:  # the index's own rule on the whole study (issue 117)
             try:
                 study_check(root.name, out)
             except RunDirError as e:
                 print(f"error: {e}", file=sys.stderr)
-                counts["refused"] += 1
+                studies_refused += 1
         for run in run_dirs_of(root):
             try:
                 if run.manifest.is_file() or args.check:
@@ -348,8 +349,9 @@ def main(argv=None, study_check: Callable[[str, Path], None] | None = None) -> i
                 print(f"error: {e}", file=sys.stderr)
                 counts["refused"] += 1
     print(", ".join(f"{n} run(s) {what}" for what, n in counts.items())
-          + (" (unsealed or damaged: each named above)" if counts["refused"] else ""))
-    return 2 if counts["refused"] else 0
+          + (" (unsealed or damaged: each named above)" if counts["refused"] else "")
+          + (f"; {studies_refused} study check(s) refused (named above)" if studies_refused else ""))
+    return 2 if counts["refused"] or studies_refused else 0
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..core.errors import BRIEF_ERRORS, entry
 from ..core.io import default_runs_dir, read_json, repo_root, shown_path
-from ..core.rundir import RunDir
+from ..core.rundir import RunDir, recorded_seconds
 from ..core.steplog import read_step_log
 from ..publishing.publish import publish
 from ..runner import sweep
@@ -49,9 +49,7 @@ def estimate_s(run_dirs: list[Path], workers: int) -> float:
     """Wall time of re-running these runs, from what they took when they were committed."""
     per_run = []
     for run in run_dirs:
-        summary, lm = read_json(RunDir(run).summary), RunDir(run).lm_eval
-        lm_s = read_json(lm).get("seconds", 0) if lm.is_file() else 0
-        per_run.append((summary.get("wall_s") or 0) + lm_s + OVERHEAD_S)
+        per_run.append(recorded_seconds(RunDir(run)) + OVERHEAD_S)
     per_run.sort(reverse=True)
     lanes = [0.0] * max(1, workers)
     for t in per_run:
