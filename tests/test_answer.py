@@ -75,7 +75,7 @@ def answer_data() -> dict:
 
     corpus = load_corpus()
     parts = {"registered": "registered", "zeroshot": "zeroshot", "budget": "budget", "init": "init",
-             "failures": "failure", "size": "size"}
+             "failures": "failure", "size": "size", "curves": "curves"}
     return {"corpus": {"chars": len(corpus.train) + len(corpus.val)}, "baselines": answer.baseline_data(),
             **{k: committed(v) for k, v in parts.items()}}
 

@@ -309,6 +309,22 @@ def data_ladder_progress(out: Path) -> dict:
                                     "equivalent", "mde_80", "data_bound", "endpoints_repeat"]) if len(quoted) else []}
 
 
+def curves_data(out: Path) -> list[dict]:
+    """The learning curves and compute multipliers of the adequate-data ladder's quoted sizes (analyses/curves.py;
+    exploratory)."""
+    from .curves import curves_record
+
+    confirm = DATA_LADDER[1]
+    if not has_index(confirm, out):
+        return []
+    runs = load_runs(confirm, out)
+    from .ladder_data import quoted_table
+
+    quoted = quoted_table(runs)
+    presets = [f"{confirm}-{rung}" for rung in sorted(set(quoted["rung"]))] if len(quoted) else []
+    return curves_record(confirm, runs, presets, out)
+
+
 def baseline_data() -> dict:
     """The count baselines of the two character splits the answer quotes (docs/baselines.json, tools/baselines.py)
     and the margin a regime's `none` must end below the bigram to count as trained (amendment 17 item 7's rule,
@@ -329,7 +345,8 @@ def answer_data(out_dir=None) -> dict:
     corpus = load_corpus()
     return {"corpus": {"chars": len(corpus.train) + len(corpus.val)}, "baselines": baseline_data(),
             "registered": registered_data(out), "zeroshot": zeroshot_data(out), "budget": budget_data(out),
-            "init": init_data(out), "failures": failure_data(out), "size": size_data(out)}
+            "init": init_data(out), "failures": failure_data(out), "size": size_data(out),
+            "curves": curves_data(out)}
 
 
 def available(out_dir=None) -> bool:

@@ -207,3 +207,46 @@ def write_figure(d: dict, out_dir=None, figures_dir=None) -> Path:
     png, _ = save(fig, stem, stamp)
     plt.close(fig)
     return png
+
+
+def curves_figure(w: dict) -> plt.Figure:
+    """The adequate-data ladder's learning curves: per quoted size, each variant's mean training loss (a rolling
+    mean over a hundredth of the run) against the share of its steps, with none's share to reach the norm's final
+    loss in the title."""
+    from ..publishing.plots import arm_color, variant_style
+
+    fig, axes = plt.subplots(1, len(w["curves"]), figsize=(3.0 * len(w["curves"]), 3.0), squeeze=False)
+    for ax, c in zip(axes[0], w["curves"], strict=True):
+        steps = np.array(c["step"]) / c["steps"]
+        for variant, ys in c["curves"].items():
+            ls, _ = variant_style(variant)
+            ax.plot(steps, ys, ls=ls, color=arm_color(variant), lw=1, label=ARM_NAMES[variant])
+        tail = np.array([ys[len(ys) // 3:] for ys in c["curves"].values()])
+        ax.set_ylim(tail.min() - 0.02, tail.max() + 0.05)
+        share = c["shares"]["ln"]["none_to_norm"]
+        reach = (f"no norm reaches LayerNorm's\nfinal loss at {share['mean']:.0%} of its steps" if share["mean"] is not
+                 None else "no norm never reaches\nLayerNorm's final loss")
+        ax.set_title(f"{millions(c['params'])} params, {c['steps']:,} steps"
+                     + ("" if c["trained"] else " (not trained)") + f"\n{reach}", fontsize=8)
+        ax.set_xlabel("share of the run's steps", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0][0].set_ylabel("training loss (nats/char, rolling mean)", fontsize=8)
+    axes[0][0].legend(fontsize=7, frameon=False)
+    fig.suptitle("Learning curves on open English, each variant at its tuned learning rate (exploratory)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def write_curves_figure(w: dict, out_dir=None, figures_dir=None) -> Path | None:
+    """figures/learning_curves.png and .pdf ('' quoted sizes: nothing drawn)."""
+    from ..publishing.plots import save
+
+    if not w["curves"]:
+        return None
+    out = runs_root(out_dir)
+    fig = curves_figure(w)
+    stem = Path(figures_dir) / "learning_curves" if figures_dir else repo_root() / "figures" / "learning_curves"
+    png, _ = save(fig, stem, f"embnorm · learning curves · ladder-data runs.csv "
+                             f"{fingerprint(study_dir_for('ladder-data', out).index)}")
+    plt.close(fig)
+    return png

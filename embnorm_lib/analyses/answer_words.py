@@ -238,5 +238,10 @@ def answer_record(d: dict, links: dict) -> dict:
                                                                            x["variant"])) for r in REGIMES],
          "calibration_names": {k: v.removeprefix("the ") for k, v in CALIBRATION.items()}}
     mark_trained(d, w)
+    # each quoted size's learning curves beside its rung (params, trained) for the words and the figure
+    by_rung = {r["rung"]: r for r in w["dl"]["rungs"]}
+    w["curves"] = [{**c, "params": by_rung[int(c["preset"].rsplit("-", 1)[1])]["params"],
+                    "trained": by_rung[int(c["preset"].rsplit("-", 1)[1])]["trained"]}
+                   for c in d.get("curves", []) if int(c["preset"].rsplit("-", 1)[1]) in by_rung]
     w["advice"] = advice_words(w)
     return {"d": d, "w": w, "links": links}

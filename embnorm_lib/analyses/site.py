@@ -17,12 +17,13 @@ def update_readme(out_dir=None) -> list[Path]:
     its template (templates/answer.md.j2) filled from what that file holds. Every block is computed before any file
     is written."""
     from . import answer
-    from .answer_figure import write_figure
+    from .answer_figure import write_curves_figure, write_figure
 
     data = answer.answer_data(out_dir)
     record_text = json.dumps(answer.record(data), indent=1, ensure_ascii=False) + "\n"
     record = json.loads(record_text)  # the pages read the record as written, nothing else
     figure = write_figure(data, out_dir)
+    curves = write_curves_figure(record["w"], out_dir)
     root = repo_root()
     readme = root / "README.md"
     block = answer.first_screen(record, figure.relative_to(root).as_posix())
@@ -30,7 +31,7 @@ def update_readme(out_dir=None) -> list[Path]:
     page = findings_page(findings_text(out_dir), answer.detail_lines(record))
     index = figure_index(root / "figures", describe_figure)
     return [figure, write_bytes_if_changed(runs_root(out_dir) / answer.RECORD, record_text.encode()),
-            write_bytes_if_changed(readme, content.encode()),
+            *([curves] if curves else []), write_bytes_if_changed(readme, content.encode()),
             write_bytes_if_changed(root / FINDINGS_PAGE, page.encode()),
             write_bytes_if_changed(root / "figures" / "README.md", index.encode())]
 
@@ -40,6 +41,8 @@ def update_readme(out_dir=None) -> list[Path]:
 FIGURE_WHAT = {
     "answer": ("The answer in four panels: Δ val loss vs training budget, vs embedding init scale; failures vs peak "
                "LR per arm; Δ vs model size", "README TL;DR"),
+    "learning_curves": ("training loss per step on open English, per size and variant at its tuned LR, with the share of "
+                        "steps no norm needs to reach LayerNorm's final loss (exploratory)", "accuracy"),
     "char_classes": ("tiny Shakespeare: the share of each character class in the training and validation splits",
                      "data"),
     "train_loss": ("training loss per step, per arm (mean and 95% band over seeds)", "accuracy"),
@@ -99,6 +102,8 @@ def describe_figure(rel: str) -> tuple[str, str, str]:
         study = "stability-h1b-v2"
     elif folder == "stability":
         study = "stability (v1 studies)"
+    elif name == "learning_curves":
+        study = "ladder-data"
     elif name == "answer":
         study = "main, stability-budget(-v2), stability-scale-v2, stability-lr-v2, stability-h1b-v2, ladder"
     else:
