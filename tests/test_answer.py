@@ -696,3 +696,20 @@ def test_the_advices_trend_is_fitted_without_the_untrained_smallest_size():
     assert a["trend"]["slope_ci_low"] == fit["slope_ci_low"] and a["trend"]["slope_ci_high"] == fit["slope_ci_high"]
     resolved = fit["slope_ci_high"] < 0 or fit["slope_ci_low"] > 0
     assert ("no trend with size is resolved" in advice) == (not resolved)
+
+
+@pytest.mark.committed
+def test_h1bs_spike_endpoint_is_reported_as_the_runs_give_it():
+    """Issue 113: H1b's registered spike endpoint (post-warm-up spikes per run at LR 1, clipping on) was never on a
+    page; each arm's count and its paired difference from none are now, recomputed here from the runs."""
+    h1b = runs_of("stability-h1b-v2")
+    at = h1b[(h1b["cfg.lr"] == 1.0) & (h1b["cfg.grad_clip"] == 1.0)]
+    spikes = committed("failure")["h1b"]["regimes"]["clip"]["variants"]
+    none = at[at["variant"] == "none"]["spike_count_post_warmup"].mean()
+    for variant, x in spikes.items():
+        assert x["spikes"]["variant_value"] == pytest.approx(
+            at[at["variant"] == variant]["spike_count_post_warmup"].mean())
+        assert x["spikes"]["none_value"] == pytest.approx(none)
+        assert_interval(x["spikes"], at, column="spike_count_post_warmup", variant=variant)
+    assert f"`ln` {spikes['ln']['spikes']['variant_value']:.1f}, Δ {spikes['ln']['spikes']['mean_diff']:+.1f}" in \
+        answer_detail()

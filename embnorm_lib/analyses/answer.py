@@ -204,13 +204,19 @@ def failure_data(out: Path) -> dict:
     for clip, (family, decision) in d["confirmatory"].items():
         tuned = family[family["endpoint"] == "tuned_cost"].set_index("variant")
         failures = family[family["endpoint"] == "failures"].set_index("variant")["variant_value"]
+        spikes = family[family["endpoint"] == "spike_count_post_warmup"].set_index("variant")  # H1b's spike endpoint
         confirm["clip" if clip else "noclip"] = {
             "none_failures": int(decision["baseline_failures"]),
             "variants": {v: {"verdict": x["verdict"], "fixes": bool(x["fixes"]), "failures": int(failures[v]),
                              # the price of stability: the arm at its own best LR minus none at its own
                              "mean_diff": _clean(tuned.loc[v, "mean_diff"]), "ci_low": _clean(tuned.loc[v, "ci_low"]),
                              "ci_high": _clean(tuned.loc[v, "ci_high"]),
-                             "significant": bool(tuned.loc[v, "significant"])}
+                             "significant": bool(tuned.loc[v, "significant"]),
+                             "spikes": {"variant_value": _clean(spikes.loc[v, "variant_value"]),
+                                        "none_value": _clean(spikes.loc[v, "none_value"]),
+                                        **{k: _clean(spikes.loc[v, k]) for k in ("mean_diff", "ci_low", "ci_high",
+                                                                                 "p_holm")},
+                                        "significant": bool(spikes.loc[v, "significant"])}}
                          for v, x in decision["variants"].items()}}
     failing = phase[phase["failed"] > 0]
     return {"study": study, "layers": int(runs["cfg.n_layer"].iloc[0]), "width": int(runs["cfg.n_embd"].iloc[0]),
