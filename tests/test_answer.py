@@ -713,3 +713,17 @@ def test_h1bs_spike_endpoint_is_reported_as_the_runs_give_it():
         assert_interval(x["spikes"], at, column="spike_count_post_warmup", variant=variant)
     assert f"`ln` {spikes['ln']['spikes']['variant_value']:.1f}, Δ {spikes['ln']['spikes']['mean_diff']:+.1f}" in \
         answer_detail()
+
+
+@pytest.mark.committed
+def test_each_open_english_size_states_how_sharply_its_lrs_were_chosen():
+    """Issue 113: beside each size's result, how far each tuned arm's LR led the next best in tuning (the report's
+    own margins, LADDER-DATA.md), so a difference of that size reads in context."""
+    record = json.loads((REPO / "runs" / "answer.json").read_text())
+    margins = record["d"]["size"]["data_ladder"]["lr_margins"]
+    report = (REPO / "runs" / "ladder-data" / "LADDER-DATA.md").read_text()
+    for rung, arms in margins.items():
+        words = ", ".join(f"`{arm}` {m['margin']:+.4f} (SE {m['se']:.4f})" for arm, m in arms.items())
+        assert f"- rung {rung}: {words}." in report
+        assert f"by `none` {arms['none']['margin']:+.4f} ± {arms['none']['se']:.4f}" in answer_detail()
+    assert margins  # every quoted size of the finished ladder has its margins

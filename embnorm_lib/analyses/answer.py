@@ -298,6 +298,7 @@ def data_ladder_progress(out: Path) -> dict:
     fits = trend_table(runs) if len(runs) else pd.DataFrame()
     checked = trend_table(runs, checked_only=True) if len(runs) else pd.DataFrame()  # issue 113: without rung 0
     return {"chars": corpus_record()["characters"], "dictionary_share": dictionary_share(corpus_record()),
+            "lr_margins": lr_margins(out),
             "amendment": amendment(f"`{DATA_LADDER[0]}`"),
             "planned": confirmatory_runs_planned(), "sizes": len(RUNGS),
             "params_all": [non_embedding_params(r) for r in range(len(RUNGS))],
@@ -313,6 +314,25 @@ def data_ladder_progress(out: Path) -> dict:
             "rungs": _rows(quoted, ["rung", "params", "shape", "iters", "passes", "seeds", "variant", "lr", "lr_none",
                                     "none", "none_sd", "mean_diff", "ci_low", "ci_high", "p_holm", "significant",
                                     "equivalent", "mde_80", "data_bound", "endpoints_repeat"]) if len(quoted) else []}
+
+
+def lr_margins(out: Path) -> dict:
+    """Per rung of the adequate-data ladder (as a string key) and tuned arm: how far its registered LR led the next
+    best in tuning (ladder_data.runner_up_margin: paired over the tuning seeds, with its SE; exploratory)."""
+    from ..studies.ladder_data import ARMS_TUNED, RUNGS, best_lrs
+    from .ladder_data import runner_up_margin
+
+    if not has_index(DATA_LADDER[0], out):
+        return {}
+    tuning = load_runs(DATA_LADDER[0], out)
+    found = {}
+    for rung in range(len(RUNGS)):
+        best = best_lrs(tuning, rung)
+        margins = {arm: runner_up_margin(tuning, rung, arm, best[arm]) for arm in ARMS_TUNED
+                   if best.get(arm, {}).get("complete") and best[arm].get("bracketed")}
+        if margins and all(margins.values()):
+            found[str(rung)] = {arm: {k: _clean(v) for k, v in m.items()} for arm, m in margins.items()}
+    return found
 
 
 def curves_data(out: Path) -> list[dict]:
