@@ -65,6 +65,10 @@ def committed(part: str) -> dict:
     from embnorm_lib.analyses import answer
     from embnorm_lib.core.io import default_runs_dir
 
+    if part == "curves":
+        from embnorm_lib.analyses.curves import curves_data
+
+        return curves_data(default_runs_dir())
     return getattr(answer, f"{part}_data")(default_runs_dir())
 
 

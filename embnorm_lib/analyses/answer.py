@@ -290,7 +290,7 @@ def data_ladder_progress(out: Path) -> dict:
         non_embedding_params,
     )
     from .ladder import TREND_MIN_SIZES, trend_direction
-    from .ladder_data import quoted_table, trend_table
+    from .ladder_data import lr_margins, quoted_table, trend_table
 
     confirm = DATA_LADDER[1]
     runs = load_runs(confirm, out) if has_index(confirm, out) else pd.DataFrame()
@@ -316,41 +316,6 @@ def data_ladder_progress(out: Path) -> dict:
                                     "equivalent", "mde_80", "data_bound", "endpoints_repeat"]) if len(quoted) else []}
 
 
-def lr_margins(out: Path) -> dict:
-    """Per rung of the adequate-data ladder (as a string key) and tuned arm: how far its registered LR led the next
-    best in tuning (ladder_data.runner_up_margin: paired over the tuning seeds, with its SE; exploratory)."""
-    from ..studies.ladder_data import ARMS_TUNED, RUNGS, best_lrs
-    from .ladder_data import runner_up_margin
-
-    if not has_index(DATA_LADDER[0], out):
-        return {}
-    tuning = load_runs(DATA_LADDER[0], out)
-    found = {}
-    for rung in range(len(RUNGS)):
-        best = best_lrs(tuning, rung)
-        margins = {arm: runner_up_margin(tuning, rung, arm, best[arm]) for arm in ARMS_TUNED
-                   if best.get(arm, {}).get("complete") and best[arm].get("bracketed")}
-        if margins and all(margins.values()):
-            found[str(rung)] = {arm: {k: _clean(v) for k, v in m.items()} for arm, m in margins.items()}
-    return found
-
-
-def curves_data(out: Path) -> list[dict]:
-    """The learning curves and compute multipliers of the adequate-data ladder's quoted sizes (analyses/curves.py;
-    exploratory)."""
-    from .curves import curves_record
-
-    confirm = DATA_LADDER[1]
-    if not has_index(confirm, out):
-        return []
-    runs = load_runs(confirm, out)
-    from .ladder_data import quoted_table
-
-    quoted = quoted_table(runs)
-    presets = [f"{confirm}-{rung}" for rung in sorted(set(quoted["rung"]))] if len(quoted) else []
-    return curves_record(confirm, runs, presets, out)
-
-
 def baseline_data() -> dict:
     """The count baselines of the two character splits the answer quotes (docs/baselines.json, tools/baselines.py)
     and the margin a regime's `none` must end below the bigram to count as trained (amendment 17 item 7's rule,
@@ -366,6 +331,7 @@ def baseline_data() -> dict:
 def answer_data(out_dir=None) -> dict:
     """Every number the README's first screen quotes, from the committed studies."""
     from ..core.data import load_corpus
+    from .curves import curves_data
 
     out = runs_root(out_dir)
     corpus = load_corpus()

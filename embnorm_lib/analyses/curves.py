@@ -74,3 +74,19 @@ def size_curves(study: str, runs: pd.DataFrame, preset: str, variants=("ln", "rm
 def curves_record(study: str, runs: pd.DataFrame, presets: list[str], out_dir=None) -> list[dict]:
     """Every size in `presets` (smallest first)."""
     return [size_curves(study, runs, preset, out_dir=out_dir) for preset in presets]
+
+
+def curves_data(out) -> list[dict]:
+    """The learning curves and compute multipliers of the adequate-data ladder's quoted sizes (analyses/curves.py;
+    exploratory)."""
+    from ..runner.results import has_index, load_runs
+    from .answer_words import DATA_LADDER
+    from .ladder_data import quoted_table
+
+    confirm = DATA_LADDER[1]
+    if not has_index(confirm, out):
+        return []
+    runs = load_runs(confirm, out)
+    quoted = quoted_table(runs)
+    presets = [f"{confirm}-{rung}" for rung in sorted(set(quoted["rung"]))] if len(quoted) else []
+    return curves_record(confirm, runs, presets, out)

@@ -595,3 +595,23 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         tuning = load_runs("ladder-data-lr", out)
         lines += lr_margin_lines(tuning) + spend_lines(runs, tuning, cells, spent)
     return write_text_stable(study_dir_for(study, out).root / "LADDER-DATA.md", "\n".join(lines).rstrip("\n") + "\n")
+
+
+def lr_margins(out) -> dict:
+    """Per rung of the adequate-data ladder (as a string key) and tuned arm: how far its registered LR led the next
+    best in tuning (ladder_data.runner_up_margin: paired over the tuning seeds, with its SE; exploratory)."""
+    from ..runner.results import has_index, load_runs
+    from ..studies.ladder_data import ARMS_TUNED, RUNGS, best_lrs
+
+    if not has_index("ladder-data-lr", out):
+        return {}
+    tuning = load_runs("ladder-data-lr", out)
+    found = {}
+    for rung in range(len(RUNGS)):
+        best = best_lrs(tuning, rung)
+        margins = {arm: runner_up_margin(tuning, rung, arm, best[arm]) for arm in ARMS_TUNED
+                   if best.get(arm, {}).get("complete") and best[arm].get("bracketed")}
+        if margins and all(margins.values()):
+            found[str(rung)] = {arm: {k: round(v, 6) if isinstance(v, float) else v for k, v in m.items()}
+                                for arm, m in margins.items()}
+    return found
