@@ -58,9 +58,10 @@ try:
 except ImportError:
     root = next(p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir())
     sys.path.insert(0, str(root))
-from embnorm_lib.core.notebook import brief_errors, pin_library
+from embnorm_lib.core.notebook import brief_errors, check_committed_defaults, pin_library
 
 brief_errors()  # a bad parameter reads as one line (what is wrong, what is allowed), not a traceback
+check_committed_defaults(globals())  # a default autosaved into the committed notebook must not steer the design card
 if smoke is not True:  # a smoke run lasts seconds, so nothing to pin; importing every module would cost it ~2 s
     pin_library()  # the whole library loaded now: edits to the checkout while this run trains reach none of its cells
 

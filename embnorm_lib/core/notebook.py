@@ -8,11 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from .config import RunConfig, preset_config
+from .config import DEFAULT_PRESET, RunConfig, preset_config
 from .data import Corpus
 from .diagnostics import TOKEN_CLASSES, token_class
 from .errors import BRIEF_ERRORS, ConfigError
-from .io import check_out_dir, default_runs_dir, shown_path
+from .io import check_out_dir, default_runs_dir, repo_root, shown_path
 from .rundir import RunDir, check_run_tag, recorded_seconds, run_dir_for
 from .steplog import step_log_frame
 
@@ -49,6 +49,55 @@ def pin_library() -> None:
 
     for module in pkgutil.walk_packages(embnorm_lib.__path__, "embnorm_lib."):
         importlib.import_module(module.name)
+
+
+# The committed parameters cell of notebooks/02_train.ipynb, value for value (a test holds the notebook to it). The
+# README's design-card command passes only variant and seed, so every other value comes from that cell: an edit that
+# JupyterLab autosaved into it (max_iters = 30) silently changed what the command trains.
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "variant": "ln", "seed": 0, "preset": DEFAULT_PRESET, "max_iters": 0, "study": "adhoc", "out_dir": "",
+    "data_path": "", "device": "auto", "overrides": {}, "run_tag": "", "progress": True, "figures": True,
+    "pack_seeds": "", "smoke": False}
+TRAIN_NOTEBOOK = Path("notebooks") / "02_train.ipynb"
+
+
+def parameters_cell_values(notebook: Path) -> dict[str, Any]:
+    """The literal assignments of a notebook's cell tagged `parameters` (what papermill would override)."""
+    import ast
+    import json
+
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", [])
+    cell = next((c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    source = "".join(cell["source"]) if cell and isinstance(cell["source"], list) else (cell or {}).get("source", "")
+    values = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                values[node.targets[0].id] = ast.unparse(node.value)
+    return values
+
+
+def check_committed_defaults(namespace: dict[str, Any], repo: Path | None = None) -> None:
+    """Refuse, in one line, a run that would take a default from an edited copy of the committed training notebook.
+    A value passed with papermill's -p (it differs from the edited default) or a notebook copy of one's own (lab/,
+    whose edits are the point) is not refused; outside a checkout (one notebook on Kaggle) there is nothing to check."""
+    notebook = (Path(repo) if repo is not None else repo_root()) / TRAIN_NOTEBOOK
+    if not notebook.is_file():
+        return
+    try:
+        on_disk = parameters_cell_values(notebook)
+    except (OSError, ValueError, SyntaxError, KeyError, TypeError):
+        raise ConfigError(f"{TRAIN_NOTEBOOK} cannot be read as a notebook with a parameters cell; allowed: the "
+                          f"committed notebook (git checkout {TRAIN_NOTEBOOK})") from None
+    used = [name for name, default in TRAIN_DEFAULTS.items() if name in on_disk and on_disk[name] != default
+            and name in namespace and namespace[name] == on_disk[name]]
+    if used:
+        edits = ", ".join(f"{n}: {TRAIN_DEFAULTS[n]!r} -> {on_disk[n]!r}" for n in used)
+        raise ConfigError(f"{TRAIN_NOTEBOOK}'s parameters cell differs from the committed one ({edits}) and this run "
+                          f"would use it; allowed: the committed defaults (git checkout {TRAIN_NOTEBOOK}), the value "
+                          f"passed with papermill -p, or a copy of your own (python -m embnorm_lib lab)")
 
 
 RESERVED_OVERRIDES = ("variant", "seed", "preset")  # notebook parameters of their own: one value, one place
