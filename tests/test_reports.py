@@ -105,10 +105,67 @@ def _grid(lrs=(1e-4, 1e-3, 1e-2, 0.1, 0.3, 1.0), variants=("none", "ln", "rms", 
 
 def test_a_grid_study_opens_on_one_regime_and_a_small_one_on_every_arm():
     runs = _grid()
+    runs.loc[runs["arm"].str.endswith("lr=0.01"), "val_loss"] -= 0.5  # the best LR
     chosen = explore.default_arms(runs)
     shown = sorted(a for a in runs["arm"].unique() if re.search(chosen, a))
-    assert shown == ["ln_lr=1.0", "none_lr=1.0", "rms_lr=1.0", "scaled_lr=1.0"]  # the largest LR, every variant
+    assert shown == ["ln_lr=0.01", "none_lr=0.01", "rms_lr=0.01", "scaled_lr=0.01"]  # the best LR, every variant
     assert explore.default_arms(_grid(lrs=(1e-3, 1e-2))) == ""  # 8 arms fit one legend
+
+
+def test_a_grid_study_never_opens_on_a_regime_with_a_diverged_run():
+    """Issue 116 #3: stability-lr-v2 opened at LR 1, where runs diverged and the loss bands reached -40 nats/char."""
+    runs = _grid().assign(diverged=False)
+    runs.loc[runs["arm"].str.endswith("lr=1.0"), "val_loss"] -= 1.0  # lowest loss, but one run diverged there
+    runs.loc[runs["arm"] == "none_lr=1.0", "diverged"] = True
+    chosen = explore.default_arms(runs)
+    shown = {a for a in runs["arm"].unique() if re.search(chosen, a)}
+    assert not any(a.endswith("lr=1.0") for a in shown) and {a.split("_")[0] for a in shown} == {"none", "ln", "rms",
+                                                                                               "scaled"}
+
+
+@pytest.mark.committed
+def test_the_committed_lr_study_opens_on_every_registered_arm_at_a_trained_lr():
+    runs = pd.read_csv(REPO / "runs" / "stability-lr-v2" / "runs.csv")
+    chosen = explore.default_arms(runs)
+    shown = runs[runs["arm"].str.contains(chosen)]
+    assert set(shown["variant"]) == set(runs["variant"]) and not shown["diverged"].astype(bool).any()
+
+
+def test_a_bad_arm_filter_is_one_line():
+    arms = ["none_lr=0.01", "ln_lr=0.01"]
+    message = explore.arm_filter_error("ln_(lr", arms)
+    assert message.startswith("arms filter 'ln_(lr' is not a regular expression (") and "\n" not in message
+    assert explore.arm_filter_error("rms", arms).startswith("arms filter 'rms' matches none of this study's 2 arms")
+    assert explore.arm_filter_error("^ln", arms) == ""
+
+
+def test_the_explorer_shows_only_the_controls_of_its_view_and_draws_a_filter_on_enter(capsys):
+    box = explore.explorer("stability-lr-v2")
+    (_, view), (metric, figure, arms) = box.children[0].children, box.children[1].children
+    assert arms.continuous_update is False  # applied on Enter, not on each keystroke
+    assert metric.layout.display is None and figure.layout.display == arms.layout.display == "none"
+    view.value = "figure"
+    assert metric.layout.display == "none" and figure.layout.display is None and arms.layout.display is None
+    capsys.readouterr()
+    arms.value = "ln_(lr"
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.strip("\x1b[2K \n")]  # clear_output codes
+    assert len(shown) == 1 and shown[0].startswith("arms filter 'ln_(lr' is not a regular expression")
+    plt.close("all")
+
+
+def test_the_forest_names_each_comparison_and_keeps_its_legend_off_the_data():
+    """On seeds-final both rows read "all runs (5 seeds)" and the markers sat on the axes' edges under the legend."""
+    runs = _grid(lrs=(1e-3,)).assign(arm=lambda r: r["variant"])
+    fig = explore.plot_paired_view(explore.paired_view(runs, "val_loss"), "a study: val loss")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["ln − none (3 seeds)", "rms − none (3 seeds)",
+                                                           "scaled − none (3 seeds)"]
+    fig.canvas.draw()
+    legend, axes_box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= axes_box.x1  # outside the data
+    low, high = ax.get_ylim()
+    assert low < -0.4 and high > len(ax.get_yticks()) - 0.6  # room around the first and last row
+    plt.close(fig)
 
 
 def test_the_paired_view_pairs_by_seed_within_a_regime_and_refuses_an_unknown_metric():

@@ -67,10 +67,11 @@ def paired_view(runs: pd.DataFrame, metric: str, baseline: str = BASELINE) -> pd
 
 def default_arms(runs: pd.DataFrame, limit: int = MAX_DEFAULT_ARMS) -> str:
     """The arm filter (a regex for figures.StudyData) a figure opens with: every arm when they fit one legend of
-    `limit` entries, else the arms sharing one value of the grid (one axis, or a whole regime) that fit it, with the
-    most variants, then the most arms, then the last such value in the study's order (the largest LR, budget or
-    size, where the arms differ most). A 9-LR x 4-arm study opens on the 4 arms at its largest LR; the filter box
-    shows the regex and takes any other."""
+    `limit` entries, else the arms sharing one value of the grid (one axis, or a whole regime) that fit it: those with
+    the most variants (every registered arm side by side), then with no diverged run (a diverged run's loss bands once
+    reached -40 nats/char), then the most arms, then the one holding the study's best arm by mean val_loss (where the
+    answer is read: a 9-LR study opens at its best LR, not at LR 1 where runs fail), then the last in the study's
+    order. The filter box shows the regex and takes any other."""
     arms = list(dict.fromkeys(runs["arm"]))
     if len(arms) <= limit:
         return ""
@@ -82,9 +83,27 @@ def default_arms(runs: pd.DataFrame, limit: int = MAX_DEFAULT_ARMS) -> str:
                                           for k, v in re.findall(r"([a-z][a-z0-9_]*)=([^_]*)", tag)]
         for key in keys:
             candidates.setdefault(key, []).append(arm)
-    fitting = [(len({variant_of[a] for a in found}), len(found), order, key)
+    diverged = (runs.groupby("arm")["diverged"].apply(lambda d: d.fillna(False).astype(bool).any())
+                if "diverged" in runs.columns else pd.Series(False, index=arms))
+    loss = (runs.groupby("arm")["val_loss"].apply(lambda v: pd.to_numeric(v, errors="coerce").mean())
+            if "val_loss" in runs.columns else pd.Series(np.nan, index=arms))
+    best = loss.idxmin() if loss.notna().any() else None
+    fitting = [(len({variant_of[a] for a in found}), not any(diverged.get(a, False) for a in found), len(found),
+                best in found, order, key)
                for order, (key, found) in enumerate(candidates.items()) if len(found) <= limit]
     return max(fitting)[-1] if fitting else f"^{re.escape(arms[0])}$"
+
+
+def arm_filter_error(pattern: str, arms: list[str]) -> str:
+    """"" for a usable arm filter, else the one line the explorer shows instead of a figure (a half-typed regex
+    printed a 100-line re.error traceback into the widget)."""
+    try:
+        matcher = re.compile(pattern)
+    except re.error as e:
+        return f"arms filter {pattern!r} is not a regular expression ({e}); allowed: a Python regex such as ^ln or lr=0.01"
+    if not any(matcher.search(a) for a in arms):
+        return f"arms filter {pattern!r} matches none of this study's {len(arms)} arms; allowed: a regex matching one of {', '.join(arms[:4])}{', ...' if len(arms) > 4 else ''}"
+    return ""
 
 
 def regime_words(regime: str) -> str:
@@ -92,10 +111,17 @@ def regime_words(regime: str) -> str:
     return plots.tag_words(regime) or "all runs"
 
 
+def row_label(variant: str, regime: str, seeds: int, baseline: str = BASELINE) -> str:
+    """A forest row names its comparison: `ln − none, lr 0.01 (3 seeds)`."""
+    where = f", {regime_words(regime)}" if regime else ""
+    return f"{variant} − {baseline}{where} ({seeds} seeds)"
+
+
 def plot_paired_view(view: pd.DataFrame, title: str) -> plt.Figure:
     """The forest: one row per regime and variant, the mean paired difference with its 95% t interval; colour,
-    marker and line style per variant (ln and rms stay apart), regimes labelled in words."""
-    fig, ax = plt.subplots(figsize=(6.4, 1.2 + 0.28 * max(len(view), 1)))
+    marker and line style per variant (ln and rms stay apart), each row labelled with its comparison, the legend
+    outside the data and half a row of space above and below the markers."""
+    fig, ax = plt.subplots(figsize=(7.2, 1.4 + 0.3 * max(len(view), 1)))
     y = np.arange(len(view))[::-1]
     shown = set()
     for yi, r in zip(y, view.itertuples(), strict=True):
@@ -106,13 +132,28 @@ def plot_paired_view(view: pd.DataFrame, title: str) -> plt.Figure:
         bar[-1][0].set_linestyle(ls)
         shown.add(r.variant)
     ax.axvline(0, color="0.5", lw=0.8)
-    ax.set_yticks(y, [f"{regime_words(r.regime)} ({r.seeds} seeds)" for r in view.itertuples()], fontsize=7)
+    ax.set_yticks(y, [row_label(r.variant, r.regime, r.seeds) for r in view.itertuples()], fontsize=7)
+    ax.set_ylim(-0.6, max(len(view), 1) - 0.4)
+    ax.margins(x=0.15)
     ax.set(xlabel="difference from none (variant − none, paired by seed; 95% t interval)", title=title)
     ax.title.set_fontsize(9)
     if shown:
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     fig.tight_layout()
     return fig
+
+
+def legends_outside(fig: plt.Figure) -> None:
+    """Move each legend of a figure out of its data, to the right of its axes, in columns of at most 18 entries
+    (a study with every arm shown has a legend of 36)."""
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles, labels, fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
+                  ncol=1 + (len(labels) - 1) // 18)
+    fig.tight_layout()
 
 
 def show_paired(study: str, metric: str, out_dir=None) -> pd.DataFrame:
@@ -124,8 +165,11 @@ def show_paired(study: str, metric: str, out_dir=None) -> pd.DataFrame:
 
 
 def explorer(study: str = "", out_dir=None) -> ipywidgets.VBox:
-    """The widgets: a study, a view (paired differences or a figure of the static set), a metric or a figure, and
-    the arm filter (set to `default_arms` whenever the study changes). Returns the widget box."""
+    """The widgets: a study, a view (paired differences or a figure of the static set), and the controls of that view
+    only (a metric; or a figure and the arm filter, set to `default_arms` whenever the study changes and applied on
+    Enter). Returns the widget box."""
+    import warnings
+
     import ipywidgets as widgets
     from IPython.display import display
 
@@ -139,23 +183,31 @@ def explorer(study: str = "", out_dir=None) -> ipywidgets.VBox:
     view = widgets.ToggleButtons(options=["paired differences", "figure"], description="view")
     metric = widgets.Dropdown(description="metric")
     figure = widgets.Dropdown(options=list(FIGURES), value="val_loss", description="figure")
-    arms = widgets.Text(description="arms (regex)")
+    arms = widgets.Text(description="arms (regex)", continuous_update=False)  # a half-typed regex is not drawn
     out = widgets.Output()
+    state = {"arms": []}
 
     def on_study(_=None):
         runs = load_runs(pick.value, out_dir)
+        state["arms"] = list(dict.fromkeys(runs["arm"]))
         metric.options = metrics_of(runs)
         metric.value = metric.options[0] if metric.options else None
         arms.value = default_arms(runs)
 
     def redraw(_=None):
+        paired = view.value == "paired differences"
+        metric.layout.display = None if paired else "none"
+        figure.layout.display = arms.layout.display = "none" if paired else None
         out.clear_output(wait=True)
-        with out:
-            if view.value == "paired differences":
+        with out, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a slow-legend warning printed this machine's paths into the widget
+            if paired:
                 if metric.value:
                     display(show_paired(pick.value, metric.value, out_dir))
+            elif problem := arm_filter_error(arms.value, state["arms"]) if arms.value else "":
+                print(problem)
             else:
-                FIGURES[figure.value](StudyData(pick.value, out_dir, arms.value))
+                legends_outside(FIGURES[figure.value](StudyData(pick.value, out_dir, arms.value)))
                 plt.show()
 
     on_study()
