@@ -49,9 +49,10 @@ brief_errors()  # a bad parameter reads as one line (what is wrong, what is allo
 # %%
 from embnorm_lib.core.data import load_corpus
 from embnorm_lib.core.notebook import corpus_facts
+from embnorm_lib.publishing.render import WideTable
 
 corpus = load_corpus(data_path or None)
-corpus_facts(corpus)
+WideTable(corpus_facts(corpus))
 
 # %% [markdown]
 # ## Character classes
@@ -66,9 +67,10 @@ classes = char_class_table(corpus)
 classes.pivot(index="class", columns="split", values="share").round(4)
 
 # %%
-from embnorm_lib.core.io import repo_root
+from embnorm_lib.core.io import repo_root, shown_path
 from embnorm_lib.publishing import plots
 
 fig = plots.plot_char_classes(classes)
-plots.save(fig, pathlib.Path(figures_dir or repo_root() / "figures" / "data") / "char_classes",
-           f"embnorm · tiny Shakespeare sha256 {corpus.sha256[:12]}")
+saved = plots.save(fig, pathlib.Path(figures_dir or repo_root() / "figures" / "data") / "char_classes",
+                   f"embnorm · tiny Shakespeare sha256 {corpus.sha256[:12]}")
+print("wrote", ", ".join(shown_path(p) for p in saved))

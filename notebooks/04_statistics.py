@@ -53,7 +53,7 @@ brief_errors()  # a bad parameter reads as one line (what is wrong, what is allo
 from embnorm_lib.analyses import paired as analysis
 
 analyses = analysis.analyse(study, metrics.split(",") if metrics else None, out_dir or None)
-[(a.scope, len(a.runs)) for a in analyses]
+print("; ".join(f"{a.heading}: {len(a.runs)} runs" for a in analyses))
 
 # %% [markdown]
 # ## Results tables
@@ -64,11 +64,11 @@ analyses = analysis.analyse(study, metrics.split(",") if metrics else None, out_
 # %%
 from IPython.display import Markdown, display
 
-from embnorm_lib.publishing.render import to_markdown
+from embnorm_lib.publishing.render import WideTable
 
 for a in analyses:
-    display(Markdown(f"### {a.label}"))
-    display(Markdown(to_markdown(analysis.results_table(a))))
+    display(Markdown(f"### {a.heading}"))
+    display(WideTable(analysis.results_table(a)))
 
 # %% [markdown]
 # ## Forest plot and per-seed lines
@@ -83,8 +83,8 @@ from embnorm_lib import stats
 from embnorm_lib.publishing import plots
 
 for a in analyses:
-    plots.plot_forest(a.family, a.label, stats.PRIMARY, stats.MEI)
-    plots.plot_paired_lines(a.runs, a.label)
+    plots.plot_forest(a.family, a.heading, stats.PRIMARY, stats.MEI)
+    plots.plot_paired_lines(a.runs, a.heading)
 plt.show()
 
 # %% [markdown]
@@ -95,8 +95,8 @@ plt.show()
 
 # %%
 for a in analyses:
-    display(Markdown(f"### {a.label}"))
-    display(Markdown(to_markdown(analysis.power_table(a))))
+    display(Markdown(f"### {a.heading}"))
+    display(WideTable(analysis.power_table(a)))
 
 # %% [markdown]
 # ## Stability
@@ -120,7 +120,7 @@ display(Markdown(stability.recommendation_for(out_dir or None) or "No stability 
 
 # %%
 for a in analyses:
-    display(Markdown("\n".join([f"### {a.label}", *analysis.plain_words(a)])))
+    display(Markdown("\n".join([f"### {a.heading}", *analysis.plain_words(a)])))
 from embnorm_lib.core.io import shown_path
 
 report = analysis.write_outputs(analyses, out_dir or None, figures_dir or None)

@@ -23,7 +23,9 @@
 # Turn on the GPU accelerator and internet in the notebook settings first.
 
 # %% tags=["parameters"]
-repo_url = ""            # your clone URL of embnorm (not needed when this notebook runs inside a checkout)
+repo_url = ""            # not needed inside a checkout; else your copy of embnorm: a git clone URL (push
+                         # this checkout to a git host first) or the folder of an uploaded copy (a Kaggle
+                         # dataset holding the checkout: /kaggle/input/<name>/embnorm)
 study = "gpu-demo"
 preset = "seeds-final"  # or gpt-small for a GPT-2-small-shaped model (GPU only)
 variants = "none,ln,rms"
@@ -39,17 +41,25 @@ seeds = "0-2"           # 0, "0-2", "0,3" or a list
 # %%
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
 here = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents] if (p / "embnorm_lib").is_dir()), None)
 if here is None and (pathlib.Path("embnorm") / "embnorm_lib").is_dir():
     here = pathlib.Path("embnorm").resolve()  # cloned before a kernel restart
-    print(f"using the existing clone in {here}")
-if here is None:
+    print("using the existing clone in embnorm/")
+if here is None:  # before the library is here, so the few lines that fetch it are written out
+    where = ("a git clone URL of your copy of embnorm (push this checkout to a git host, e.g. GitHub, and copy its "
+             "clone URL) or the folder of an uploaded copy (a Kaggle dataset: /kaggle/input/<name>/embnorm)")
     if not repo_url:
-        raise ValueError("set repo_url to your clone URL of embnorm; allowed: any git URL")
-    subprocess.run(["git", "clone", "--depth", "1", repo_url, "embnorm"], check=True)
+        raise ValueError(f"set repo_url; allowed: {where}")
+    if pathlib.Path(repo_url).is_dir():  # an uploaded dataset is read-only: copied, runs and all
+        if not (pathlib.Path(repo_url) / "embnorm_lib").is_dir():
+            raise ValueError(f"invalid repo_url {repo_url!r}: no embnorm_lib/ in that folder; allowed: {where}")
+        shutil.copytree(repo_url, "embnorm", ignore=shutil.ignore_patterns(".git", "__pycache__"))
+    elif subprocess.run(["git", "clone", "--depth", "1", "--quiet", repo_url, "embnorm"]).returncode != 0:
+        raise ValueError(f"git clone {repo_url!r} failed (its message is above); allowed: {where}")
     here = pathlib.Path("embnorm").resolve()
 os.chdir(here)
 sys.path.insert(0, str(here))
@@ -83,6 +93,16 @@ print(device, torch.cuda.get_device_name() if device.type == "cuda" else "(no GP
 # Each cell of the grid runs `notebooks/02_train.ipynb` through papermill; one worker, since the GPU is shared.
 
 # %%
-subprocess.run([sys.executable, "-m", "embnorm_lib", "sweep", study, "--preset", preset, "--variants", variants,
-                "--seeds", quickstart.seeds_text(seeds), "--workers", "1"], check=True)
-subprocess.run([sys.executable, "-m", "embnorm_lib", "report", "summary", study], check=True)
+quickstart.run_command([sys.executable, "-m", "embnorm_lib", "sweep", study, "--preset", preset, "--variants",
+                        variants, "--seeds", quickstart.seeds_text(seeds), "--workers", "1"])
+
+# %% [markdown]
+# ## The runs, per arm
+
+# %%
+from IPython.display import Markdown
+
+from embnorm_lib.publishing.report import arm_table, markdown_arm_table
+from embnorm_lib.runner.results import load_runs
+
+Markdown(markdown_arm_table(arm_table(load_runs(study))))

@@ -123,6 +123,14 @@ def test_publish_runs_both_notebooks(tiny_study, tmp_path, writers, stress_unreg
     assert "Warning" not in html  # stderr (warnings) left out
     for path in (out / "tinystudy" / "report.html", out / "tinystudy" / "04_statistics.ipynb"):
         assert str(REPO) not in path.read_text()  # no path of the machine it was built on
+    # issue 116 #5: the results table scrolls sideways in JupyterLab instead of wrapping "2.4843 ± 0.0045" over three
+    # lines, and no cell shows a bare repr
+    statistics = nbformat.read(out / "tinystudy" / "04_statistics.ipynb", as_version=4)
+    outputs = [o for c in statistics.cells if c.cell_type == "code" for o in c.outputs]
+    tables = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert tables and all('overflow-x: auto' in t and '<td style="white-space: nowrap">' in t for t in tables)
+    assert not any(o.get("output_type") == "execute_result" and o["data"].get("text/plain", "").startswith("[(")
+                   for o in outputs)
 
 
 @pytest.mark.slow

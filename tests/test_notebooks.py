@@ -83,6 +83,11 @@ def test_data_notebook_runs(tmp_path, data_path):
                      parameters=dict(data_path=data_path, figures_dir=str(tmp_path / "fig")),
                      progress_bar=False, cwd=str(REPO / "notebooks"), execution_timeout=600)
     assert (tmp_path / "fig" / "char_classes.png").stat().st_size > 1000
+    # issue 116 #5: no absolute path and no repr (a raw dict, [PosixPath(...)]) in what the notebook shows
+    executed = nbformat.read(tmp_path / "data.ipynb", as_version=4)
+    shown = json.dumps([o for c in executed.cells if c.cell_type == "code" for o in c.outputs])
+    assert "PosixPath(" not in shown and str(REPO) not in shown and "{'path'" not in shown
+    assert "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed" in shown  # the checksum in full
 
 
 def test_kaggle_quickstart_installs_only_what_the_image_lacks():
@@ -234,3 +239,59 @@ def test_lab_works_on_ignored_copies_and_never_touches_the_committed_notebooks(t
     assert {p.name: p.read_bytes() for p in (tmp_path / "notebooks").iterdir()} == before
     ignored = subprocess.run(["git", "check-ignore", "-q", "lab/02_train.ipynb"], cwd=REPO)
     assert ignored.returncode == 0, "lab/ must be git-ignored"
+
+
+def _quickstart_cells() -> list[str]:
+    nb = nbformat.read(REPO / "notebooks" / "kaggle_quickstart.ipynb", as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def test_kaggle_quickstart_takes_an_uploaded_copy_and_says_where_to_get_a_clone_url(tmp_path, monkeypatch):
+    """Issue 116 #5: the quickstart needed a hosted git URL the README never gives. It now says where to get one, and
+    takes the folder of an uploaded copy (a Kaggle dataset, read-only: it is copied)."""
+    import shutil
+    import sys
+    from unittest import mock
+
+    from embnorm_lib.core import quickstart
+
+    setup = next(c for c in _quickstart_cells() if "missing_packages()" in c)
+    upload = tmp_path / "input" / "embnorm"
+    shutil.copytree(REPO / "embnorm_lib", upload / "embnorm_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    work = tmp_path / "working"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(ValueError, match=r"^set repo_url; allowed: a git clone URL of your copy of embnorm \(push "):
+        exec(compile(setup, "setup-cell", "exec"), {"repo_url": ""})
+    with pytest.raises(ValueError, match=r"no embnorm_lib/ in that folder; allowed: a git clone URL"):
+        exec(compile(setup, "setup-cell", "exec"), {"repo_url": str(tmp_path)})
+    with mock.patch.object(quickstart, "missing_packages", return_value=[]):
+        namespace = {"repo_url": str(upload)}
+        exec(compile(setup, "setup-cell", "exec"), namespace)
+    assert namespace["here"] == work / "embnorm" and (work / "embnorm" / "embnorm_lib" / "core" / "quickstart.py").is_file()
+
+
+def test_kaggle_quickstart_shows_rendered_tables_and_plain_output(capsys):
+    """Issue 116 #5: the sweep cell printed a CompletedProcess repr and every progress line in stderr's red, and the
+    summary was a Markdown table printed as raw text."""
+    import ast
+    import sys
+
+    from IPython.display import Markdown
+
+    from embnorm_lib.core import quickstart
+
+    for source in _quickstart_cells():
+        last = ast.parse(source).body[-1]
+        assert not (isinstance(last, ast.Expr) and "subprocess.run" in ast.unparse(last)), ast.unparse(last)
+    quickstart.run_command([sys.executable, "-c", "import sys; print('ok', file=sys.stderr)"])
+    assert capsys.readouterr() == ("ok\n", "")  # on stdout: a notebook shows it plain
+    with pytest.raises(RuntimeError, match=r"^python[\d.]* -c import sys; sys.exit\('boom'\) failed \(exit 1\): boom$"):
+        quickstart.run_command([sys.executable, "-c", "import sys; sys.exit('boom')"])
+    summary = _quickstart_cells()[-1]
+    *body, last = ast.parse(summary).body
+    namespace = {"study": "seeds-final"}
+    exec(compile(ast.Module(body=body, type_ignores=[]), "summary-cell", "exec"), namespace)
+    shown = eval(compile(ast.Expression(last.value), "summary-cell", "eval"), namespace)
+    assert isinstance(shown, Markdown) and shown.data.startswith("| arm")

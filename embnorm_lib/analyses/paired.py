@@ -53,6 +53,11 @@ class ScopeAnalysis:
     def label(self) -> str:
         return f"{self.study} / {self.scope}"
 
+    @property
+    def heading(self) -> str:
+        """The label as a notebook heads a section: a study of one scope named after it is named once."""
+        return self.study if self.scope == self.study else self.label
+
 
 def scopes(runs: pd.DataFrame) -> list[str]:
     return sorted(runs["cfg.preset"].dropna().unique()) if "cfg.preset" in runs else ["all"]

@@ -286,7 +286,16 @@ def char_class_table(corpus: Corpus) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def corpus_facts(corpus: Corpus) -> dict[str, Any]:
-    return {"path": str(corpus.path), "sha256": corpus.sha256, "chars": len(corpus.text),
-            "vocab_size": corpus.vocab_size, "vocabulary": "".join(corpus.chars),
-            "train_chars": len(corpus.train), "val_chars": len(corpus.val)}
+def corpus_facts(corpus: Corpus) -> pd.DataFrame:
+    """The corpus in one small table: its file (relative to the checkout, so no machine's layout is shown), checksum,
+    sizes and vocabulary (escaped, so the newline reads as \\n)."""
+    import os
+
+    try:
+        where = os.path.relpath(Path(corpus.path).resolve(), repo_root().resolve())
+    except ValueError:  # another drive (Windows)
+        where = Path(corpus.path).name
+    facts = {"file": where, "sha256": corpus.sha256, "characters": f"{len(corpus.text):,}",
+             "training characters": f"{len(corpus.train):,}", "validation characters": f"{len(corpus.val):,}",
+             "vocabulary size": corpus.vocab_size, "vocabulary": "".join(corpus.chars).encode("unicode_escape").decode()}
+    return pd.DataFrame({"fact": list(facts), "value": list(facts.values())})

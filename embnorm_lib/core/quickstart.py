@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import re
+import subprocess
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 # What training, the sweep and its summary table import (not jupyterlab, pytest, submitit, lm-eval).
 RUN_PACKAGES = ("numpy", "pandas", "matplotlib", "scipy", "statsmodels", "tokenizers", "torchmetrics", "tqdm",
@@ -55,3 +57,17 @@ def seeds_text(seeds) -> str:
     if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", text):
         raise ValueError(f"invalid seeds={seeds!r}; allowed: an integer >= 0, a range like 0-2, or a list")
     return text
+
+
+def run_command(args: list[str], cwd: str | Path | None = None) -> None:
+    """Run one of the project's commands and print what it says as plain notebook output (its progress goes to
+    stderr, which a notebook paints red line by line, and a returned CompletedProcess would print its repr); a
+    failure is one line with the command's last words."""
+    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    last = "(no output)"
+    for line in process.stdout:
+        print(line, end="", flush=True)
+        last = line.strip() or last
+    if process.wait() != 0:
+        shown = " ".join(Path(args[0]).name if i == 0 else a for i, a in enumerate(args))
+        raise RuntimeError(f"{shown[:100]} failed (exit {process.returncode}): {last}")
