@@ -27,6 +27,7 @@ VERBS = {
     "bench-fleet": ("tools.bench_fleet", "the fleet engine timed on a GPU"),
     "throughput": ("tools.throughput", "inference throughput per arm (runs/throughput.json)"),
     "lm-eval": ("core.lm_eval_adapter", "score one run with the zero-shot suite"),
+    "harness": ("core.harness", "score a shards run on lm-eval tasks by name through your tokenizer"),
     "steplog": ("core.steplog", "a run's per-step log back as its original JSONL"),
     "compact-logs": ("tools.compact_logs", "finished runs' per-step logs to Parquet, per run under its lock"),
     "extract-notebooks": ("runner.notebook_archive", "a study's packed executed notebooks back beside their runs"),

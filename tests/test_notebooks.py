@@ -127,6 +127,7 @@ def test_kaggle_quickstart_installs_only_what_the_image_lacks():
     (dict(seed=3.5), "ConfigError: invalid seed=3.5; allowed: an integer"),
     (dict(run_tag="/../../y"), "ConfigError: invalid run_tag='/../../y'"),
     (dict(figures="no"), "ConfigError: invalid figures='no'; allowed: True or False"),  # text read as True
+    (dict(progress="maybe"), "ConfigError: invalid progress='maybe'; allowed: True or False"),  # issue 116 #7
     # issue 117, items 8-9: each of these trained (a run named for another lr, arm `none` for Python's None) or ended
     # in a traceback from deep inside training
     (dict(run_tag="_lr=0.5"), "ConfigError: invalid run_tag='_lr=0.5': this run's lr is 0.001; allowed: "),

@@ -20,7 +20,7 @@ def to_markdown(frame: pd.DataFrame) -> str:
 class WideTable:
     """A table for a notebook that scrolls sideways instead of wrapping its cells: a 14-column results table in
     JupyterLab wrapped "2.4843 ± 0.0045" over three lines and ran off the output's edge. HTML where a front end shows
-    it (the style is inline: an untrusted notebook keeps it), Markdown elsewhere; its repr is the Markdown too."""
+    it (the style is inline: an untrusted notebook keeps it); its repr, where no front end does, is Markdown."""
 
     def __init__(self, frame: pd.DataFrame):
         self.frame = frame
@@ -30,9 +30,6 @@ class WideTable:
         cells = table.replace("<th>", '<th style="white-space: nowrap">').replace("<td>", '<td style="white-space: '
                                                                                    'nowrap">')
         return f'<div style="overflow-x: auto; max-width: 100%">{cells}</div>'
-
-    def _repr_markdown_(self) -> str:
-        return to_markdown(self.frame)
 
     def __repr__(self) -> str:
         return to_markdown(self.frame)
