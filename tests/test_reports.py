@@ -262,3 +262,18 @@ def test_the_first_design_line_names_arms_and_seeds_only_where_every_setting_sha
         settings.setdefault((c.preset, dict(c.overrides).get("tokenizer", "char")), set()).add((c.variant, c.seed))
     shared = len({frozenset(s) for s in settings.values()}) == 1
     assert (" arms " in f" {lines[0]}") == (shared or len(settings) == 1), lines[0]
+
+
+def test_a_figure_with_every_arm_keeps_its_legend_off_the_data():
+    """Issue 116 #3: clearing the arm filter gave a 36-entry legend over the curves."""
+    fig, axes = plt.subplots(1, 2)
+    for i in range(36):
+        axes[0].plot([0, 1], [i, i + 1], label=f"arm {i}")
+    axes[0].legend()
+    explore.legends_outside(fig)
+    fig.canvas.draw()
+    assert all(ax.get_legend() is None for ax in axes) and len(fig.legends) == 1
+    legend = fig.legends[0]
+    assert len(legend.get_texts()) == 36 and legend._ncols == 2
+    assert legend.get_window_extent().x0 >= max(ax.get_window_extent().x1 for ax in axes)
+    plt.close(fig)

@@ -144,16 +144,19 @@ def plot_paired_view(view: pd.DataFrame, title: str) -> plt.Figure:
 
 
 def legends_outside(fig: plt.Figure) -> None:
-    """Move each legend of a figure out of its data, to the right of its axes, in columns of at most 18 entries
-    (a study with every arm shown has a legend of 36)."""
+    """Gather a figure's legends into one, right of the figure (the notebook shows a figure with what lies outside
+    it), in columns of at most 18 entries: the axes keep their size and no entry covers data (a study with every arm
+    shown has a legend of 36)."""
+    entries: dict[str, object] = {}
     for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend is None:
+        if ax.get_legend() is None:
             continue
-        handles, labels = ax.get_legend_handles_labels()
-        ax.legend(handles, labels, fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
-                  ncol=1 + (len(labels) - 1) // 18)
-    fig.tight_layout()
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+        ax.get_legend().remove()
+    if entries:
+        fig.legend(list(entries.values()), list(entries), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                   ncol=1 + (len(entries) - 1) // 18)
 
 
 def show_paired(study: str, metric: str, out_dir=None) -> pd.DataFrame:
