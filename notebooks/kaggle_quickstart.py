@@ -30,6 +30,9 @@ study = "gpu-demo"
 preset = "seeds-final"  # or gpt-small for a GPT-2-small-shaped model (GPU only)
 variants = "none,ln,rms"
 seeds = "0-2"           # 0, "0-2", "0,3" or a list
+data_path = ""          # "": tiny Shakespeare; or a folder of token shards (nanoGPT train.bin/val.bin, or
+                        # llm.c/FineWeb *_train_*.bin, *_val_*.bin), e.g. an attached Kaggle dataset
+vocab_size = 0          # 0: the preset's; with shards, one above their largest id (GPT-2 BPE: 50304)
 
 # %% [markdown]
 # ## Get the code and what a run needs
@@ -94,7 +97,8 @@ print(device, torch.cuda.get_device_name() if device.type == "cuda" else "(no GP
 
 # %%
 quickstart.run_command([sys.executable, "-m", "embnorm_lib", "sweep", study, "--preset", preset, "--variants",
-                        variants, "--seeds", quickstart.seeds_text(seeds), "--workers", "1"])
+                        variants, "--seeds", quickstart.seeds_text(seeds), "--workers", "1",
+                        *quickstart.data_arguments(data_path, vocab_size)])
 
 # %% [markdown]
 # ## The runs, per arm

@@ -207,3 +207,36 @@ def test_gpt2_124m_presets_match_nanogpt_and_the_speedrun_recipe():
     assert cfg.max_iters == 600_000 and round(cfg.warmup_frac * cfg.max_iters) == 2000 and cfg.bias is False
     speedrun = preset_config("gpt2-124m-chinchilla-speedrun")
     assert all(getattr(speedrun, k) == v for k, v in RECIPES["speedrun"].overrides.items())
+
+
+def test_the_kaggle_quickstart_passes_a_shard_directory_to_its_sweep():
+    from embnorm_lib.core import quickstart
+
+    assert quickstart.data_arguments("", 0) == []
+    assert quickstart.data_arguments("/kaggle/input/fineweb", 50304) == ["--data-path", "/kaggle/input/fineweb",
+                                                                           "--set", "vocab_size=50304"]
+    with pytest.raises(ValueError, match=r"invalid vocab_size=True; allowed: 0 \(the preset's\) or a positive"):
+        quickstart.data_arguments("x", True)
+
+
+@pytest.mark.slow  # four papermill runs and both analysis notebooks: ~2 min on 2 cores
+def test_a_study_sweeps_and_publishes_on_shards(tmp_path):
+    """Issue 115 #5: an ad-hoc paired study on token shards, end to end: the sweep, runs.csv, the report."""
+    d = nanogpt_dir(tmp_path)
+    out = tmp_path / "runs"
+    common = ["--out-dir", str(out)]
+    sweep = [sys.executable, "-m", "embnorm_lib", "sweep", "shardstudy", "--preset", "tiny", "--variants", "none,ln",
+             "--seeds", "0-1", "--data-path", str(d), "--set", "vocab_size=50304", "--set", "max_iters=3", "--set",
+             "eval_windows=4", "--workers", "1", *common]
+    done = subprocess.run(sweep, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    published = subprocess.run([sys.executable, "-m", "embnorm_lib", "publish", "shardstudy", *common],
+                               capture_output=True, text=True, timeout=900)
+    assert published.returncode == 0, published.stderr[-2000:]
+    import pandas as pd
+
+    runs = pd.read_csv(out / "shardstudy" / "runs.csv")
+    assert len(runs) == 4 and set(runs["variant"]) == {"none", "ln"}
+    assert (runs["cfg.corpus_sha256"] == shards.load_shards(d).sha256).all()
+    report = (out / "shardstudy" / "REPORT.md").read_text()
+    assert "ln" in report and "val_loss" in (out / "shardstudy" / "report.html").read_text()

@@ -59,6 +59,17 @@ def seeds_text(seeds) -> str:
     return text
 
 
+def data_arguments(data_path: str = "", vocab_size: int = 0) -> list[str]:
+    """The sweep's data arguments from the quickstart's parameters: a text file or a folder of token shards (whose
+    layout the sweep detects and checks), and the vocabulary size shards need."""
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 0:
+        raise ValueError(f"invalid vocab_size={vocab_size!r}; allowed: 0 (the preset's) or a positive integer")
+    if not isinstance(data_path, str):
+        raise ValueError(f"invalid data_path={data_path!r}; allowed: a path as text")
+    return ([*(["--data-path", data_path] if data_path else []), *(["--set", f"vocab_size={vocab_size}"]
+                                                                    if vocab_size else [])])
+
+
 def run_command(args: list[str], cwd: str | Path | None = None) -> None:
     """Run one of the project's commands and print what it says as plain notebook output (its progress goes to
     stderr, which a notebook paints red line by line, and a returned CompletedProcess would print its repr); a
