@@ -168,7 +168,7 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     """The data the report and the findings line quote (their wording: tests/golden/, the same planted runs)."""
     from test_golden import subword_check
 
-    from embnorm_lib.analyses.findings import subword_lr_findings
+    from embnorm_lib.analyses.ladder_findings import subword_lr_findings
 
     planted = {"bpe-4096": {"none": 2.0, "ln": 1.0}, "bpe-512": {"none": LADDER_LR_CHECKED[1]["none"], "ln": 0.5}}
     runs = subword_check()  # bpe-4096's ln 0.2 nats/token lower at every factor; 4 tokens per character
@@ -219,7 +219,8 @@ def test_the_rung_2_subword_lr_check_runs_the_character_grid_and_reuses_the_subw
 
 
 def test_the_rung_2_subword_lr_check_reports_under_its_own_amendment(tmp_path):
-    from embnorm_lib.analyses.findings import findings_text, subword_lr_findings
+    from embnorm_lib.analyses.findings import findings_text
+    from embnorm_lib.analyses.ladder_findings import subword_lr_findings
 
     assert ladder.SUBWORD_LR_CHECKS["ladder-bpe-lr2"] == 13
     runs = check_runs({"none": 0.5, "ln": 1.0}, rung=2).assign(**{"cfg.tokenizer": "bpe-4096"})
@@ -346,7 +347,7 @@ def test_the_scale_answer_says_shrinks_grows_or_flips_only_where_the_tests_resol
 
 
 def test_a_size_enters_the_trend_and_the_findings_only_with_all_its_registered_seeds(tmp_path):
-    from embnorm_lib.analyses.findings import ladder_scale_findings
+    from embnorm_lib.analyses.ladder_findings import ladder_scale_findings
 
     runs = synthetic()
     early = runs[(runs["cfg.preset"] != "ladder-4") | (runs["seed"] < 2)]  # rung 4: the check's two reused seeds
@@ -529,7 +530,7 @@ def test_the_budget_table_gives_each_arms_shape_budget_lr_and_the_compute_traine
 
 
 def test_the_readme_line_per_finished_size_words_each_arm_by_holm(tmp_path):
-    from embnorm_lib.analyses.findings import ladder_findings
+    from embnorm_lib.analyses.ladder_findings import ladder_findings
 
     assert ladder_findings(tmp_path) == []
     (tmp_path / "ladder").mkdir()
@@ -543,7 +544,7 @@ def test_the_readme_line_per_finished_size_words_each_arm_by_holm(tmp_path):
 
 
 def test_the_subword_ladders_readme_line_quotes_the_loss_per_character(tmp_path):
-    from embnorm_lib.analyses.findings import ladder_findings
+    from embnorm_lib.analyses.ladder_findings import ladder_findings
 
     bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
     bpe["val_loss_per_char"] = bpe["val_loss"]
@@ -716,7 +717,8 @@ def replication_runs(preset: str) -> pd.DataFrame:
 def test_the_rung_2_replication_quotes_its_registered_peak_family_once_finished(tmp_path):
     """Amendment 11 registers the gradient-norm peaks as a confirmatory family of that study alone: its report and
     the README say so, worded by the Holm decision; every other ladder report keeps them exploratory."""
-    from embnorm_lib.analyses.findings import findings_text, ladder_findings, ladder_peak_findings
+    from embnorm_lib.analyses.findings import findings_text
+    from embnorm_lib.analyses.ladder_findings import ladder_findings, ladder_peak_findings
 
     runs = replication_runs("ladder-2")
     rng = np.random.default_rng(3)
@@ -746,7 +748,8 @@ def test_the_rung_2_replication_quotes_its_registered_peak_family_once_finished(
 
 
 def test_the_replication_is_quoted_once_its_ten_seeds_have_finished_and_its_report_fits_no_trend(tmp_path):
-    from embnorm_lib.analyses.findings import findings_text, ladder_findings
+    from embnorm_lib.analyses.findings import findings_text
+    from embnorm_lib.analyses.ladder_findings import ladder_findings
 
     runs = replication_runs("ladder-1")
     (tmp_path / "ladder-bpe-rep").mkdir()
@@ -807,7 +810,8 @@ def test_the_subword_scale_study_takes_each_arms_lr_family_and_reports_the_share
     findings give each arm's difference and the share of ln's that normalizing or rescaling alone carries."""
     from dataclasses import asdict
 
-    from embnorm_lib.analyses.findings import findings_text, subword_scale_findings
+    from embnorm_lib.analyses.findings import findings_text
+    from embnorm_lib.analyses.ladder_findings import subword_scale_findings
 
     rep = {(c.variant, c.seed): asdict(c.config()) for c in study_cells("ladder-bpe-rep")}
     for c in study_cells("ladder-bpe-scale"):
@@ -879,13 +883,13 @@ def test_the_budget_section_says_how_many_runs_moved_to_another_cpu_when_resumed
 def test_publishing_an_lr_check_asks_no_size_findings(monkeypatch, tmp_path):
     """`publish ladder-lr` failed with a pandas error: its publisher asked for the ladder's size findings, which pair
     one run per arm and seed, from a study holding several LRs per seed."""
-    from embnorm_lib.analyses import findings, publishers
     from embnorm_lib.analyses import ladder as analysis
+    from embnorm_lib.analyses import ladder_findings, publishers
 
     written = {}
     monkeypatch.setattr(publishers, "build_index", lambda study, out: None)
     monkeypatch.setattr(publishers, "zeroshot_report", lambda study, out: {})
-    monkeypatch.setattr(findings, "ladder_answer", lambda out, study: written.setdefault("asked", study) and ["- a"])
+    monkeypatch.setattr(ladder_findings, "ladder_answer", lambda out, study: written.setdefault("asked", study) and ["- a"])
     def write_report(study, out, figures, answer=None):
         written[study] = answer
         return tmp_path / "LADDER.md"

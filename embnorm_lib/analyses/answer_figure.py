@@ -1,6 +1,7 @@
-"""The README's answer figure (figures/answer.png and .pdf): four panels drawn from `answer.answer_data` (the training
-budget, the embedding's init scale, failures against peak LR, the size ladders), each titled with the decision words
-of the rows it draws; its footer names every quoted study's runs.csv by sha256."""
+"""The README's answer figure (figures/answer.png and .pdf): four panels, each titled with the decision words of the rows
+it draws. Top, the advice's evidence from the answer's record (the open-English ladder against size, the largest
+size's learning curves); bottom, where the answer changes, from `answer.answer_data` (the training budget, the
+embedding's init scale). Its footer names every quoted study's runs.csv by sha256."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,14 +14,9 @@ from ..core.rundir import study_dir_for
 from ..publishing.templating import effect, millions, model, pick
 from .answer_words import (
     NORMS,
-    REGIMES,
     STUDIES_QUOTED,
     budget_words,
-    data_ladder_rungs,
-    failure_words,
-    headline_words,
     init_words,
-    size_words,
 )
 
 FIGURE = Path("figures") / "answer"  # .png (embedded in the README) and .pdf
@@ -72,45 +68,6 @@ def _init_panel(ax, d: dict):
                  f"{effect(iw['large'])} at {iw['large']['emb_init_std']:g}", fontsize=9)
 
 
-def _failure_panel(ax, d: dict):
-    from ..publishing.plots import arm_color, variant_style
-
-    f, fw = d["failures"], failure_words(d["failures"])
-    h1b = f["h1b"]
-    arms = list(dict.fromkeys(r["variant"] for r in f["rows"]))
-    failing = {r["lr"] for r in f["rows"] if r["failed"]}
-    zero = next(r for r in f["rows"] if not r["failed"])
-    for k, variant in enumerate(arms):
-        rows = sorted(pick(f["rows"], variant=variant), key=lambda r: r["lr"])
-        x = np.array([r["lr"] for r in rows]) * (1 + 0.08 * (k - (len(arms) - 1) / 2))
-        ls, marker = variant_style(variant)
-        share = np.array([r["share"] for r in rows])
-        # intervals where some arm failed: at the LRs where none did, every arm's 0 of n shares one interval
-        shown = np.array([r["lr"] in failing for r in rows])
-        err = np.vstack([share - [r["ci_low"] for r in rows], np.array([r["ci_high"] for r in rows]) - share])
-        ax.plot(x, share, marker=marker, ls=ls, color=arm_color(variant), ms=4, lw=1,
-                label=ARM_NAMES.get(variant, variant))
-        ax.errorbar(x[shown], share[shown], yerr=err[:, shown], fmt="none", ecolor=arm_color(variant), capsize=2,
-                    elinewidth=0.7)
-    ax.set(xscale="log", ylim=(-0.05, 1.05), xlabel=f"peak learning rate ({model(f)} model, clipping at "
-           f"{f['grad_clip']:g})", ylabel=f"share of {f['seeds']} runs failed")
-    failed = {"none": fw["none"], **{v: x["failures"] for v, x in fw["variants"].items()}}
-    short = {**ARM_NAMES, "scaled": "scaled"}
-    costs = [f"{short[v]} {x['mean_diff']:+.3f}" for v, x in fw["variants"].items()]
-    note = (f"Registered H1b at LR {h1b['lr']:g} ({h1b['seeds']} fresh seeds), runs failed:\n"
-            + ", ".join(f"{short[v]} {n}" for v, n in failed.items()) + f" of {h1b['seeds']}; "
-            + ("no arm removed the failures." if not fw["fixed"] else f"{', '.join(fw['fixed'])} removed them.")
-            + "\nCost at each arm's own best LR (nats/char):\n" + ", ".join(costs)
-            + f"\n95% exact intervals where any arm failed;\n0 of {zero['runs']} failed: [0, {zero['ci_high']:.2f}]")
-    ax.text(0.02, 0.97, note, transform=ax.transAxes, fontsize=8, color="0.25", va="top")
-    at = f["lowest_failing_lr"]
-    failing_there = [ARM_NAMES.get(v, v) for v in arms if any(r["failed"] for r in pick(f["rows"], variant=v, lr=at))]
-    ax.set_title(f"LR search {f['study']} (exploratory, {f['seeds']} seeds): "
-                 f"{'no stability benefit detected' if not fw['fixed'] else 'a stability benefit'};\n"
-                 f"no arm fails below LR {at:g}; there {', '.join(failing_there)} fail", fontsize=9)
-    ax.legend(fontsize=8, loc="center left")
-
-
 OPEN_ENGLISH_MARKERS = {"ln": "o", "rms": "D"}  # the adequate-data ladder's points, apart from the 1 MB ladder's
 
 
@@ -129,80 +86,86 @@ def open_english_said(rungs: list[dict]) -> str:
     return "; ".join(said) or "no effect resolved"
 
 
-def _size_panel(ax, d: dict):
+def _advice_panel(ax, w: dict, tokens_per_param: int):
+    """The advice's evidence: the open-English ladder (none and ln at their tuned LRs, rms at ln's) against size, inside the ±MEI band
+    the protocol counts; a size where `none` is not well past the count bigram is marked not trained."""
     from ..publishing.plots import arm_color
+    from ..stats import MEI
 
-    s, sw = d["size"], size_words(d["size"])
-    if s["plateau_from"] is not None:
-        # from just left of the first data-bound size: an open-English size below it (not data-bound) stays outside
-        ax.axvspan(sw["plateau_params"] / 1.1, sw["high"] * 1.6, color="0.92", lw=0)
-        ax.text(sw["plateau_params"] / 1.05, 0.3, "1 MB ladder data-bound:\nthe baseline's loss\nstops falling with size",
-                transform=ax.get_xaxis_transform(), va="bottom", fontsize=8, color="0.35")
+    rungs = w["dl"]["rungs"]
+    ax.axhspan(-MEI, MEI, color="0.9", lw=0, label=f"±{MEI:g}: smaller differences do not count")
     for k, variant in enumerate(NORMS):
-        rows = sorted(pick(s["rows"], variant=variant), key=lambda r: r["params"])
-        _errorbars(ax, np.array([r["params"] for r in rows], float) * (1 + 0.08 * k), rows, variant)
-    open_rungs = data_ladder_rungs(s["data_ladder"])
-    joined = bool(s["data_ladder"].get("trend"))  # no line between sizes before the exploratory trend is quoted
-    for k, variant in enumerate(NORMS):  # just left of the true size, the 1 MB ladder's points just right
-        rows = [r[variant] for r in open_rungs]
-        if not rows:
-            continue
-        x = np.array([r["params"] for r in rows], float) * (0.86 + 0.06 * k)
+        rows = [r[variant] for r in rungs]
+        x = np.array([r["params"] for r in rows], float) * (0.94 + 0.12 * k)
         ys = np.array([r["mean_diff"] for r in rows])
         err = np.vstack([ys - [r["ci_low"] for r in rows], np.array([r["ci_high"] for r in rows]) - ys])
         marker, color = OPEN_ENGLISH_MARKERS[variant], arm_color(variant)
-        ax.errorbar(x, ys, yerr=err, fmt=marker, ls=":" if joined else "none", color=color, capsize=2, mfc="white",
-                    label=f"{ARM_NAMES[variant]}, open English")
+        ax.errorbar(x, ys, yerr=err, fmt=marker, ls=":", color=color, capsize=2, mfc="white", label=ARM_NAMES[variant])
         sig = [j for j, r in enumerate(rows) if r["significant"]]
         ax.plot(x[sig], ys[sig], marker, color=color, zorder=3)
+    for r in rungs:
+        if not r["trained"]:
+            ax.annotate("not trained", (r["params"], 0), xytext=(0, -14), textcoords="offset points", ha="center",
+                        fontsize=8, color="0.35")
     ax.axhline(0, color="0.5", lw=0.8)
-    # the 1 MB ladder's budget rule is capped in passes, so its large sizes get fewer tokens per parameter: say how few
-    largest = max(s["rungs"], key=lambda r: r["params"])
-    one_mb = (f"{s['tokens_per_param']} tokens/param, capped at {s['passes_cap']} passes "
-              f"({largest['tokens_per_param']:.1f} tokens/param at {millions(largest['params'])})")
-    ax.set(xscale="log", xlabel="non-embedding parameters\n" + (
-        f"1 MB: {one_mb}\nopen English: {s['data_ladder']['tokens_per_param']} tokens/param, < 1 pass"
-        if open_rungs else one_mb),
-           ylabel="Δ final val loss vs no norm (nats/char)")
-    title = (f"Size ladder on 1 MB ({s['seeds']} seeds per size, {sw['passes_low']:.1f}–{sw['passes_high']:.0f} "
-             f"passes): no size effect\nresolved at {sw['sizes']} sizes ({millions(sw['low'])}–{millions(sw['high'])})")
-    if open_rungs:
-        title = (f"Size, 1 MB ({s['seeds']} seeds, {sw['passes_low']:.1f}–{sw['passes_high']:.0f} passes): no effect "
-                 f"resolved at {sw['sizes']} sizes;\nopen English (circles, diamonds; {len(open_rungs)} of "
-                 f"{s['data_ladder']['sizes']} sizes, {min(r['seeds'] for r in open_rungs)} seeds): "
-                 f"{open_english_said(open_rungs)}")
-    ax.set_title(title, fontsize=9)
+    ax.set_xscale("log")
+    ax.set_xticks([r["params"] for r in rungs], [f"{millions(r['params'])}\n{r['shape']}" for r in rungs], fontsize=8)
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set(xlabel=f"non-embedding parameters, layers × width (open English, {tokens_per_param} tokens/param, "
+                  "< 1 pass)", ylabel="Δ final val loss vs no norm (nats/char)")
+    trained = [r for r in rungs if r["trained"]]
+    ax.set_title(f"Trained; no norm and LayerNorm at their tuned LRs, RMSNorm at LayerNorm's (GPT-2 init, "
+                 f"{min(r['seeds'] for r in rungs)} seeds):\n"
+                 f"{open_english_said(trained)}", fontsize=9)
 
 
-def answer_figure(d: dict) -> plt.Figure:
-    """Four panels, each titled with its study and what it shows: Δ val loss against training budget, against the
-    embedding's init scale, failures against peak LR, Δ against model size. Open markers: not resolved after Holm;
+def _curves_panel(ax, w: dict):
+    """The largest trained open-English size's learning curves (each variant at its LR of the ladder): how far apart the
+    arms train, with the share of its steps no norm needs to reach LayerNorm's final loss."""
+    from ..publishing.plots import arm_color, variant_style
+
+    c = max((c for c in w["curves"] if c["trained"]), key=lambda c: c["params"])
+    steps = np.array(c["step"]) / c["steps"]
+    for variant, ys in c["curves"].items():
+        ls, _ = variant_style(variant)
+        ax.plot(steps, ys, ls=ls, color=arm_color(variant), lw=1, label=ARM_NAMES[variant])
+    tail = np.array([ys[len(ys) // 3:] for ys in c["curves"].values()])
+    ax.set_ylim(tail.min() - 0.02, tail.max() + 0.05)
+    share = c["shares"]["ln"]["none_to_norm"]
+    reach = (f"no norm reaches LayerNorm's final loss at {share['mean']:.0%} of its steps" if share["mean"] is not None
+             else "no norm never reaches LayerNorm's final loss")
+    ax.set(xlabel="share of the run's steps", ylabel="training loss (nats/char, rolling mean)")
+    ax.set_title(f"Learning curves at {millions(c['params'])} params, {c['steps']:,} steps (open English):\n{reach}",
+                 fontsize=9)
+
+
+def answer_figure(d: dict, w: dict) -> plt.Figure:
+    """Four panels. Top, the advice's evidence: Δ val loss against size for trained, tuned models on open English
+    inside the ±MEI band, and the largest size's learning curves. Bottom, where the answer changes: Δ against the
+    training budget and against the embedding's init scale on tiny Shakespeare. Open markers: not resolved after Holm;
     filled: resolved."""
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.6))
-    _budget_panel(axes[0][0], d)
-    _init_panel(axes[0][1], d)
-    _failure_panel(axes[1][0], d)
-    _size_panel(axes[1][1], d)
+    _advice_panel(axes[0][0], w, d["size"]["data_ladder"]["tokens_per_param"])
+    _curves_panel(axes[0][1], w)
+    _budget_panel(axes[1][0], d)
+    _init_panel(axes[1][1], d)
     for a in axes.flat:
-        if a is not axes[1][0]:
-            a.legend(fontsize=8, loc="best")
+        a.legend(fontsize=8, loc="best")
         a.tick_params(labelsize=9)
-    reg, hw = d["registered"][REGIMES[0]], headline_words(d)
-    also = " (size panel: also open English)" if data_ladder_rungs(d["size"]["data_ladder"]) else ""
-    fig.suptitle(f"Embedding norm in a Pre-LN GPT on tiny Shakespeare{also}: {reg['verdict']} at GPT-2 init and "
-                 f"≤ {hw['max_epochs']:.2f} epochs\n(95% t intervals; filled marker = resolved after Holm's "
-                 "correction, open = not resolved)", fontsize=11)
+    fig.suptitle("The embedding norm's difference from no norm in final validation loss (nats/char, lower is better; "
+                 "95% t intervals;\nfilled marker = resolved after Holm's correction, open = not resolved). Top: trained "
+                 "models; bottom: short runs on tiny Shakespeare", fontsize=11)
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     return fig
 
 
-def write_figure(d: dict, out_dir=None, figures_dir=None) -> Path:
+def write_figure(d: dict, w: dict, out_dir=None, figures_dir=None) -> Path:
     from ..publishing.plots import save
 
     out = runs_root(out_dir)
     stamp = ("embnorm · answer · sha256 of each study's runs.csv: "
              + ", ".join(f"{s} {fingerprint(study_dir_for(s, out).index)}" for s in STUDIES_QUOTED))
-    fig = answer_figure(d)
+    fig = answer_figure(d, w)
     stem = Path(figures_dir) / "answer" if figures_dir else repo_root() / FIGURE
     png, _ = save(fig, stem, stamp)
     plt.close(fig)

@@ -1,7 +1,6 @@
 """Stability v2, the learning-rate boundary (issue 16): where does each arm stop training, and what grows first?
 
-    python -m embnorm_lib.analyses.boundary                      # runs/stability-lr-v2/BOUNDARY.md, figures/stability-v2/
-    python -m embnorm_lib.analyses.boundary stability-noclip-v2  # any LR-boundary study: -noclip, -bf16, -deep
+    python -m embnorm_lib publish stability-lr-v2   # runs/stability-lr-v2/BOUNDARY.md; also -noclip-, -bf16-, -deep-v2
 
 Exploratory (docs/PROTOCOL.md amendment 1: the search for a regime in which the baseline is unstable). A run
 **failed** if its loss became non-finite or its final validation loss is above its loss at initialisation
@@ -36,14 +35,10 @@ BOUNDARY_STUDIES = tuple(studies_of("boundary"))  # the LR searches, in registry
 WORTSMAN_RANGE = (3e-4, 3e-1)  # the LR range over which Wortsman et al. 2023 measure sensitivity
 
 
-def _failed(runs: pd.DataFrame) -> pd.Series:
-    return runs["failed"].astype(bool)
-
-
 def phase_table(runs: pd.DataFrame, out_logits: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per arm and LR: runs, failures, divergences, the final loss of the runs that did not fail, the largest
     attention logit (diagnostic probes) and the last probe's largest output logit, the share of clipped steps."""
-    frame = runs.assign(failed=_failed(runs), diverged=runs["diverged"].astype(bool))
+    frame = runs.assign(failed=runs["failed"].astype(bool), diverged=runs["diverged"].astype(bool))
     frame["loss_ok"] = frame["val_loss"].where(~frame["failed"])
     if out_logits is not None and len(out_logits):
         frame = frame.merge(out_logits, on=["run_dir"], how="left")
@@ -69,7 +64,7 @@ def max_stable_lr_per_seed(runs: pd.DataFrame) -> pd.DataFrame:
     """Per arm and seed: the largest grid LR whose run did not fail (NaN if every LR failed), and the smallest
     LR that failed (NaN if none did)."""
     rows = []
-    for (variant, seed), sub in runs.assign(failed=_failed(runs)).groupby(["variant", "seed"]):
+    for (variant, seed), sub in runs.assign(failed=runs["failed"].astype(bool)).groupby(["variant", "seed"]):
         ok, bad = sub.loc[~sub["failed"], "cfg.lr"], sub.loc[sub["failed"], "cfg.lr"]
         rows.append({"variant": variant, "seed": seed, "lr_points": len(sub),
                      "max_stable_lr": ok.max() if len(ok) else np.nan,
@@ -152,7 +147,7 @@ def h1b_family(runs: pd.DataFrame, mei: float = stats.MEI, tuned: pd.DataFrame |
     With `tuned` (every arm's runs at its own best LR, same seeds; amendment 2) a fourth endpoint joins the family,
     the tuned cost (the variant's final loss at its best LR minus none's at its best, paired t), and rule 3 judges
     the cost by it: at an LR where the baseline fails, few or no pairs of non-failed runs may be left."""
-    frame = runs.assign(failed=_failed(runs))
+    frame = runs.assign(failed=runs["failed"].astype(bool))
     base = frame[frame["variant"] == "none"]
     rows = []
     for variant in [v for v in VARIANT_ORDER if v in set(frame["variant"]) and v != "none"]:

@@ -11,11 +11,19 @@ import pandas as pd
 from ..analyses.stability import recommendation_for
 from ..core.io import runs_root
 from ..publishing.render import percent, replication_markdown
-from ..runner.results import arm_order, has_index, load_runs
+from ..runner.results import has_index, load_runs
 from ..stats import p_text
 from ..studies import STUDIES, headline_studies
 from ..studies.findings_groups import FINDINGS_GROUPS
 from ..studies.seed_study import SEED_STUDY_TABLE1
+from .ladder_findings import (
+    REPLICATIONS,
+    ladder_findings,
+    ladder_peak_findings,
+    ladder_scale_findings,
+    subword_check_paragraph,
+    subword_scale_findings,
+)
 
 
 def replication_table(prelim: pd.DataFrame) -> pd.DataFrame:
@@ -211,7 +219,7 @@ def ladder_paragraphs(out: Path) -> list[str]:
 
     # the rung-1 check beside the subword ladder; a later one after the replication whose LRs it checks
     first_check, *later_checks = SUBWORD_LR_CHECKS
-    paragraphs.append(_subword_check_paragraph(out, first_check))
+    paragraphs.append(subword_check_paragraph(out, first_check))
     for study, amendment, what in REPLICATIONS:
         replication = ladder_findings(out, study) + ladder_peak_findings(out, study)
         if replication:
@@ -220,7 +228,7 @@ def ladder_paragraphs(out: Path) -> list[str]:
                               + ("the size where the subword ladder's seeds split" if study == "ladder-bpe-rep" else
                                  "the size where the subword ladder's rung-1 gain turned into an unresolved cost")
                               + ", on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
-    paragraphs += [_subword_check_paragraph(out, study) for study in later_checks]
+    paragraphs += [subword_check_paragraph(out, study) for study in later_checks]
     paragraphs.append(data_ladder_paragraph(out))
     return [p for p in paragraphs if p]
 
@@ -316,142 +324,6 @@ def _group_reading(key: str, out: Path, studies) -> str:
     return ""
 
 
-def _subword_check_paragraph(out: Path, study: str) -> str:
-    """A subword LR check's README paragraph (empty until an arm's grid is complete), under its own amendment."""
-    from ..analyses.ladder import SUBWORD_LR_CHECKS
-
-    check_lines = subword_lr_findings(out, study)
-    if not check_lines:
-        return ""
-    return (f"\n\nThe subword LR check{SUBWORD_LR_CHECK_WHERE.get(study, '')}, exploratory (docs/PROTOCOL.md "
-            f"amendment {SUBWORD_LR_CHECKS[study]}; [`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)); it changes no "
-            "registered analysis:\n\n" + "\n".join(check_lines))
-
-
-# how the README names a subword LR check beyond the first (ladder.SUBWORD_LR_CHECKS holds them and their amendments)
-SUBWORD_LR_CHECK_WHERE = {"ladder-bpe-lr2": " at rung 2"}
-# the confirmatory replications of a ladder size on fresh seeds: study, its amendment, how the README names it
-REPLICATIONS = (("ladder-bpe-rep", 9, ""), ("ladder-bpe-rep2", 11, " at rung 2"))
-
-
-def ladder_peak_findings(out: Path, study: str) -> list[str]:
-    """For a study that registered its gradient-norm peaks (ladder.CONFIRMATORY_PEAKS), once its size has finished:
-    each arm's peak after the warm-up against none's on the same seed, as the geometric-mean ratio with its 95%
-    interval, worded by the Holm decision of that family."""
-    from ..analyses import ladder
-    from ..studies import registered_seeds
-
-    if study not in ladder.CONFIRMATORY_PEAKS or not has_index(study, out):
-        return []
-    runs = load_runs(study, out)
-    if ladder.finished(ladder.primary(ladder.rung_table(runs)), registered_seeds(study)).empty:
-        return []
-    peaks = ladder.peak_table(runs)
-    if peaks.empty:  # an index without the peak columns
-        return []
-    lines = []
-    for (tokenizer, preset), sub in peaks.groupby(["tokenizer", "preset"], sort=False):
-        parts = [f"`{r.variant}` {r.ratio:.3g} × [{r.ratio_ci_low:.3g}, {r.ratio_ci_high:.3g}] (Holm p = "
-                 f"{p_text(r.p_holm)}, {'significant' if r.significant else 'direction not resolved'})"
-                 for r in sub.itertuples()]
-        lines.append(f"- rung {preset.split('-')[1]}, {tokenizer} tokens: peak total gradient norm after the warm-up "
-                     "(before clipping) against `none`'s on the same seed, geometric-mean ratio " + "; ".join(parts)
-                     + ".")
-    return lines
-
-
-def subword_lr_findings(out: Path, study: str = "ladder-bpe-lr") -> list[str]:
-    """One line per rung and tokenizer whose subword LR check is complete: each arm's best factor (two seeds)
-    beside the factor the subword ladder ran at (checked on characters)."""
-    from ..analyses import ladder
-
-    if not has_index(study, out):
-        return []
-    check, best, at_best = ladder.check_summary(load_runs(study, out))
-    lines = []
-    for (tokenizer, rung), sub in (best.groupby(["tokenizer", "rung"], sort=False) if len(best) else []):
-        seeds = int(check[(check["tokenizer"] == tokenizer) & (check["rung"] == rung)]["seeds"].min())
-        arms = [f"`{r.variant}` best at {r.best_factor:g} × the width rule (LR {r.best_lr:.3g}"
-                + ("" if r.bracketed else ", at the grid's edge") + f"; the subword ladder ran at {r.ladder_factor:g}"
-                + ("" if r.best_factor == r.ladder_factor else
-                   f", {r.gap_to_best:.4f} nats/token higher in mean loss") + ")"
-                for r in sorted(sub.itertuples(), key=lambda r: arm_order(r.variant))]
-        here = at_best[(at_best["tokenizer"] == tokenizer) & (at_best["rung"] == rung)].dropna(subset=["diff_vs_none"])
-        described = [f"`{r.variant}` {r.diff_vs_none:+.3f}" for r in here.itertuples()]
-        lines.append(f"- rung {rung}, {tokenizer} tokens ({seeds} seeds per LR): " + "; ".join(arms) + "."
-                     + (" Each arm at its own best factor, final val loss vs `none` at its own (a description, no "
-                        "test): " + ", ".join(described) + " nats/char." if described else ""))
-    return lines
-
-
-def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
-    """One line per finished rung (and tokenizer) of a ladder study: each arm's LR and its paired difference from
-    none in final validation loss per character (ladder.primary), worded by the Holm decision within the size."""
-    from ..analyses import ladder
-    from ..core.config import LADDER_RUNGS, non_embedding_params
-    from ..studies import ladder_factor, ladder_lr, registered_seeds
-
-    if not has_index(study, out):
-        return []
-    # a finished size: every arm run, each with all its registered seeds (ladder.finished)
-    table = ladder.finished(ladder.primary(ladder.rung_table(load_runs(study, out))), registered_seeds(study))
-    if table.empty:
-        return []
-    lines = []
-    for tokenizer in sorted(set(table["tokenizer"]), key=lambda t: (t != "char", t)):
-        for rung, (layers, width, _) in enumerate(LADDER_RUNGS):
-            params = non_embedding_params(layers, width)
-            sub = table[(table["params"] == params) & (table["tokenizer"] == tokenizer)]
-            if sub.empty:
-                continue
-            lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}"
-                            for v in ["none", *dict.fromkeys(sub["variant"])])
-            parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {p_text(r.p_holm)}, "
-                     f"{'significant' if r.significant else 'direction not resolved'})" for r in sub.itertuples()]
-            name = f"rung {rung}" + ("" if tokenizer == "char" else f", {tokenizer} tokens")
-            lines.append(f"- {name} ({layers} × {width}, {params / 1e6:.2f}M non-embedding parameters, "
-                         f"{int(sub['seeds'].min())} seeds; LR {lrs}): Δ final val loss vs `none` " + "; ".join(parts)
-                         + " nats/char.")
-    return lines
-
-
-def subword_scale_findings(out: Path, study: str = "ladder-bpe-scale") -> list[str]:
-    """Once finished: each arm's difference from none (ladder_findings), then how much of ln's difference
-    normalizing alone (ln_matched) and rescaling alone (scaled_unit) carry, as a share (a description)."""
-    from ..analyses import ladder
-
-    lines = ladder_findings(out, study)
-    if not lines:
-        return []
-    runs = load_runs(study, out)
-    diff = ladder.primary(ladder.rung_table(runs)).set_index("variant")["mean_diff"]
-    if {"ln", "ln_matched", "scaled_unit"} <= set(diff.index) and diff["ln"] != 0:
-        # the scale each arm feeds block 1 at the end, beside the shares: what the parts change
-        norms = (runs.groupby("variant")["final_block1_input_norm"].mean()
-                 if "final_block1_input_norm" in runs else pd.Series(dtype=float))
-        scale = ", ".join(f"`{v}` {norms[v]:.2f}" for v in ("none", "ln", "ln_matched", "scaled_unit") if v in norms)
-        lines.append(f"- Of `ln`'s difference, normalizing alone (`ln_matched`) carries "
-                     f"{percent(diff['ln_matched'] / diff['ln'])} and rescaling alone (`scaled_unit`) "
-                     f"{percent(diff['scaled_unit'] / diff['ln'])} (a description"
-                     + (f"; block 1's input norm at the end of training: {scale}" if scale else "") + ").")
-    return lines
-
-
-def ladder_scale_findings(out: Path, study: str = "ladder") -> list[str]:
-    """Once three sizes of a ladder have finished: per tokenizer and arm, whether the difference from none shrinks,
-    grows or flips with size (ladder.scale_answer: exploratory, worded by what its tests resolve)."""
-    from ..analyses import ladder
-    from ..studies import registered_seeds
-
-    if not has_index(study, out):
-        return []
-    table = ladder.rung_table(load_runs(study, out))
-    if table.empty:
-        return []
-    answers = ladder.scale_answer(table, seeds=registered_seeds(study))
-    return [f"- {ladder.scale_words(r)}" for r in answers.to_dict("records")]
-
-
 def scale_finding(out: Path) -> str:
     """How much of LayerNorm's difference normalizing alone carries, once every registered run has finished."""
     from ..analyses import scale as svn
@@ -500,14 +372,6 @@ def zeroshot_findings(out: Path) -> list[str]:
         if lines:
             return lines
     return []
-
-
-def ladder_answer(out: Path, study: str) -> list[str]:
-    """The lines LADDER.md's header quotes: per finished size each arm's difference, the trend across sizes (where the
-    study has several), and any registered gradient-norm peaks."""
-    across_sizes = len({c.preset for c in STUDIES[study].cells()}) > 1
-    return (subword_scale_findings(out, study) + (ladder_scale_findings(out, study) if across_sizes else [])
-            + ladder_peak_findings(out, study))
 
 
 def h1b_findings(out: Path) -> list[str]:

@@ -453,8 +453,8 @@ def unchecked_rungs(runs: pd.DataFrame) -> list[tuple[int, str]]:
 
 
 def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: list[str] | None = None) -> Path:
-    """LADDER.md; `answer`: the lines its header quotes (findings.ladder_answer, passed in by its publisher: findings
-    imports this module, so this module does not import findings)."""
+    """LADDER.md; `answer`: the lines its header quotes (ladder_findings.ladder_answer, passed in by its publisher:
+    ladder_findings imports this module, so this module does not import it)."""
     import matplotlib.pyplot as plt
 
     from ..core.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable

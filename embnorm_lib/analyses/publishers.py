@@ -91,11 +91,11 @@ def h1b(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
 
 
 def ladder(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
-    from . import findings
     from . import ladder as analysis
+    from . import ladder_findings
 
     # an LR check's report is its table of LRs; the size findings (one run per arm and seed) are the ladder's own
-    answer = None if study in analysis.LR_CHECKS else (lambda: findings.ladder_answer(out, study))
+    answer = None if study in analysis.LR_CHECKS else (lambda: ladder_findings.ladder_answer(out, study))
     return _report(study, out, lambda: analysis.write_report(study, out, figures, answer=answer and answer()))
 
 

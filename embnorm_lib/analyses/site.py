@@ -22,7 +22,7 @@ def update_readme(out_dir=None) -> list[Path]:
     data = answer.answer_data(out_dir)
     record_text = json.dumps(answer.record(data), indent=1, ensure_ascii=False) + "\n"
     record = json.loads(record_text)  # the pages read the record as written, nothing else
-    figure = write_figure(data, out_dir)
+    figure = write_figure(data, record["w"], out_dir)
     curves = write_curves_figure(record["w"], out_dir)
     root = repo_root()
     readme = root / "README.md"
@@ -39,8 +39,9 @@ def update_readme(out_dir=None) -> list[Path]:
 # What each committed figure shows and which findings group it belongs to (FINDINGS_GROUPS), by file name; a study's
 # per-run figures (figures.FIGURES) share one entry per name. `figure_index` refuses a figure that no entry describes.
 FIGURE_WHAT = {
-    "answer": ("The answer in four panels: Δ val loss vs training budget, vs embedding init scale; failures vs peak "
-               "LR per arm; Δ vs model size", "README TL;DR"),
+    "answer": ("The answer in four panels: Δ val loss vs model size for trained, tuned models on open English (±0.01 "
+               "band); the largest size's learning curves; Δ vs training budget and vs embedding init scale on tiny "
+               "Shakespeare", "README TL;DR"),
     "learning_curves": ("training loss per step on open English, per size and variant at its tuned LR, with the share of "
                         "steps no norm needs to reach LayerNorm's final loss (exploratory)", "accuracy"),
     "char_classes": ("tiny Shakespeare: the share of each character class in the training and validation splits",
