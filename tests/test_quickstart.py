@@ -49,7 +49,7 @@ def test_setup_cell_runs_twice_as_after_a_kernel_restart(tmp_path):
     subprocess.run([*git, "-C", str(origin), "add", "."], check=True)
     subprocess.run([*git, "-C", str(origin), "commit", "-qm", "stand-in"], check=True)
     full = nbformat.read(REPO / "notebooks" / "kaggle_quickstart.ipynb", as_version=4)
-    setup = [i for i, c in enumerate(full.cells) if c.cell_type == "code" and "git" in c.source and "clone" in c.source]
+    setup = [i for i, c in enumerate(full.cells) if c.cell_type == "code" and "missing_packages()" in c.source]
     assert len(setup) == 1
     full.cells = full.cells[: setup[0] + 1]  # parameters ... setup; the GPU check and the sweep are not run here
     trimmed = tmp_path / "setup.ipynb"
