@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embnorm_lib.analyses import stability
+from embnorm_lib.analyses import stability, stability_words
 from embnorm_lib.core.rundir import RunDir
 from embnorm_lib.core.seal import seal_run
 
@@ -71,7 +71,7 @@ def test_report_from_an_lr_study_on_disk(tmp_path):
     path = stability.write_report(tmp_path, tmp_path / "fig")
     text = path.read_text()
     _, sections = stability.analyse(tmp_path)
-    assert stability.lowest_sensitivity(sections["lr_paired"]) == {
+    assert stability_words.lowest_sensitivity(sections["lr_paired"]) == {
         "means": pytest.approx({"none": (2.0 + 1.5 + 3.0) / 3 - 1.5, "ln": (1.8 + 1.6 + 1.7) / 3 - 1.6}),
         "lowest": "ln", "resolved": True}
     assert "**Exploratory**" in text
@@ -84,15 +84,15 @@ def test_a_ranking_the_paired_tests_do_not_resolve_is_not_stated_as_one():
     paired = pd.DataFrame({"variant": ["ln"], "sensitivity_none": [0.2160], "sensitivity_variant": [0.2183],
                            "delta_vs_none": [0.0023], "ci_low": [-0.086], "ci_high": [0.091], "p_t": [0.9]})
     paired = stability.with_holm(paired)
-    assert stability.lowest_sensitivity(paired) == {"means": {"none": 0.2160, "ln": 0.2183}, "lowest": "none",
+    assert stability_words.lowest_sensitivity(paired) == {"means": {"none": 0.2160, "ln": 0.2183}, "lowest": "none",
                                                     "resolved": False}
-    assert stability._effect_words(paired.iloc[0], ("higher", "lower", "not resolved"), verb_last=True).endswith(
+    assert stability_words.effect_words(paired.iloc[0], ("higher", "lower", "not resolved"), verb_last=True).endswith(
         "(not resolved)")
 
 
 def test_paired_sensitivity_and_grid_divergence():
     runs = lr_runs()
-    assert "Loss spikes on the LR grid" not in stability.verdict({"lr_grid": stability.lr_divergence(runs)})
+    assert "Loss spikes on the LR grid" not in stability_words.verdict({"lr_grid": stability.lr_divergence(runs)})
     runs.loc[(runs.variant == "none") & (runs["cfg.lr"] == 1e-2), ["diverged", "val_loss", "spike_count"]] = [True, np.nan, 2]
     paired = stability.paired_sensitivity(runs).set_index("variant")
     # none per seed: (2+s, 1.5+s, 4.0 capped) -> mean - min; ln: (1.8+s, 1.6+s, 1.7+s) -> 0.1
@@ -100,8 +100,8 @@ def test_paired_sensitivity_and_grid_divergence():
     assert paired.loc["ln", "delta_vs_none"] == pytest.approx(0.1 - none_sens)
     grid = stability.lr_divergence(runs).set_index(["variant", "cfg.lr"])
     assert grid.loc[("none", 1e-2), "diverged"] == 2 and grid.loc[("none", 1e-2), "spikes_per_run"] == 2
-    assert stability.grid_spikes(stability.lr_divergence(runs)) == {"spiky": {"none": [1e-2]}, "quiet": ["ln"]}
-    assert "`none` at lr 0.01" in stability.verdict({"lr_grid": stability.lr_divergence(runs)})
+    assert stability_words.grid_spikes(stability.lr_divergence(runs)) == {"spiky": {"none": [1e-2]}, "quiet": ["ln"]}
+    assert "`none` at lr 0.01" in stability_words.verdict({"lr_grid": stability.lr_divergence(runs)})
     assert grid.loc[("ln", 1e-2), "diverged"] == 0 and grid.loc[("none", 1e-3), "capped_loss_mean"] == pytest.approx(2.005)
 
 
@@ -121,12 +121,12 @@ def test_fisher_test_of_divergence_rates_and_the_verdict():
     assert table.loc["ln", "p_fisher_vs_none"] == pytest.approx(fisher_exact([[0, 6], [3, 3]]).pvalue)
     assert np.isnan(table.loc["none", "p_fisher_vs_none"])
     def decision(none_diverged, ln_diverged):
-        return stability.stress_decision(stability.divergence_vs_none(stress_runs(none_diverged, ln_diverged)))
+        return stability_words.stress_decision(stability.divergence_vs_none(stress_runs(none_diverged, ln_diverged)))
 
     assert decision(3, 0) == {"unstable": True, "fixers": ["ln"]}
     assert decision(3, 1) == {"unstable": True, "fixers": []}
     assert decision(0, 0) == {"unstable": False, "fixers": []}
-    assert "`ln` fixes it" in stability.verdict({"stress": stability.divergence_vs_none(stress_runs(3, 0))})
+    assert "`ln` fixes it" in stability_words.verdict({"stress": stability.divergence_vs_none(stress_runs(3, 0))})
 
 
 def test_budget_verdict_tells_early_speed_from_final_quality():
@@ -134,13 +134,13 @@ def test_budget_verdict_tells_early_speed_from_final_quality():
         return stability.with_holm(pd.DataFrame([{"cfg.max_iters": it, "variant": "ln", "delta_vs_none": d,
                                                   "ci_low": d - 0.01, "ci_high": d + 0.01, "p_t": p}
                                                  for it, d in deltas.items()]))
-    assert stability.budget_decision(table({150: -0.1, 2000: 0.05})) == {"costs": [2000], "gains": [150]}
-    assert "early-speed effect" in stability.verdict({"budget": table({150: -0.1, 2000: 0.05})})
-    assert stability.budget_decision(table({150: 0.1, 2000: 0.05})) == {"costs": [150, 2000], "gains": []}
+    assert stability_words.budget_decision(table({150: -0.1, 2000: 0.05})) == {"costs": [2000], "gains": [150]}
+    assert "early-speed effect" in stability_words.verdict({"budget": table({150: -0.1, 2000: 0.05})})
+    assert stability_words.budget_decision(table({150: 0.1, 2000: 0.05})) == {"costs": [150, 2000], "gains": []}
     # decisions follow Holm, not the raw interval: an interval off 0 with p above its Holm level resolves nothing
     assert not table({300: 0.05, 150: 0.04}, p=0.04)["significant"].any()
-    assert "does not resolve" in stability._effect_words(table({300: 0.05, 150: 0.04}, p=0.04).iloc[0])
-    assert stability.budget_decision(table({150: 0.1, 2000: 0.05}, p=0.2)) == {"costs": [], "gains": []}
+    assert "does not resolve" in stability_words.effect_words(table({300: 0.05, 150: 0.04}, p=0.04).iloc[0])
+    assert stability_words.budget_decision(table({150: 0.1, 2000: 0.05}, p=0.2)) == {"costs": [], "gains": []}
 
 
 def write_run(root, study, arm, seed, summary, config, steps=()):
@@ -195,15 +195,15 @@ def test_full_report_from_all_four_studies_on_disk(tmp_path):
     assert sections["flip"]["flips"] and sections["flip"]["by_init"] == {0.02: "hurts", 1.0: "helps"}
     stress = sections["stress"].set_index("variant")
     assert (stress.loc["none", "failed"], stress.loc["none", "runs"]) == (3, 3)
-    assert stability.stress_decision(sections["stress"]) == {"unstable": True, "fixers": ["ln"]}
+    assert stability_words.stress_decision(sections["stress"]) == {"unstable": True, "fixers": ["ln"]}
     # the init grid's lowest cell: ln at std 1, 2.5 + mean 0.01·seed - 0.1 + mean 0.001·seed
-    cell = stability.lowest_init_cell(sections["init"])
+    cell = stability_words.lowest_init_cell(sections["init"])
     assert (cell["variant"], cell["cfg.emb_init_std"]) == ("ln", 1.0)
     assert cell["val_loss_mean"] == pytest.approx(2.5 + 0.01 - 0.1 + 0.001)
     # tuned: both arms best at lr 1e-3 with the same mean loss, so no ranking is resolved
     best = sections["lr"].set_index("variant")
     assert list(best["best_lr"]) == [1e-3, 1e-3] and best["best_loss"].to_numpy() == pytest.approx([2.01, 2.01])
-    assert stability.tuned_winner(sections["lr"], sections["lr_best"])["resolved"] is False
+    assert stability_words.tuned_winner(sections["lr"], sections["lr_best"])["resolved"] is False
     # LR sensitivity: none's 0.5 above its best at half the grid, ln's 0; paired, resolved lower
     paired = sections["lr_paired"].set_index("variant")
     assert paired.loc["ln", ["delta_vs_none", "ci_low", "ci_high"]].to_numpy() == pytest.approx([-0.25] * 3)
@@ -211,13 +211,13 @@ def test_full_report_from_all_four_studies_on_disk(tmp_path):
     # budget: ln costs 0.1 + mean 0.001·seed at both budgets, resolved
     ln = sections["budget"][sections["budget"]["variant"] == "ln"]
     assert ln["delta_vs_none"].to_numpy() == pytest.approx([0.101, 0.101]) and ln["significant"].all()
-    assert stability.budget_decision(sections["budget"]) == {"costs": [150, 2000], "gains": []}
+    assert stability_words.budget_decision(sections["budget"]) == {"costs": [150, 2000], "gains": []}
     cost = pd.DataFrame([stability.study_cost(s, r, tmp_path) for s, r in available.items()])
     assert (cost["runs"].sum(), cost["trained"].sum(), cost["sweep_wall_min"].notna().any()) == (42, 42, False)
     for name in ("lr_sensitivity", "stress_loss_traces", "budget_deltas"):
         assert (tmp_path / "fig" / f"{name}.png").stat().st_size > 1000
     quoted = stability.recommendation_for(tmp_path)
-    assert quoted == stability.recommendation(sections) and "## Grid" not in quoted
+    assert quoted == stability_words.recommendation(sections) and "## Grid" not in quoted
     from embnorm_lib.publishing.report import reused_data, runs_readme
 
     stress_entry = reused_data("stability-stress", tmp_path)
