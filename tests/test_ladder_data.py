@@ -389,11 +389,12 @@ def test_a_failed_run_leaves_its_seed_pair_out_and_the_rung_line_says_so():
     """A failed confirmatory run (non-finite loss, or `failed` in the index) must not shrink a rung's n unseen, nor
     enter the paired mean as an ordinary value: its pair is left out and the rung's line names it."""
     from embnorm_lib.analyses import ladder_data as analysis
+    from embnorm_lib.analyses import ladder_data_words as words
 
     runs = _rung_runs(0, range(10), [2.5] * 10, {"ln": 0.05, "rms": 0.02}).assign(failed=False)
     clean = analysis.confirmatory_table(runs)
     assert set(clean["seeds"]) == {10} and set(clean["failed_pairs"]) == {""}
-    assert "failed" not in analysis.rung_lines(runs)[0]
+    assert "failed" not in words.rung_lines(runs)[0]
     broken = runs.copy()
     broken.loc[(broken["variant"] == "rms") & (broken["seed"] == 7), "val_loss"] = float("nan")
     broken.loc[(broken["variant"] == "none") & (broken["seed"] == 3), "failed"] = True  # worse than at init
@@ -401,37 +402,37 @@ def test_a_failed_run_leaves_its_seed_pair_out_and_the_rung_line_says_so():
     assert table.loc[("ln", "val_loss"), "seeds"] == 9 and table.loc[("ln", "val_loss"), "failed_pairs"] == "3"
     assert table.loc[("rms", "val_loss"), "seeds"] == 8 and table.loc[("rms", "val_loss"), "failed_pairs"] == "3, 7"
     assert table.loc[("rms", "best_val_loss"), "seeds"] == 8  # the pair leaves both endpoints
-    line = analysis.rung_lines(broken)[0]
+    line = words.rung_lines(broken)[0]
     assert "`ln` over 9 of 10 seed pairs (a run failed at seed 3)" in line
     assert "`rms` over 8 of 10 seed pairs (a run failed at seeds 3, 7)" in line
 
 
 def test_an_interval_that_excludes_zero_without_holm_says_why_once_per_rung():
-    from embnorm_lib.analyses import ladder_data as analysis
+    from embnorm_lib.analyses import ladder_data_words as words
 
     row = {"variant": "ln", "mean_diff": 0.07, "ci_low": 0.002, "ci_high": 0.15, "p_t": 0.045, "p_holm": 0.18,
            "alpha_holm": 0.0125, "significant": False, "mde_80": 0.13}
-    assert analysis.why_not_resolved([row]) == " `ln`'s interval excludes 0, but p = 0.045 is above its Holm level 0.0125."
-    assert "not resolved" in analysis._words(row) and "excludes" not in analysis._words(row)
-    assert "costs" in analysis._words({**row, "significant": True, "p_holm": 0.01})
-    assert analysis.why_not_resolved([{**row, "significant": True, "p_holm": 0.01}]) == ""
-    assert analysis.why_not_resolved([{**row, "ci_low": -0.001}]) == ""
+    assert words.why_not_resolved([row]) == " `ln`'s interval excludes 0, but p = 0.045 is above its Holm level 0.0125."
+    assert "not resolved" in words._words(row) and "excludes" not in words._words(row)
+    assert "costs" in words._words({**row, "significant": True, "p_holm": 0.01})
+    assert words.why_not_resolved([{**row, "significant": True, "p_holm": 0.01}]) == ""
+    assert words.why_not_resolved([{**row, "ci_low": -0.001}]) == ""
     # two arms whose intervals exclude 0 without Holm: one sentence for the rung, each p against its own level
     rms = {**row, "variant": "rms", "p_t": 0.033, "alpha_holm": 0.025}
-    both = analysis.why_not_resolved([row, rms])
+    both = words.why_not_resolved([row, rms])
     assert both == " The `ln` and `rms` intervals exclude 0, but p = 0.045 and 0.033 are above their Holm levels 0.0125 and 0.025."
     assert both.count("excludes") + both.count("exclude ") == 1
     # Holm steps down and stops at the first p above its level: a later test is not significant even where its p is
     # below its own level, and the reason must not call that p "above"
-    later = analysis.why_not_resolved([{**row, "p_t": 0.0328, "alpha_holm": 0.05}])
+    later = words.why_not_resolved([{**row, "p_t": 0.0328, "alpha_holm": 0.05}])
     assert "above its Holm level" not in later and "below its Holm level 0.05, but Holm's step-down stopped" in later
-    mixed = analysis.why_not_resolved([row, {**rms, "p_t": 0.0328, "alpha_holm": 0.05}])
+    mixed = words.why_not_resolved([row, {**rms, "p_t": 0.0328, "alpha_holm": 0.05}])
     assert "`ln`'s interval excludes 0, but p = 0.045 is above" in mixed and "`rms`'s interval excludes 0, but" in mixed
     # where the family's secondary endpoint repeats the primary, the miss says that each test counts twice, once
-    repeated = analysis.why_not_resolved([{**row, "endpoints_repeat": True}, {**rms, "endpoints_repeat": True}])
+    repeated = words.why_not_resolved([{**row, "endpoints_repeat": True}, {**rms, "endpoints_repeat": True}])
     assert repeated.startswith(both) and repeated.count("counts twice") == 1
     assert "Holm's levels would be 0.025 and 0.05 (not the registered reading)" in repeated
-    assert analysis.why_not_resolved([{**row, "ci_low": -0.001, "endpoints_repeat": True}]) == ""
+    assert words.why_not_resolved([{**row, "ci_low": -0.001, "endpoints_repeat": True}]) == ""
 
 
 def test_a_resolved_difference_inside_the_mei_keeps_its_direction_and_says_how_small():
@@ -439,18 +440,18 @@ def test_a_resolved_difference_inside_the_mei_keeps_its_direction_and_says_how_s
     +-0.01 (bounds included, as the decision rule's "<= 0.01"); a resolved difference whose whole interval is that
     small gets both, in the report, FINDINGS and the README's first screen, whichever its sign."""
     from embnorm_lib.analyses import answer
-    from embnorm_lib.analyses import ladder_data as analysis
+    from embnorm_lib.analyses import ladder_data_words as words
 
     small = {"variant": "ln", "mean_diff": -0.004, "ci_low": -0.006, "ci_high": -0.0015, "p_t": 0.002,
              "p_holm": 0.008, "alpha_holm": 0.0125, "significant": True, "mde_80": 0.004}
-    assert "(Holm p = 0.008; helps, within the MEI (±0.01); MDE 0.0040)" in analysis._words(small)
-    assert "; within the MEI (±0.01);" in analysis._words({**small, "significant": False, "p_holm": 0.2})
-    assert "; helps, within the MEI (±0.01);" in analysis._words({**small, "ci_low": -0.01})  # the bound is inside
+    assert "(Holm p = 0.008; helps, within the MEI (±0.01); MDE 0.0040)" in words._words(small)
+    assert "; within the MEI (±0.01);" in words._words({**small, "significant": False, "p_holm": 0.2})
+    assert "; helps, within the MEI (±0.01);" in words._words({**small, "ci_low": -0.01})  # the bound is inside
     wide = {**small, "mean_diff": -0.02, "ci_low": -0.03, "ci_high": -0.011}
-    assert "; helps; MDE" in analysis._words(wide)
+    assert "; helps; MDE" in words._words(wide)
     cost = {**small, "mean_diff": 0.008, "ci_low": 0.005, "ci_high": 0.0105}  # its upper end leaves the MEI
-    assert "; costs; MDE" in analysis._words(cost)
-    assert "; costs, within the MEI (±0.01);" in analysis._words({**cost, "ci_high": 0.01})
+    assert "; costs; MDE" in words._words(cost)
+    assert "; costs, within the MEI (±0.01);" in words._words({**cost, "ci_high": 0.01})
     rung = {"rung": 3, "params": 1_843_200, "shape": "6 × 160", "iters": 9000, "passes": 0.64, "seeds": 10,
             "none": 1.25, "data_bound": False}
     p = {"rungs": [{**rung, **small}, {**rung, **wide, "variant": "rms"}], "trend": [], "trend_min_sizes": 3,
@@ -461,16 +462,16 @@ def test_a_resolved_difference_inside_the_mei_keeps_its_direction_and_says_how_s
 
 
 def test_the_answer_names_the_rungs_still_to_finish():
-    from embnorm_lib.analyses import ladder_data as analysis
+    from embnorm_lib.analyses import ladder_data_words as words
     from embnorm_lib.runner.registry import Cell
 
     runs = _rung_runs(0, range(10), [2.5] * 10, {"ln": 0.05}).assign(wall_s=60.0, train_ms_per_iter=100.0)
     cells = [Cell("s", "ladder-data-0", v, seed) for v in ("none", "ln", "rms") for seed in range(10)]
     cells += [Cell("s", "ladder-data-1", v, seed) for v in ("none", "ln", "rms") for seed in range(5)]
-    assert analysis.rung_lines(runs)[0].startswith("- rung 0 (98,304 non-embedding parameters), final validation")
-    assert analysis.pending_lines(runs, cells) == [
+    assert words.rung_lines(runs)[0].startswith("- rung 0 (98,304 non-embedding parameters), final validation")
+    assert words.pending_lines(runs, cells) == [
         "- rung 1 (331,776 non-embedding parameters): not quoted yet; 0 of 15 registered runs finished."]
-    assert analysis.pending_lines(runs, cells[:30]) == []
+    assert words.pending_lines(runs, cells[:30]) == []
 
 
 def test_best_lr_rule_counts_distinct_tuning_seeds():

@@ -141,7 +141,7 @@ def data_ladder_rungs(p: dict) -> list[dict]:
 def data_ladder_record(p: dict) -> dict:
     """The adequate-data ladder's words: its quoted rungs with each test's amendment-16 words, and the trend's."""
     from .ladder import trend_words
-    from .ladder_data import direction_words
+    from .ladder_data_words import direction_words
 
     rungs = data_ladder_rungs(p)
     for r in rungs:

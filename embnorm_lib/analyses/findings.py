@@ -239,7 +239,7 @@ def data_ladder_paragraph(out: Path) -> str:
     from ..core.presets import DATA_TOKENS_PER_PARAM
     from ..studies.ladder_data import corpus_record
     from . import ladder
-    from . import ladder_data as analysis
+    from . import ladder_data_words as analysis
 
     study = "ladder-data"
     lines = analysis.quoted_lines(load_runs(study, out)) if has_index(study, out) else []

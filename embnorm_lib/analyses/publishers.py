@@ -100,7 +100,7 @@ def ladder(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
 
 
 def ladder_data(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
-    from . import ladder_data as analysis
+    from . import ladder_data_words as analysis
 
     return _report(study, out, lambda: analysis.write_report(study, out, figures))
 
