@@ -12,6 +12,7 @@ import tarfile
 import pandas as pd
 import pytest
 
+from embnorm_lib.analyses import ladder_data_words as words
 from embnorm_lib.core import opencorpus
 from embnorm_lib.core.config import PRESETS, RunConfig
 from embnorm_lib.core.data import load_corpus
@@ -327,18 +328,17 @@ def test_the_core_hours_section_adds_tuning_to_the_confirmatory_hours_and_sets_t
     assert row["tuning_hours"] == pytest.approx(3.0) and row["confirmatory_hours"] == pytest.approx(1.5)
     assert row["total_hours"] == pytest.approx(3.0 + 1.5 + 0.75)  # one run left at the median run time
     assert row["estimated_hours"] == pytest.approx(estimate) and row["ratio"] == pytest.approx(5.25 / estimate)
-    text = "\n".join(analysis.spend_lines(runs, tuning, cells))
+    text = "\n".join(words.spend_lines(runs, tuning, cells))
     assert "5.2 core-hours (3.0 tuning, 1.5 confirmatory spent, 0.8 still needed)" in text and "BPE" in text
 
 
 def test_the_compute_section_shows_each_column_at_its_own_precision_and_a_dash_for_an_unmeasured_speed():
-    from embnorm_lib.analyses import ladder_data as analysis
     from embnorm_lib.publishing.render import compact_markdown
     from embnorm_lib.runner.registry import Cell
 
     runs = pd.DataFrame({"cfg.preset": ["ladder-data-0"], "wall_s": [3600.0], "train_ms_per_iter": [123.6]})
     cells = [Cell("s", "ladder-data-0", "none", 0), Cell("s", "ladder-data-1", "ln", 0)]
-    rows = [row for row in "\n".join(analysis.compute_lines(runs, cells)).splitlines() if row.startswith("| ")]
+    rows = [row for row in "\n".join(words.compute_lines(runs, cells)).splitlines() if row.startswith("| ")]
     header, rung0, rung1 = ([c.strip() for c in row.strip("|").split("|")] for row in rows)
     assert rung0[header.index("run_hours")] == "1.00" and rung0[header.index("ms_per_iter")] == "124"
     assert rung1[header.index("ms_per_iter")] == "–", "a rung with no finished run has no measured speed"
@@ -389,7 +389,6 @@ def test_a_failed_run_leaves_its_seed_pair_out_and_the_rung_line_says_so():
     """A failed confirmatory run (non-finite loss, or `failed` in the index) must not shrink a rung's n unseen, nor
     enter the paired mean as an ordinary value: its pair is left out and the rung's line names it."""
     from embnorm_lib.analyses import ladder_data as analysis
-    from embnorm_lib.analyses import ladder_data_words as words
 
     runs = _rung_runs(0, range(10), [2.5] * 10, {"ln": 0.05, "rms": 0.02}).assign(failed=False)
     clean = analysis.confirmatory_table(runs)
@@ -408,7 +407,6 @@ def test_a_failed_run_leaves_its_seed_pair_out_and_the_rung_line_says_so():
 
 
 def test_an_interval_that_excludes_zero_without_holm_says_why_once_per_rung():
-    from embnorm_lib.analyses import ladder_data_words as words
 
     row = {"variant": "ln", "mean_diff": 0.07, "ci_low": 0.002, "ci_high": 0.15, "p_t": 0.045, "p_holm": 0.18,
            "alpha_holm": 0.0125, "significant": False, "mde_80": 0.13}
@@ -440,7 +438,6 @@ def test_a_resolved_difference_inside_the_mei_keeps_its_direction_and_says_how_s
     +-0.01 (bounds included, as the decision rule's "<= 0.01"); a resolved difference whose whole interval is that
     small gets both, in the report, FINDINGS and the README's first screen, whichever its sign."""
     from embnorm_lib.analyses import answer
-    from embnorm_lib.analyses import ladder_data_words as words
 
     small = {"variant": "ln", "mean_diff": -0.004, "ci_low": -0.006, "ci_high": -0.0015, "p_t": 0.002,
              "p_holm": 0.008, "alpha_holm": 0.0125, "significant": True, "mde_80": 0.004}
@@ -456,13 +453,12 @@ def test_a_resolved_difference_inside_the_mei_keeps_its_direction_and_says_how_s
             "none": 1.25, "data_bound": False}
     p = {"rungs": [{**rung, **small}, {**rung, **wide, "variant": "rms"}], "trend": [], "trend_min_sizes": 3,
          "chars": 58_700_000, "sizes": 4, "studies": {"ladder-data": {"registered": 120, "finished": 117}}}
-    words = answer.data_ladder_result_words(p)
-    assert "`ln` helps, within the MEI (±0.01) -0.004 [-0.006, -0.002] (Holm p 0.008, MDE 0.004)" in words
-    assert "`rms` helps -0.020 [-0.030, -0.011] (Holm p 0.008, MDE 0.004)" in words
+    said = answer.data_ladder_result_words(p)
+    assert "`ln` helps, within the MEI (±0.01) -0.004 [-0.006, -0.002] (Holm p 0.008, MDE 0.004)" in said
+    assert "`rms` helps -0.020 [-0.030, -0.011] (Holm p 0.008, MDE 0.004)" in said
 
 
 def test_the_answer_names_the_rungs_still_to_finish():
-    from embnorm_lib.analyses import ladder_data_words as words
     from embnorm_lib.runner.registry import Cell
 
     runs = _rung_runs(0, range(10), [2.5] * 10, {"ln": 0.05}).assign(wall_s=60.0, train_ms_per_iter=100.0)
@@ -490,7 +486,7 @@ def test_the_trend_fits_only_rungs_that_pass_the_data_bound_check():
     fits = analysis.trend_table(pd.concat(rungs)).set_index("variant")
     assert fits.loc["ln", "rungs"] == 3 and fits.loc["ln", "slope_ci_high"] < 0  # the cost shrinks with size
     assert not any(c.startswith("extrapolated") for c in fits.columns)  # item 7: no extrapolation
-    said = analysis.trend_lines(pd.concat(rungs))[-2]  # the line is also a budget line: iterations grow with size
+    said = words.trend_lines(pd.concat(rungs))[-2]  # the line is also a budget line: iterations grow with size
     assert f"{ladder_data.iters(0):,} to {ladder_data.iters(2):,} iterations over these rungs" in said
     flat = _rung_runs(2, range(10), [1.999 + 0.01 * (s % 2) for s in range(10)], {"ln": 0.01})
     assert analysis.trend_table(pd.concat([*rungs[:2], flat])).empty  # rung 2 data-bound: 2 rungs are too few
@@ -509,17 +505,17 @@ def test_the_trend_and_its_budget_line_cover_only_quoted_rungs(monkeypatch):
     assert analysis.data_bound_table(runs).set_index("rung").loc[3, "trend"] == "enters"
     assert analysis.trend_rungs(runs) == [0, 1, 2]
     assert set(analysis.trend_table(runs)["rungs"]) == {3}
-    said = analysis.trend_lines(runs)[-2]
+    said = words.trend_lines(runs)[-2]
     assert f"{ladder_data.iters(0):,} to {ladder_data.iters(2):,} iterations over these rungs" in said
     done = pd.concat(rungs)  # rung 3's MDE at seeds 0-4 is within the limit (the same spread in every arm)
     assert analysis.trend_rungs(done) == [0, 1, 2, 3]
-    assert f"{ladder_data.iters(0):,} to {ladder_data.iters(3):,} iterations" in analysis.trend_lines(done)[-2]
+    assert f"{ladder_data.iters(0):,} to {ladder_data.iters(3):,} iterations" in words.trend_lines(done)[-2]
     # with 3 rungs in the trend the lowest cannot be left out (2 rungs are too few); with 4 it is, beside the fit
     assert analysis.trend_table(runs, checked_only=True).empty
-    assert not any("without rung 0" in line for line in analysis.trend_lines(runs))
+    assert not any("without rung 0" in line for line in words.trend_lines(runs))
     checked = analysis.trend_table(done, checked_only=True)
     assert set(checked["rungs"]) == {3}
-    lines = analysis.trend_lines(done)
+    lines = words.trend_lines(done)
     assert any("without rung 0" in line for line in lines)
     assert sum(line.endswith("3 rungs).") for line in lines) == 2 and sum(line.endswith("4 rungs).") for line in lines) == 2
 
@@ -570,5 +566,5 @@ def test_the_lr_margin_is_the_runner_up_minus_the_best_paired_by_tuning_seed():
     diffs = [0.05, 0.02, 0.05]  # 0.004 minus 0.002, seed by seed
     assert m["lr"] == 0.004 and m["seeds"] == 3 and m["margin"] == pytest.approx(sum(diffs) / 3)
     assert m["se"] == pytest.approx(pd.Series(diffs).std() / 3 ** 0.5)
-    assert "Next best 0.004, +0.0400 nats/char behind" in analysis.runner_up_words(runs, 1, "ln", found)
+    assert "Next best 0.004, +0.0400 nats/char behind" in words.runner_up_words(runs, 1, "ln", found)
     assert analysis.runner_up_margin(runs, 1, "ln", {"means": {0.002: 1.21}}) is None  # nothing to compare with

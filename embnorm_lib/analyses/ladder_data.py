@@ -68,59 +68,6 @@ def runner_up_margin(runs: pd.DataFrame, rung: int, arm: str, found: dict) -> di
             "seeds": len(diff)}
 
 
-def runner_up_words(runs: pd.DataFrame, rung: int, arm: str, found: dict) -> str:
-    m = runner_up_margin(runs, rung, arm, found)
-    if m is None:
-        return ""
-    return (f" Next best {m['lr']:g}, {m['margin']:+.4f} nats/char behind (paired over {m['seeds']} tuning seeds, SE "
-            f"{m['se']:.4f}; exploratory).")
-
-
-def lr_margin_lines(tuning: pd.DataFrame) -> list[str]:
-    """For the confirmatory report: per rung, how far each tuned arm's registered LR led the next best in tuning
-    (runner_up_margin), beside which the differences between arms read in context."""
-    lines = []
-    for rung in range(len(ladder_data.RUNGS)):
-        found = ladder_data.best_lrs(tuning, rung) if len(tuning) else {}
-        margins = {arm: runner_up_margin(tuning, rung, arm, got) for arm, got in found.items()
-                   if got.get("complete") and got.get("bracketed")}
-        words = [f"`{arm}` {m['margin']:+.4f} (SE {m['se']:.4f})" for arm, m in margins.items() if m]
-        if words:
-            lines.append(f"- rung {rung}: " + ", ".join(words) + ".")
-    if not lines:
-        return []
-    return ["## How sharply the LRs were chosen (exploratory)", "",
-            "Each tuned arm's registered LR led the next best on its grid in tuning (`ladder-data-lr`) by this much "
-            f"final validation loss (nats/char, paired over the {len(ladder_data.TUNING_SEEDS)} tuning seeds): a "
-            "difference between arms of about this size may partly reflect where each arm's LR fell on its grid.",
-            "", *lines, ""]
-
-
-def tuning_lines(runs: pd.DataFrame) -> list[str]:
-    lines = []
-    for rung in range(len(ladder_data.RUNGS)):
-        found = ladder_data.best_lrs(runs, rung) if len(runs) else {}
-        for arm in ladder_data.ARMS_TUNED:
-            grid = ladder_data.grid(rung, arm)
-            if not grid:
-                lines.append(f"- rung {rung} `{arm}`: waits for rung {rung - 1}'s registered LR (its grid's centre).")
-                continue
-            got = found.get(arm, {})
-            registered = ladder_data.BEST_LR.get(rung, {}).get(arm)
-            if not got.get("complete"):
-                lines.append(f"- rung {rung} `{arm}`: tuning in progress ({len(got.get('means', {}))} of {len(grid)} "
-                             f"LRs have all {len(ladder_data.TUNING_SEEDS)} tuning seeds).")
-            elif got["bracketed"]:
-                lines.append(f"- rung {rung} `{arm}`: best LR {got['best']:g} (mean final validation loss "
-                             f"{got['means'][got['best']]:.4f} nats/char), bracketed; "
-                             + (f"registered ({registered:g})." if registered else "not registered yet.")
-                             + runner_up_words(runs, rung, arm, got))
-            else:
-                lines.append(f"- rung {rung} `{arm}`: best LR {got['best']:g} sits at the grid's edge: the rule "
-                             f"extends the grid to {got['extend_to']:g} (not bracketed yet).")
-    return lines
-
-
 def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per finished rung (every arm with every confirmatory seed), variant and endpoint: the paired difference from
     none, its 95% t interval, Holm within the rung, and the MDE at 80% power for the family's smallest alpha."""
@@ -209,14 +156,6 @@ def seed_rule_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def seed_rule_lines(runs: pd.DataFrame) -> list[str]:
-    return [f"- rung {r.rung}: MDE at seeds 0-4 {r.mde_80_at_5_seeds:.4f} nats/char, "
-            + ("above" if r.above_limit else "within") + f" the {ladder_data.MDE_LIMIT:g} limit; seeds 5-9 "
-            + (("added and finished: its comparison above is at 10 seeds." if r.all_seeds_finished else
-                "added: its comparison is quoted once they finish.") if r.seeds_5_9_added else "not added.")
-            for r in seed_rule_table(runs).itertuples()]
-
-
 def data_bound_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Amendment 16 item 7: `none`'s mean final loss per rung over its confirmatory seeds, and whether it fell from
     the rung below by more than the larger of the two rungs' seed SDs. Rung 0, the lowest, enters by definition; a
@@ -272,15 +211,6 @@ def quoted_table(runs: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def trend_bullets(fits: pd.DataFrame, prefix: str = "") -> list[str]:
-    """One bullet per variant's fitted trend (trend_table): its reading and slope with its interval."""
-    from . import ladder
-
-    return [f"- {prefix}`{r['variant']}`: {ladder.trend_words(r)} (slope {r['slope_per_decade']:+.4f} "
-            f"[{r['slope_ci_low']:+.4f}, {r['slope_ci_high']:+.4f}] nats/char per decade, {r['rungs']} rungs)."
-            for _, r in fits.iterrows()]
-
-
 def compute_table(runs: pd.DataFrame, cells) -> pd.DataFrame:
     """Per rung: the runs finished and their run time (`wall_s`: training and evaluation, summed over resumes; every
     run uses one thread, so run-hours are core-hours), the measured median train-loop ms per iteration beside
@@ -306,21 +236,6 @@ def compute_table(runs: pd.DataFrame, cells) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def compute_lines(runs: pd.DataFrame, cells, table: pd.DataFrame | None = None) -> list[str]:
-    from ..publishing.render import compact_markdown
-
-    table = compute_table(runs, cells) if table is None else table
-    if not len(table):
-        return []
-    places = {"run_hours": 2, "hours_left": 2, "ms_per_iter": 0, "ms_per_iter_estimated": 0}
-    return ["## Compute", "", "Run time of the finished runs per rung (training and evaluation; one thread each, "
-            "so run-hours are core-hours; a resumed run's time is summed over its resumes), the measured median "
-            "train-loop ms per iteration beside amendment 16's estimate, and what the registered runs not yet "
-            "finished need at the rung's median run time (at the estimate where none has finished).", "",
-            compact_markdown(table, places), "", f"Total: {table['run_hours'].sum():.2f} run-hours spent, "
-            f"{table['hours_left'].sum():.2f} left for the runs registered so far.", ""]
-
-
 def spend_table(runs: pd.DataFrame, tuning: pd.DataFrame, cells, confirmatory: pd.DataFrame | None = None
                 ) -> pd.DataFrame:
     """Per rung, the whole ladder's core-hours beside amendment 16 item 8's estimate: tuning spent (`ladder-data-lr`,
@@ -337,27 +252,6 @@ def spend_table(runs: pd.DataFrame, tuning: pd.DataFrame, cells, confirmatory: p
                      "confirmatory_hours_left": r.hours_left, "total_hours": total,
                      "estimated_hours": estimate[r.rung], "ratio": total / estimate[r.rung]})
     return pd.DataFrame(rows)
-
-
-def spend_lines(runs: pd.DataFrame, tuning: pd.DataFrame, cells, confirmatory: pd.DataFrame | None = None
-                ) -> list[str]:
-    from ..publishing.render import compact_markdown
-
-    table = spend_table(runs, tuning, cells, confirmatory)
-    if not len(table):
-        return []
-    places = {c: 2 for c in table.columns if "hours" in c} | {"ratio": 1}
-    total, estimate = table["total_hours"].sum(), table["estimated_hours"].sum()
-    return ["## Core-hours against the estimate", "",
-            "The whole ladder per rung: LR tuning (`ladder-data-lr`, with its grid extensions), the confirmatory runs "
-            "spent and still needed (seeds 5-9 included where item 6 added them), and amendment 16 item 8's estimate "
-            "(one-thread step times of the 1 MB ladder, tuning before any extension, 5 confirmatory seeds).", "",
-            compact_markdown(table, places), "",
-            f"Total: {total:.1f} core-hours ({table['tuning_hours'].sum():.1f} tuning, "
-            f"{table['confirmatory_hours'].sum():.1f} confirmatory spent, {table['confirmatory_hours_left'].sum():.1f} "
-            f"still needed) against {estimate:.1f} estimated ({total / estimate:.1f}x). The issue's subword (BPE) "
-            "version of this ladder, to follow \"if the budget allows\", is not registered in amendment 16 and has "
-            "not been run.", ""]
 
 
 def trend_rungs(runs: pd.DataFrame) -> list[int]:
@@ -388,36 +282,6 @@ def trend_table(runs: pd.DataFrame, checked_only: bool = False) -> pd.DataFrame:
     # trend_rungs keeps only quoted rungs; a rung whose failed runs left fewer than item 6's five pairs stays out
     fits = ladder.trend(rows, seeds=len(ladder_data.CONFIRMATORY_SEEDS))
     return fits.drop(columns=[c for c in fits.columns if c.startswith(("at_params", "extrapolated", "tokenizer"))])
-
-
-def trend_lines(runs: pd.DataFrame) -> list[str]:
-    from ..publishing.render import compact_markdown
-    from . import ladder
-
-    fits = trend_table(runs)
-    head = ["## Trend across rungs (exploratory)", "", "Per variant, the line of each quoted rung's difference on "
-            "log10 non-embedding parameters, over the rungs that pass the data-bound check; no extrapolation beyond "
-            "the largest rung.", ""]
-    if not len(fits):
-        return head + [f"Needs {ladder.TREND_MIN_SIZES} rungs quoted with every seed and passing the data-bound check.",
-                       ""]
-    checked = trend_table(runs, checked_only=True)
-    without_lowest = (["", "The same fit without rung 0, the lowest rung, which enters by definition because no rung "
-                       "below can check it (exploratory):", ""] + trend_bullets(checked)) if len(checked) else []
-    return (head + trend_bullets(fits) + without_lowest
-            + ["", compact_markdown(fits), "", budget_confound_line(runs), ""])
-
-
-def budget_confound_line(runs: pd.DataFrame) -> str:
-    """Why the trend is not a pure size effect: at a fixed number of tokens per parameter the budget grows with size,
-    and on the 1 MB study's budget grid (exploratory) the cost at GPT-2 init was smaller at longer budgets."""
-    rungs = trend_rungs(runs)
-    first, last = ladder_data.iters(rungs[0]), ladder_data.iters(rungs[-1])
-    return (f"Size and budget grow together on this ladder ({ladder_data.TOKENS_PER_PARAM} tokens per parameter: "
-            f"{first:,} to {last:,} iterations over these rungs, {last / first:.1f}x), so the line mixes the two; on "
-            "1 MB of text the cost at GPT-2 init was smaller at longer budgets (the budget grid, exploratory: two budgets "
-            "described, no trend tested). What the line "
-            "shows is not separated into size and budget.")
 
 
 def lr_margins(out) -> dict:
