@@ -624,10 +624,13 @@ def test_the_figure_panels_name_their_study_seeds_and_budget():
     assert f"{min(r['seeds'] for r in rungs)} seeds" in advice.get_title() and "tokens/param" in advice.get_xlabel()
     band = [p for p in advice.patches if abs(p.get_y() + MEI) < 1e-12]  # the shaded ±MEI band
     assert band and band[0].get_height() == pytest.approx(2 * MEI)
-    assert any(t.get_text() == "not trained" for t in advice.texts) == any(not r["trained"] for r in rungs)
+    ticks = [t.get_text() for t in advice.get_xticklabels()]
+    assert [t.endswith("not trained") for t in ticks] == [not r["trained"] for r in rungs]
     largest = max((c for c in w["curves"] if c["trained"]), key=lambda c: c["params"])
     share = largest["shares"]["ln"]["none_to_norm"]["mean"]
     assert f"{share:.0%} of its steps" in curves.get_title() and f"{largest['steps']:,} steps" in curves.get_title()
+    back = largest["shares"]["ln"]["norm_to_none"]  # both directions, each with the seeds it holds for
+    assert f"LayerNorm reaches no norm's final loss at {back['mean']:.0%} of its steps ({back['pairs']} of" in curves.get_title()
     assert all(f"{x}" in init.get_title() for x in (i["layers"], i["width"], i["iters"], f"{i['seeds']} seeds"))
     assert f"{d['budget']['seeds']} seeds" in budget.get_title()
     assert "filled marker" in fig._suptitle.get_text()
