@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError, entry
-from .lm_eval_adapter import SubwordLM, _without_env_report  # also sets the harness's offline switches first
+from .lm_eval_adapter import FEWSHOT_SEED, SubwordLM, _without_env_report  # also sets the offline switches first
 
 if TYPE_CHECKING:
     from lm_eval.tasks import TaskManager
@@ -161,7 +161,7 @@ def score(lm: HarnessLM, tasks: list[str], shots: int = 0, include_path=None, li
     with _without_env_report():
         out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), num_fewshot=shots, task_manager=manager,
                                       limit=limit, use_cache=None, cache_requests=False, random_seed=0,
-                                      numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=1234,
+                                      numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=FEWSHOT_SEED,
                                       bootstrap_iters=0, verbosity="ERROR")
     per_task = {}
     for task in tasks:
