@@ -25,6 +25,7 @@ VERBS = {
     "bench": ("tools.bench", "where a run's time goes (runs/bench.json)"),
     "bench-gpu": ("tools.bench_gpu", "the CUDA paths timed on a GPU (runs/bench-gpu.json)"),
     "bench-fleet": ("tools.bench_fleet", "the fleet engine timed on a GPU"),
+    "bench-nanogpt": ("tools.bench_nanogpt", "embnorm's model beside nanoGPT's at GPT-2 small; 124M steps on shards"),
     "throughput": ("tools.throughput", "inference throughput per arm (runs/throughput.json)"),
     "lm-eval": ("core.lm_eval_adapter", "score one run with the zero-shot suite"),
     "harness": ("core.harness", "score a shards run on lm-eval tasks by name through your tokenizer"),

@@ -9,6 +9,7 @@
 #
 #   bash scripts/gpu_session.sh [SECONDS] [STUDY] [PART...]   # SECONDS: the whole script's budget (default 540);
 #                                                              # PARTS: some of cuda-tests notebook study gpt-small loop profile
+#                                                              # shards vs-nanogpt
 #
 # Prepared here beforehand (scripts/gpu_env.sh uses them there): `bash scripts/code_only.sh on` (the tree must
 # stay under 64 MiB), the wheels the device lacks in .whl/ (`python scripts/offline_wheels.py --have have.txt`),
@@ -16,7 +17,7 @@
 # EMBNORM_SOURCE_COMMIT to the commit the tree came from.
 set -u
 budget=${1:-540}; study=${2:-main}; shift $(( $# < 2 ? $# : 2 ))
-wanted=" ${*:-cuda-tests notebook study gpt-small loop profile} "
+wanted=" ${*:-cuda-tests notebook study gpt-small loop profile shards vs-nanogpt} "
 start=$(date +%s)
 out=${OUT:-/tmp/gpu-session-out}; mkdir -p "$out"
 log="$out/gpu_session.log"
@@ -43,4 +44,8 @@ part "study $study" 240 python3 -m embnorm_lib bench-gpu study "$study"
 part gpt-small 150 python3 -m embnorm_lib bench-gpu gpt-small --iters 100
 part loop 150 python3 -m embnorm_lib bench-gpu loop --iters 100
 part profile 60 python3 -m embnorm_lib bench-gpu profile
+# the practitioner's check (issue 115): GPT-2 small steps on synthetic shards, and beside nanoGPT's own model when a
+# checkout of it was carried as .nanogpt/ (its code is not part of this project)
+part shards 120 python3 -m embnorm_lib bench-nanogpt shards --steps 60
+[ -f .nanogpt/model.py ] && part vs-nanogpt 150 python3 -m embnorm_lib bench-nanogpt side-by-side --nanogpt .nanogpt
 echo "== done in $(( $(date +%s) - start ))s" | tee -a "$log"

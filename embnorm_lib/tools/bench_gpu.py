@@ -75,10 +75,11 @@ def bench_config(preset: str, iters: int, device: str, compile: bool | str, **ex
 
 
 def loop_figures(preset: str, iters: int, device: str = "cuda", compile: bool | str = "auto",
-                 data_path=None, eval_at_init: bool = False) -> dict:
+                 data_path=None, eval_at_init: bool = False, **extra) -> dict:
     """One run without interim evaluation passes: the steady ms/iteration (median from step STEADY_FROM on), the
-    first steps' extra time (compilation, allocator warm-up) and the achieved model FLOP/s."""
-    cfg = bench_config(preset, iters, device, compile, eval_at_init=eval_at_init)
+    first steps' extra time (compilation, allocator warm-up) and the achieved model FLOP/s. `extra`: more config
+    fields (a shards run's tokenizer and corpus checksum)."""
+    cfg = bench_config(preset, iters, device, compile, eval_at_init=eval_at_init, **extra)
     with tempfile.TemporaryDirectory(prefix="embnorm-bench-gpu-") as tmp:
         summary = train(cfg, f"{tmp}/run", data_path, progress=False)
         rows = read_step_log(Path(tmp) / "run", "metrics")
