@@ -49,6 +49,9 @@ EXTENSIONS: dict[tuple[str, str], dict[str, list[float]]] = {
     # rms's best sat at its grid's high edge, 0.0046 (mean 1.918; runner-up 0.00325 by 0.040 ± 0.0055 nats/token)
     # ... and again at the extension, 0.00651 (mean 1.917; runner-up 0.0046 by 0.0038 ± 0.0103 nats/token)
     ("gpt2", "0-x4"): {"none": [0.00651, 0.00921, 0.013], "ln": [0.00651], "rms": [0.00651, 0.00921]},
+    # speedrun, size 0 at 1,920 steps: none's best sat at the grid's high edge, 0.00919 (mean 1.931 bits per byte over
+    # seeds 100-102; runner-up 0.0065 by 0.0683 ± 0.0036 nats/token; runs/prose-lr/PROSE.md)
+    ("speedrun", "0-x4"): {"none": [0.013]},
 }
 BEST_LR: dict[tuple[str, str], dict[str, float]] = {
     # speedrun, size 0: none's best 0.0065 is bracketed (mean 2.294 bits per byte over seeds 100-102; runner-up 0.0046
