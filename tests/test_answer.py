@@ -732,7 +732,13 @@ def test_each_open_english_size_states_how_sharply_its_lrs_were_chosen():
     margins = record["d"]["size"]["data_ladder"]["lr_margins"]
     report = (REPO / "runs" / "ladder-data" / "LADDER-DATA.md").read_text()
     for rung, arms in margins.items():
+        shift = arms.pop("shift")
         words = ", ".join(f"`{arm}` {m['margin']:+.4f} (SE {m['se']:.4f})" for arm, m in arms.items())
         assert f"- rung {rung}: {words}." in report
         assert f"by `none` {arms['none']['margin']:+.4f} ± {arms['none']['se']:.4f}" in answer_detail()
+        # and the difference with either arm one step off, the same numbers as the report's table
+        assert f"| {rung} | {shift['at_best']:+.4f} (" in report
+        assert (f"runs {shift['low']:+.4f} to {shift['high']:+.4f} against {shift['at_best']:+.4f} at both "
+                f"registered LRs, the sign changing in {shift['sign_changes']} of {shift['moves']} moves"
+                ) in " ".join(answer_detail().split())
     assert margins  # every quoted size of the finished ladder has its margins

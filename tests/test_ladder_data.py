@@ -568,3 +568,41 @@ def test_the_lr_margin_is_the_runner_up_minus_the_best_paired_by_tuning_seed():
     assert m["se"] == pytest.approx(pd.Series(diffs).std() / 3 ** 0.5)
     assert "Next best 0.004, +0.0400 nats/char behind" in words.runner_up_words(runs, 1, "ln", found)
     assert analysis.runner_up_margin(runs, 1, "ln", {"means": {0.002: 1.21}}) is None  # nothing to compare with
+
+
+def _tuning_runs(rung: int, loss_of) -> pd.DataFrame:
+    """Tuning runs of both tuned arms over their whole grid at one rung: loss_of(arm, k, seed), k the grid index."""
+    return pd.DataFrame([{"cfg.preset": f"ladder-data-{rung}", "cfg.variant": arm, "cfg.lr": lr, "cfg.seed": seed,
+                          "val_loss": loss_of(arm, k, seed), "failed": False}
+                         for arm in ladder_data.ARMS_TUNED for k, lr in enumerate(ladder_data.grid(rung, arm))
+                         for seed in ladder_data.TUNING_SEEDS])
+
+
+def test_one_step_off_moves_each_arm_one_grid_step_and_counts_sign_changes():
+    from embnorm_lib.analyses import ladder_data as analysis
+
+    rung = 1
+    middle = len(ladder_data.grid(rung, "ln")) // 2  # the centre wins for both arms: bracketed
+
+    def loss_of(arm, k, seed):
+        base = 1.5 + 0.01 * (k - middle) ** 2 + 0.001 * (seed - 100)
+        return base - (0.002 if arm == "ln" else 0.0)  # ln ahead by 0.002 at the best LRs
+
+    runs = _tuning_runs(rung, loss_of)
+    shifted = analysis.one_step_off(runs, rung)
+    got = {(r.moved, r.step): r for r in shifted.itertuples()}
+    assert got[("neither", 0)].mean_diff == pytest.approx(-0.002) and got[("neither", 0)].seeds == 3
+    assert got[("ln", 1)].mean_diff == pytest.approx(0.008)  # ln one step off: 0.01 worse, so the sign flips
+    assert got[("none", -1)].mean_diff == pytest.approx(-0.012)  # none one step off: ln further ahead
+    assert got[("ln", 1)].lr_ln == pytest.approx(ladder_data.grid(rung, "ln")[middle + 1])
+    summary = analysis.shift_summary(shifted)
+    assert summary["sign_changes"] == 2 and summary["moves"] == 4
+    assert summary["low"] == pytest.approx(-0.012) and summary["high"] == pytest.approx(0.008)
+    lines = "\n".join(words.one_step_off_lines(runs))
+    assert "2 of 4 moves at rung 1" in lines and "| 1 | -0.0020 (0.0000) | +0.0080" in lines
+    # a planted lead large enough that no single step reverses it: no sign change is reported
+    runs = _tuning_runs(rung, lambda arm, k, seed: loss_of(arm, k, seed) - (0.05 if arm == "ln" else 0.0))
+    assert analysis.shift_summary(analysis.one_step_off(runs, rung))["sign_changes"] == 0
+    assert "none of the moves" in "\n".join(words.one_step_off_lines(runs))
+    # an arm whose tuning is unfinished leaves the rung out
+    assert analysis.one_step_off(runs[runs["cfg.seed"] != 101], rung).empty

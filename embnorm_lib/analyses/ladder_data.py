@@ -56,16 +56,58 @@ def runner_up_margin(runs: pd.DataFrame, rung: int, arm: str, found: dict) -> di
         return None
     best, second = sorted(means, key=means.get)[:2]
 
-    def by_seed(lr):
-        at = runs[(runs["cfg.preset"] == f"ladder-data-{rung}") & (runs["cfg.variant"] == arm)
-                  & ((runs["cfg.lr"] - lr).abs() < 1e-12)]
-        return at.groupby("cfg.seed")["val_loss"].mean()
-
-    diff = (by_seed(second) - by_seed(best)).dropna().to_numpy(float)
+    diff = (_seed_losses(runs, rung, arm, second) - _seed_losses(runs, rung, arm, best)).dropna().to_numpy(float)
     if len(diff) < 2:
         return None
     return {"lr": second, "margin": float(diff.mean()), "se": float(diff.std(ddof=1) / math.sqrt(len(diff))),
             "seeds": len(diff)}
+
+
+def _seed_losses(runs: pd.DataFrame, rung: int, arm: str, lr: float) -> pd.Series:
+    at = runs[(runs["cfg.preset"] == f"ladder-data-{rung}") & (runs["cfg.variant"] == arm)
+              & ((runs["cfg.lr"] - lr).abs() < 1e-12)]
+    return at.groupby("cfg.seed")["val_loss"].mean()
+
+
+def one_step_off(runs: pd.DataFrame, rung: int) -> pd.DataFrame:
+    """`ln` minus `none` in tuning, paired by tuning seed (exploratory: 3 seeds), with both arms at their registered
+    LR and then with one arm moved one sqrt(2) step down or up its grid, the other kept at its own. A step that
+    leaves the grid or lands on a failed run is left out. Both arms must have finished tuning at this rung."""
+    found = ladder_data.best_lrs(runs, rung) if len(runs) else {}
+    if not all(found.get(arm, {}).get("complete") for arm in ladder_data.ARMS_TUNED):
+        return pd.DataFrame()
+    best = {arm: found[arm]["best"] for arm in ladder_data.ARMS_TUNED}
+    rows = []
+    for moved, step in ((None, 0), ("ln", -1), ("ln", 1), ("none", -1), ("none", 1)):
+        lrs = dict(best)
+        if moved is not None:
+            means = found[moved]["means"]
+            ladder = sorted(means)
+            k = ladder.index(best[moved]) + step
+            if not 0 <= k < len(ladder) or not math.isfinite(means[ladder[k]]):
+                continue
+            lrs[moved] = ladder[k]
+        diff = (_seed_losses(runs, rung, "ln", lrs["ln"]) - _seed_losses(runs, rung, "none", lrs["none"])).dropna()
+        diff = diff.to_numpy(float)
+        rows.append({"rung": rung, "moved": moved or "neither", "step": step, "lr_none": lrs["none"],
+                     "lr_ln": lrs["ln"], "mean_diff": float(diff.mean()),
+                     "se": float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else math.nan,
+                     "seeds": len(diff)})
+    return pd.DataFrame(rows)
+
+
+def shift_summary(shifted: pd.DataFrame) -> dict | None:
+    """What one_step_off says in a clause: the difference at both registered LRs, the range over the one-step
+    moves, and in how many of those moves the sign differs from the one at both registered LRs."""
+    if shifted.empty or not (shifted["moved"] == "neither").any():
+        return None
+    at_best = float(shifted.loc[shifted["moved"] == "neither", "mean_diff"].iloc[0])
+    moves = shifted[shifted["moved"] != "neither"]["mean_diff"].to_numpy(float)
+    if not len(moves):
+        return None
+    return {"at_best": round(at_best, 6), "low": round(float(moves.min()), 6), "high": round(float(moves.max()), 6),
+            "moves": len(moves), "sign_changes": int((np.sign(moves) != np.sign(at_best)).sum()),
+            "seeds": int(shifted["seeds"].min())}
 
 
 def confirmatory_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -301,4 +343,5 @@ def lr_margins(out) -> dict:
         if margins and all(margins.values()):
             found[str(rung)] = {arm: {k: round(v, 6) if isinstance(v, float) else v for k, v in m.items()}
                                 for arm, m in margins.items()}
+            found[str(rung)]["shift"] = shift_summary(one_step_off(tuning, rung))
     return found

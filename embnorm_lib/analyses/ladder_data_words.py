@@ -14,9 +14,11 @@ from .ladder_data import (
     confirmatory_table,
     data_bound_table,
     endpoint_note,
+    one_step_off,
     quoted_table,
     runner_up_margin,
     seed_rule_table,
+    shift_summary,
     spend_table,
     trend_rungs,
     trend_table,
@@ -225,7 +227,32 @@ def lr_margin_lines(tuning: pd.DataFrame) -> list[str]:
             "Each tuned arm's registered LR led the next best on its grid in tuning (`ladder-data-lr`) by this much "
             f"final validation loss (nats/char, paired over the {len(ladder_data.TUNING_SEEDS)} tuning seeds): a "
             "difference between arms of about this size may partly reflect where each arm's LR fell on its grid.",
-            "", *lines, ""]
+            "", *lines, "", *one_step_off_lines(tuning)]
+
+
+def one_step_off_lines(tuning: pd.DataFrame) -> list[str]:
+    """The difference between arms recomputed in tuning with either arm one sqrt(2) step off its registered LR
+    (one_step_off): how much of a size's result rests on where the grid put each LR."""
+    cells, flips = [], []
+    columns = (("neither", 0), ("ln", -1), ("ln", 1), ("none", -1), ("none", 1))
+    for rung in range(len(ladder_data.RUNGS)):
+        shifted = one_step_off(tuning, rung)
+        if shifted.empty:
+            continue
+        got = {(r.moved, r.step): f"{r.mean_diff:+.4f} ({r.se:.4f})" for r in shifted.itertuples()}
+        cells.append(f"| {rung} | " + " | ".join(got.get(c, "–") for c in columns) + " |")
+        summary = shift_summary(shifted)
+        if summary and summary["sign_changes"]:
+            flips.append(f"{summary['sign_changes']} of {summary['moves']} moves at rung {rung}")
+    if not cells:
+        return []
+    flip_words = ", ".join(flips) if flips else "none of the moves"
+    return ["`ln` minus `none` in tuning (nats/char, mean and SE over the tuning seeds), with both arms at their "
+            "registered LR and with one arm moved one √2 step down (÷) or up (×) its grid, the other at its own "
+            "(`rms` was not tuned: it runs at `ln`'s LR). The sign differs from the one at the registered LRs in "
+            f"{flip_words}.", "",
+            "| rung | both at registered LR | `ln` ÷√2 | `ln` ×√2 | `none` ÷√2 | `none` ×√2 |",
+            "|---|---|---|---|---|---|", *cells, ""]
 
 
 def tuning_lines(runs: pd.DataFrame) -> list[str]:
