@@ -99,6 +99,7 @@ OWNERS = {
     "manifest.json": "embnorm_lib.core.seal",
     "sweeps.jsonl": "embnorm_lib.runner.sweep",
     "README.md": "embnorm_lib.publishing.report",
+    "RECIPES.md": "embnorm_lib.publishing.recipe_table",
     "REPORT.md": "embnorm_lib.analyses.paired",
     "STABILITY.md": "embnorm_lib.analyses.stability",
     "BOUNDARY.md": "embnorm_lib.analyses.boundary",

@@ -35,6 +35,7 @@ from ..core.io import (
 from ..runner.design import check_design
 from ..runner.kernels import execute_notebook
 from ..runner.registry import ANALYSES, analysis_of, headline_studies, resolve, site
+from .recipe_table import write_recipes
 from .report import write_runs_readme
 
 ANALYSIS_NOTEBOOKS = ("03_diagnostics", "04_statistics")
@@ -194,9 +195,9 @@ def publishable_names(out: Path, groups: dict) -> str:
 
 
 def quoting_pages(out: Path, refresh: bool) -> dict[str, Path]:
-    """runs/README.md; and for the committed runs directory the README's first screen, FINDINGS.md, the figure index
+    """runs/README.md and runs/RECIPES.md; and for the committed runs directory the README's first screen, FINDINGS.md, the figure index
     and the paper, which quote it."""
-    written = {"runs/README.md": write_runs_readme(out)}
+    written = {"runs/README.md": write_runs_readme(out), "runs/RECIPES.md": write_recipes(out)}
     if refresh:
         written.update({path.relative_to(repo_root()).as_posix(): path for path in resolve(site().readme)(out)})
         written["paper.pdf"] = resolve(site().paper)(out)

@@ -2,6 +2,7 @@
 
     python -m embnorm_lib report summary <study>     # per-arm table on stdout
     python -m embnorm_lib report runs-readme         # rewrite runs/README.md from the committed runs
+    python -m embnorm_lib report recipes             # rewrite runs/RECIPES.md (publishing.recipe_table)
 
 runs/README.md walks the registry: its sections, their headings and how each lists a study are the study layer's
 data (runner.registry.Site.sections); each study's paragraph comes from its description and its runs."""
@@ -105,7 +106,9 @@ HEADER = ["# Committed study results",
           "the executed `02_train.ipynb` (packed with the study's others into `notebooks.tar.xz` by "
           "`embnorm_lib.tools.compact_logs`; `python -m embnorm_lib extract-notebooks <study>` puts them back); "
           "`runs.csv` indexes them and is the single source for every table. Checkpoints and weights are "
-          "not committed. This file is written by `python -m embnorm_lib report runs-readme`.", ""]
+          "not committed. This file is written by `python -m embnorm_lib report runs-readme`.", "",
+          "How every study trained (model, context, batch, iterations, warm-up, optimizer, clipping, embeddings, "
+          "tokens, each arm's peak LR), from its runs' configs: [RECIPES.md](RECIPES.md).", ""]
 
 
 def runs_readme(out_dir: str | Path | None = None) -> str:
@@ -185,7 +188,14 @@ def main(argv=None) -> int:
     s.add_argument("--out-dir", default=None)
     r = sub.add_parser("runs-readme")
     r.add_argument("--out-dir", default=None)
+    c = sub.add_parser("recipes", help="rewrite runs/RECIPES.md, every study's training recipe")
+    c.add_argument("--out-dir", default=None)
     args = p.parse_args(argv)
+    if args.command == "recipes":
+        from .recipe_table import write_recipes
+
+        print(f"wrote {write_recipes(runs_root(args.out_dir))}")
+        return 0
     if args.command == "summary":
         runs = load_runs(args.study, args.out_dir)
         print(f"study {args.study}: {len(runs)} runs ({runs_root(args.out_dir) / args.study})")
