@@ -108,7 +108,7 @@ OWNERS = {
     "H1B.md": "embnorm_lib.analyses.h1b",
     "LENGTH.md": "embnorm_lib.analyses.length",
     "ZEROSHOT.md": "embnorm_lib.analyses.zeroshot",
-    "LADDER.md": "embnorm_lib.analyses.ladder",
+    "LADDER.md": "embnorm_lib.analyses.ladder_report",
     "throughput.json": "embnorm_lib.tools.throughput",
 }
 

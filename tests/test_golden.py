@@ -19,7 +19,7 @@ from test_answer import data_ladder_states
 from test_ladder import check_runs, replication_runs, synthetic
 from test_stability import four_studies
 
-from embnorm_lib.analyses import answer, ladder, stability
+from embnorm_lib.analyses import answer, ladder_report, stability
 from embnorm_lib.analyses.findings import findings_text
 from embnorm_lib.core.config import LADDER_RUNGS
 
@@ -89,12 +89,12 @@ def replication_with_peaks() -> pd.DataFrame:
 
 def test_the_ladder_report(request, tmp_path):
     write(tmp_path, "ladder", synthetic().assign(final_train_loss=lambda r: r["val_loss"] - 0.2))
-    check_golden(request, "ladder_LADDER.md", ladder.write_report("ladder", tmp_path, tmp_path / "f").read_text())
+    check_golden(request, "ladder_LADDER.md", ladder_report.write_report("ladder", tmp_path, tmp_path / "f").read_text())
 
 
 def test_the_subword_lr_check_report(request, tmp_path):
     write(tmp_path, "ladder-bpe-lr", subword_check())
-    text = ladder.write_report("ladder-bpe-lr", tmp_path, tmp_path / "f").read_text()
+    text = ladder_report.write_report("ladder-bpe-lr", tmp_path, tmp_path / "f").read_text()
     check_golden(request, "ladder-bpe-lr_LADDER.md", text)
 
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from embnorm_lib.analyses import ladder
+from embnorm_lib.analyses import ladder, ladder_report, ladder_sections
 from embnorm_lib.analyses import plots as analysis_plots
 from embnorm_lib.core.config import (
     LADDER_RUNGS,
@@ -193,7 +193,7 @@ def test_the_subword_lr_check_finds_each_tokenizers_best_and_says_if_the_ladder_
     assert np.isnan(described.loc[("bpe-4096", "none"), "diff_vs_none"])
     (tmp_path / "ladder-bpe-lr").mkdir()
     runs.to_csv(tmp_path / "ladder-bpe-lr" / "runs.csv", index=False)
-    assert ladder.write_report("ladder-bpe-lr", tmp_path, tmp_path / "figures").is_file()
+    assert ladder_report.write_report("ladder-bpe-lr", tmp_path, tmp_path / "figures").is_file()
     drawn = sorted(f.name for f in (tmp_path / "figures").iterdir())  # a check draws its LR curves, no ladder figure
     assert drawn == ["ladder-bpe-lr_lr_curves.pdf", "ladder-bpe-lr_lr_curves.png"]
     # one findings line per complete (tokenizer, rung); a tokenizer whose grid lacks a seed is left out
@@ -231,7 +231,7 @@ def test_the_rung_2_subword_lr_check_reports_under_its_own_amendment(tmp_path):
     assert best.loc["none", "ladder_factor"] == LADDER_LR_CHECKED[2]["none"] != 0.5
     (tmp_path / "ladder-bpe-lr2").mkdir()
     runs.to_csv(tmp_path / "ladder-bpe-lr2" / "runs.csv", index=False)
-    text = ladder.write_report("ladder-bpe-lr2", tmp_path, tmp_path / "figures").read_text()
+    text = ladder_report.write_report("ladder-bpe-lr2", tmp_path, tmp_path / "figures").read_text()
     assert "Amendment 13" in text and "mendment 8" not in text  # its own amendment, not the rung-1 check's
     lines = subword_lr_findings(tmp_path, "ladder-bpe-lr2")
     assert [line.split(" (")[0] for line in lines] == ["- rung 2, bpe-4096 tokens"]
@@ -384,17 +384,17 @@ def test_the_per_seed_table_shows_each_runs_loss_per_character():
     bpe = synthetic().assign(**{"cfg.tokenizer": "bpe-512"})
     bpe["val_loss_per_char"] = bpe["val_loss"] / 3
     runs = pd.concat([synthetic(), bpe], ignore_index=True)
-    table = ladder.per_seed(runs)
+    table = ladder_sections.per_seed(runs)
     assert list(table.columns) == ["tokenizer", "preset", "seed", "none", "ln", "rms"]
     assert len(table) == 2 * len(LADDER_RUNGS) * 5
     row = table[(table["tokenizer"] == "bpe-512") & (table["preset"] == "ladder-1") & (table["seed"] == 2)].iloc[0]
     source = bpe[(bpe["cfg.preset"] == "ladder-1") & (bpe["seed"] == 2) & (bpe["variant"] == "ln")].iloc[0]
     assert row["ln"] == pytest.approx(source["val_loss_per_char"])  # per character, not the per-token loss
 
-    assert "block 1's input" not in "\n".join(ladder.per_seed_section(runs))  # no column, no table
+    assert "block 1's input" not in "\n".join(ladder_sections.per_seed_section(runs))  # no column, no table
     normed = runs.assign(final_block1_input_norm=np.arange(len(runs)) + 0.25)
-    text = "\n".join(ladder.per_seed_section(normed))
-    norms = ladder.per_seed(normed, "final_block1_input_norm")
+    text = "\n".join(ladder_sections.per_seed_section(normed))
+    norms = ladder_sections.per_seed(normed, "final_block1_input_norm")
     row = norms[(norms["tokenizer"] == "bpe-512") & (norms["preset"] == "ladder-1") & (norms["seed"] == 2)].iloc[0]
     source = normed[(normed["cfg.tokenizer"] == "bpe-512") & (normed["cfg.preset"] == "ladder-1")
                     & (normed["seed"] == 2) & (normed["variant"] == "rms")].iloc[0]
@@ -403,7 +403,7 @@ def test_the_per_seed_table_shows_each_runs_loss_per_character():
     assert "gradient norm" not in text  # the index has no peak gradient norm: no table for it
 
     spiky = normed.assign(peak_grad_norm_post_warmup=np.where(normed["seed"] == 3, 184.378, 1.25))
-    text = "\n".join(ladder.per_seed_section(spiky))
+    text = "\n".join(ladder_sections.per_seed_section(spiky))
     assert text.index("block 1's input") < text.index("gradient norm (before clipping)")
     assert "| char | ladder-2 | 3 | 184 | 184 | 184 |" in text and "| char | ladder-2 | 2 | 1.25 | 1.25 | 1.25 |" in text
 
@@ -428,7 +428,7 @@ def test_an_arm_without_its_own_check_is_flagged_by_its_lr_familys(tmp_path):
     (tmp_path / "ladder-bpe-scale").mkdir()
     runs.assign(final_train_loss=lambda r: r["val_loss"] - 0.2).to_csv(tmp_path / "ladder-bpe-scale" / "runs.csv",
                                                                        index=False)
-    unchecked = ladder.unchecked_rungs(runs)
+    unchecked = ladder_report.unchecked_rungs(runs)
     for rung in range(len(LADDER_RUNGS)):
         for variant, family in (("ln_matched", "ln"), ("scaled_unit", "none")):
             flagged = (rung, variant) in unchecked
@@ -441,10 +441,10 @@ def test_the_command_line_reports_every_study_the_registry_analyses_as_a_ladder(
     assert {"ladder", "ladder-lr", "ladder-bpe-rep", "ladder-bpe-scale"} <= set(studies_of("ladder"))
     (tmp_path / "ladder-bpe-scale").mkdir()
     synthetic().to_csv(tmp_path / "ladder-bpe-scale" / "runs.csv", index=False)
-    assert ladder.main(["ladder-bpe-scale", "--out-dir", str(tmp_path), "--figures-dir", str(tmp_path / "f")]) == 0
+    assert ladder_report.main(["ladder-bpe-scale", "--out-dir", str(tmp_path), "--figures-dir", str(tmp_path / "f")]) == 0
     assert (tmp_path / "ladder-bpe-scale" / "LADDER.md").is_file() and "(`ladder-bpe-scale`)" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        ladder.main(["ladder-nope", "--out-dir", str(tmp_path)])
+        ladder_report.main(["ladder-nope", "--out-dir", str(tmp_path)])
 
 
 def test_the_report_renders(tmp_path):
@@ -452,16 +452,16 @@ def test_the_report_renders(tmp_path):
     runs = synthetic().assign(final_train_loss=lambda r: r["val_loss"] - 0.2)
     (tmp_path / "ladder").mkdir()
     runs.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
-    assert ladder.write_report("ladder", tmp_path, tmp_path / "figures").is_file()
-    assert ladder.fit_table(runs)["gap"].to_numpy() == pytest.approx(0.2)
-    unchecked = ladder.unchecked_rungs(runs)
+    assert ladder_report.write_report("ladder", tmp_path, tmp_path / "figures").is_file()
+    assert ladder_sections.fit_table(runs)["gap"].to_numpy() == pytest.approx(0.2)
+    unchecked = ladder_report.unchecked_rungs(runs)
     for rung in range(len(LADDER_RUNGS)):
         for variant in ("ln", "rms"):  # none, ln and rms are all in the index; rms follows ln's check
             assert ((rung, variant) in unchecked) is ("ln" not in LADDER_LR_CHECKED.get(rung, {}))
         assert ((rung, "none") in unchecked) is ("none" not in LADDER_LR_CHECKED.get(rung, {}))
     fits = ladder.trend(ladder.finished(ladder.rung_table(runs), 5), seeds=5).set_index("variant")
     assert fits.loc["ln", "slope_ci_high"] < 0 and "falls" in ladder.trend_words(fits.loc["ln"])
-    budget = ladder.budget_table(runs)
+    budget = ladder_sections.budget_table(runs)
     assert (budget["runs"].sum(), budget["trained_here"].sum()) == (75, 75)
     assert (tmp_path / "figures" / "ladder_delta_vs_params.png").is_file()
     assert (tmp_path / "figures" / "ladder_delta_vs_compute.png").is_file()
@@ -473,14 +473,14 @@ def test_a_size_short_of_its_seeds_is_counted_in_the_report_but_not_compared(tmp
     partial = runs[(runs["cfg.preset"] != last) | ((runs["seed"] < 2) & (runs["variant"] != "rms"))]
     (tmp_path / "ladder").mkdir()
     partial.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
-    text = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
+    text = ladder_report.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
     per_size = text.split("## Per size")[1].split("## Per seed")[0]
     assert f"| {last} |" not in per_size and "| ladder-0 |" in per_size  # amendment 4: no interim comparison
     # rms has no run there yet: counted as 0, not left out
     assert f"- {last} (char): " in per_size and "`ln` 2, `rms` 0 of 5." in per_size
     assert f"| char | {last} | 1 |" in text  # its runs stay visible, per seed
     runs.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
-    complete = ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
+    complete = ladder_report.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
     assert f"| {last} |" in complete.split("## Per seed")[0] and "Not quoted yet" not in complete
 
 
@@ -489,13 +489,13 @@ def test_the_subword_report_says_its_lr_was_checked_on_characters_only(tmp_path)
     bpe["val_loss_per_char"] = bpe["val_loss"]
     (tmp_path / "ladder-bpe").mkdir()
     bpe.to_csv(tmp_path / "ladder-bpe" / "runs.csv", index=False)
-    text = ladder.write_report("ladder-bpe", tmp_path, tmp_path / "figures").read_text()
+    text = ladder_report.write_report("ladder-bpe", tmp_path, tmp_path / "figures").read_text()
     assert STUDIES["ladder-bpe"].note in text and "subword LR check" in STUDIES["ladder-bpe"].note
     assert "`ln` (bpe-512)" in text
     char = synthetic()
     (tmp_path / "ladder").mkdir()
     char.to_csv(tmp_path / "ladder" / "runs.csv", index=False)
-    assert "subword LR" not in ladder.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
+    assert "subword LR" not in ladder_report.write_report("ladder", tmp_path, tmp_path / "figures").read_text()
 
 
 def test_each_size_states_its_training_tokens_and_compute():
@@ -515,7 +515,7 @@ def test_the_budget_table_gives_each_arms_shape_budget_lr_and_the_compute_traine
     runs["wall_s"] = 60.0 * (1 + runs["seed"])  # 1..5 minutes: median 3
     runs["device"], runs["torch_threads"] = "cpu", 1
     runs["reused_from"] = np.where(runs["seed"] < 2, "ladder-lr/x", "")  # seeds 0-1 came from the check
-    table = ladder.budget_table(runs)
+    table = ladder_sections.budget_table(runs)
     assert list(table["preset"])[:3] == ["ladder-0"] * 3 and list(table["variant"])[:3] == ["none", "ln", "rms"]
     row = table[(table["preset"] == "ladder-1") & (table["variant"] == "ln")].iloc[0]
     layers, width, _ = LADDER_RUNGS[1]
@@ -524,9 +524,9 @@ def test_the_budget_table_gives_each_arms_shape_budget_lr_and_the_compute_traine
     assert row["tokens_per_param"] == pytest.approx(row["train_tokens"] / row["params"])
     assert row["lr"] == f"{ladder_lr('ln', width):.3g}" and (row["runs"], row["trained_here"]) == (5, 3)
     assert row["min_per_run"] == pytest.approx(3.0) and row["run_hours_here"] == pytest.approx((3 + 4 + 5) / 60)
-    assert "15 runs finished, 9 of them" in ladder.budget_words(table[table["preset"] == "ladder-1"])
-    bare = ladder.budget_table(synthetic())  # an index without wall times says so rather than claiming zero
-    assert bare["run_hours_here"].isna().all() and "run-hours" not in ladder.budget_words(bare)
+    assert "15 runs finished, 9 of them" in ladder_sections.budget_words(table[table["preset"] == "ladder-1"])
+    bare = ladder_sections.budget_table(synthetic())  # an index without wall times says so rather than claiming zero
+    assert bare["run_hours_here"].isna().all() and "run-hours" not in ladder_sections.budget_words(bare)
 
 
 def test_the_readme_line_per_finished_size_words_each_arm_by_holm(tmp_path):
@@ -669,7 +669,7 @@ def test_the_fit_table_gives_each_arms_train_and_validation_loss_their_gap_and_t
     runs = synthetic(seeds=2)
     runs["cfg.lr"] = [ladder_lr(v, w) for v, w in zip(runs["variant"], runs["cfg.n_embd"], strict=True)]
     runs["final_train_loss"] = runs["val_loss"] - 0.1 * (1 + runs["cfg.preset"].str[-1].astype(int))  # gap grows
-    table = ladder.fit_table(runs)
+    table = ladder_sections.fit_table(runs)
     assert len(table) == len(LADDER_RUNGS) * 3 and (table["seeds"] == 2).all()
     row = table[(table["preset"] == "ladder-2") & (table["variant"] == "rms")].iloc[0]
     mine = runs[(runs["cfg.preset"] == "ladder-2") & (runs["variant"] == "rms")]
@@ -678,18 +678,18 @@ def test_the_fit_table_gives_each_arms_train_and_validation_loss_their_gap_and_t
     assert row["val_rise"] == pytest.approx(0.01) and row["lr"] == pytest.approx(ladder_lr("rms", LADDER_RUNGS[2][1]))
     assert table.groupby("preset")["gap"].mean().to_numpy() == pytest.approx(
         [0.1 * (1 + r) for r in range(len(LADDER_RUNGS))])  # what fit_words quotes per rung
-    words = ladder.fit_words(table)
-    section = ladder.fit_section(runs)
+    words = ladder_sections.fit_words(table)
+    section = ladder_sections.fit_section(runs)
     assert len(words) == 1 and section[0].startswith("## Fit") and words[0] in section
-    assert ladder.fit_section(synthetic()) == []  # an index without training losses draws no table of NaNs
+    assert ladder_sections.fit_section(synthetic()) == []  # an index without training losses draws no table of NaNs
     two_lrs = pd.concat([runs, runs.assign(**{"cfg.lr": runs["cfg.lr"] * 2, "val_loss": runs["val_loss"] + 1})])
-    assert len(ladder.fit_table(two_lrs)) == 2 * len(table)  # an LR check keeps each LR its own row
+    assert len(ladder_sections.fit_table(two_lrs)) == 2 * len(table)  # an LR check keeps each LR its own row
     assert "block1_input_norm" not in table  # an index without the norm gets no column of NaNs
     normed = runs.assign(final_block1_input_norm=np.where(runs["variant"] == "none", 1.0, 12.0) + runs["seed"])
-    with_norm = ladder.fit_table(normed)
+    with_norm = ladder_sections.fit_table(normed)
     assert with_norm[with_norm["variant"] == "none"]["block1_input_norm"].tolist() == [1.5] * len(LADDER_RUNGS)
     assert with_norm[with_norm["variant"] == "ln"]["block1_input_norm"].tolist() == [12.5] * len(LADDER_RUNGS)
-    assert "| block1_input_norm |" in "\n".join(ladder.fit_section(normed))
+    assert "| block1_input_norm |" in "\n".join(ladder_sections.fit_section(normed))
 
 
 @pytest.mark.parametrize("study,preset", [("ladder-bpe-rep", "ladder-1"), ("ladder-bpe-rep2", "ladder-2")])
@@ -734,16 +734,16 @@ def test_the_rung_2_replication_quotes_its_registered_peak_family_once_finished(
     assert "runs/ladder-bpe-rep2/LADDER.md" in findings_text(tmp_path, studies=())
     assert [line.split(" (")[0] for line in ladder_findings(tmp_path, "ladder-bpe-rep2")] == [
         "- rung 2, bpe-4096 tokens"]
-    peaks = ladder.peak_table(runs).set_index("variant")  # what the one peak line quotes, by its Holm decisions
+    peaks = ladder_sections.peak_table(runs).set_index("variant")  # what the one peak line quotes, by its Holm decisions
     assert len(ladder_peak_findings(tmp_path, "ladder-bpe-rep2")) == 1 and "ladder-bpe-rep2" in ladder.CONFIRMATORY_PEAKS
     assert peaks.loc["ln", "ratio"] == pytest.approx(16, rel=0.15) and peaks.loc["ln", "significant"]
     assert peaks.loc["rms", "ratio_ci_low"] < 1 < peaks.loc["rms", "ratio_ci_high"] and not peaks.loc["rms", "significant"]
-    report = ladder.write_report("ladder-bpe-rep2", tmp_path, tmp_path / "figures").read_text()
+    report = ladder_report.write_report("ladder-bpe-rep2", tmp_path, tmp_path / "figures").read_text()
     assert "## Gradient-norm peaks (confirmatory, docs/PROTOCOL.md amendment 11)" in report
     assert "(exploratory)" not in report.split("## Gradient-norm peaks")[1].split("\n")[0]
     (tmp_path / "ladder-bpe-rep").mkdir()  # the rung-1 replication registered no peaks: exploratory there
     runs.assign(**{"cfg.preset": "ladder-1"}).to_csv(tmp_path / "ladder-bpe-rep" / "runs.csv", index=False)
-    report = ladder.write_report("ladder-bpe-rep", tmp_path, tmp_path / "figures").read_text()
+    report = ladder_report.write_report("ladder-bpe-rep", tmp_path, tmp_path / "figures").read_text()
     assert "(exploratory)" in report.split("## Gradient-norm peaks")[1].split("\n")[0]
 
 
@@ -761,7 +761,7 @@ def test_the_replication_is_quoted_once_its_ten_seeds_have_finished_and_its_repo
     assert [line.split(" (")[0] for line in ladder_findings(tmp_path, "ladder-bpe-rep")] == ["- rung 1, bpe-4096 tokens"]
     table = ladder.finished(ladder.primary(ladder.rung_table(runs)), 10)
     assert set(table["preset"]) == {"ladder-1"} and (table["seeds"] == 10).all()
-    report = ladder.write_report("ladder-bpe-rep", tmp_path, tmp_path / "figures").read_text()
+    report = ladder_report.write_report("ladder-bpe-rep", tmp_path, tmp_path / "figures").read_text()
     assert report.startswith("# One size of the ladder (`ladder-bpe-rep`)") and "10 | " in report
     assert "Trend across sizes" not in report and "Figures:" not in report
     assert not (tmp_path / "figures").exists()
@@ -795,12 +795,12 @@ def test_the_lr_check_figure_fills_each_arms_best_factor_and_the_report_points_a
     plt.close(fig)
     (tmp_path / "ladder-lr").mkdir()
     check_runs(rung=1).to_csv(tmp_path / "ladder-lr" / "runs.csv", index=False)
-    text = ladder.write_report("ladder-lr", tmp_path, tmp_path / "figures").read_text()
+    text = ladder_report.write_report("ladder-lr", tmp_path, tmp_path / "figures").read_text()
     assert "Figure: `figures/ladder/ladder-lr_lr_curves.png`" in text
     assert (tmp_path / "figures" / "ladder-lr_lr_curves.png").is_file()
     # a partial check names what it still lacks, per rung, from its registered cells (rung 1 is all here)
     lacking = {p: sum(c.preset == p for c in study_cells("ladder-lr")) for p in ("ladder-0", "ladder-4")}
-    unfinished = ladder._unfinished_rungs("ladder-lr", check_runs(rung=1))
+    unfinished = ladder_report._unfinished_rungs("ladder-lr", check_runs(rung=1))
     assert unfinished.startswith(f"ladder-0 ({lacking['ladder-0']} runs), ladder-2 (") and "ladder-1 (" not in unfinished
     assert unfinished.endswith(f"ladder-4 ({lacking['ladder-4']} runs)") and f"still to finish {unfinished};" in text
 
@@ -837,7 +837,7 @@ def test_the_subword_scale_study_takes_each_arms_lr_family_and_reports_the_share
 
 def test_the_gradient_norm_peaks_are_compared_as_paired_ratios_and_labelled_exploratory():
     runs = synthetic()
-    assert ladder.peak_section(runs) == []  # an index without the stability readings gets no section
+    assert ladder_sections.peak_section(runs) == []  # an index without the stability readings gets no section
     rng = np.random.default_rng(1)
     base = 10 ** rng.normal(0, 0.3, len(runs))  # none's peaks spread over a factor of a few between seeds
     paired = base[runs.groupby(["cfg.preset", "seed"]).ngroup().to_numpy()]  # one seed's peaks shared by its arms
@@ -845,46 +845,46 @@ def test_the_gradient_norm_peaks_are_compared_as_paired_ratios_and_labelled_expl
     runs = runs.assign(peak_grad_norm_post_warmup=paired * planted * 10 ** rng.normal(0, 0.05, len(runs)),
                        clipped_frac=np.where(runs["variant"] == "ln", 0.2, 0.05),
                        spike_count_post_warmup=np.where(runs["seed"] == 0, 1, 0))
-    table = ladder.peak_table(runs).set_index(["preset", "variant"])
+    table = ladder_sections.peak_table(runs).set_index(["preset", "variant"])
     assert table.loc[("ladder-2", "ln"), "ratio"] == pytest.approx(40, rel=0.15)
     assert table.loc[("ladder-2", "ln"), "ratio_ci_low"] > 20 and table.loc[("ladder-2", "ln"), "significant"]
     assert table.loc[("ladder-2", "rms"), "ratio_ci_low"] < 1 < table.loc[("ladder-2", "rms"), "ratio_ci_high"]
     assert not table.loc[("ladder-1", "ln"), "significant"]  # nothing planted there
     assert table.loc[("ladder-2", "ln"), "clipped_variant"] == pytest.approx(0.2)
     assert table.loc[("ladder-2", "ln"), "spikes_none"] == 1 and table.loc[("ladder-2", "ln"), "spikes_variant"] == 1
-    text = "\n".join(ladder.peak_section(runs))
+    text = "\n".join(ladder_sections.peak_section(runs))
     assert "(exploratory)" in text.split("\n")[0] and "registered analysis" in text
 
 
 def test_block1_norm_against_loss_is_a_rank_correlation_per_arm_labelled_exploratory():
     runs = synthetic()
-    assert ladder.norm_loss_section(runs) == []  # an index without the norm reading gets no section
+    assert ladder_sections.norm_loss_section(runs) == []  # an index without the norm reading gets no section
     rng = np.random.default_rng(2)
-    loss = ladder._loss_per_char(runs)
+    loss = ladder.loss_per_char(runs)
     # planted at rung 2's ln: the norm falls as the loss rises (a perfect inverse ranking); elsewhere noise
     planted = (runs["variant"] == "ln") & (runs["cfg.preset"] == "ladder-2")
     norm = np.where(planted, 20.0 - 10 * loss, 10 + rng.normal(0, 1, len(runs)))
-    table = ladder.norm_loss_table(runs.assign(final_block1_input_norm=norm)).set_index(["preset", "variant"])
+    table = ladder_sections.norm_loss_table(runs.assign(final_block1_input_norm=norm)).set_index(["preset", "variant"])
     assert table.loc[("ladder-2", "ln"), "kendall_tau"] == pytest.approx(-1.0)
     assert table.loc[("ladder-2", "ln"), "p"] == pytest.approx(2 / 120)  # exact: 2 of the 5! orderings as extreme
     assert table.loc[("ladder-2", "ln"), "seeds"] == 5
     assert table.loc[("ladder-2", "rms"), "p"] > 2 / 120
-    text = "\n".join(ladder.norm_loss_section(runs.assign(final_block1_input_norm=norm)))
+    text = "\n".join(ladder_sections.norm_loss_section(runs.assign(final_block1_input_norm=norm)))
     assert "(exploratory)" in text.split("\n")[0] and "registered analysis" in text and "Kendall" in text
 
 
 def test_the_budget_section_says_how_many_runs_moved_to_another_cpu_when_resumed():
     runs = synthetic()
-    assert "resumed on another CPU" not in " ".join(ladder.budget_section(runs))
+    assert "resumed on another CPU" not in " ".join(ladder_sections.budget_section(runs))
     runs["cpu_changed_on_resume"] = [True, None] + [False] * (len(runs) - 2)
-    assert " 1 run(s) were resumed" in " ".join(ladder.budget_section(runs))
+    assert " 1 run(s) were resumed" in " ".join(ladder_sections.budget_section(runs))
 
 
 def test_publishing_an_lr_check_asks_no_size_findings(monkeypatch, tmp_path):
     """`publish ladder-lr` failed with a pandas error: its publisher asked for the ladder's size findings, which pair
     one run per arm and seed, from a study holding several LRs per seed."""
-    from embnorm_lib.analyses import ladder as analysis
     from embnorm_lib.analyses import ladder_findings, publishers
+    from embnorm_lib.analyses import ladder_report as analysis
 
     written = {}
     monkeypatch.setattr(publishers, "build_index", lambda study, out: None)

@@ -250,13 +250,13 @@ def size_data(out: Path) -> dict:
     from ..core.config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM
     from ..core.data import load_corpus
     from ..studies import registered_seeds
-    from . import ladder
+    from . import ladder, ladder_sections
 
     runs = load_runs("ladder", out)
     table = ladder.finished(ladder.primary(ladder.rung_table(runs)), registered_seeds("ladder"))
     table = table[(table["tokenizer"] == "char") & table["variant"].isin(NORMS)]
     table = table.assign(rung=[int(p.split("-")[1]) for p in table["preset"]])
-    budget = ladder.budget_table(runs)
+    budget = ladder_sections.budget_table(runs)
     budget = budget[budget["variant"] == "none"].assign(rung=lambda f: [int(p.split("-")[1]) for p in f["preset"]])
     train = len(load_corpus().train)
     none = runs[runs["variant"] == "none"].assign(rung=lambda f: [int(p.split("-")[1]) for p in f["cfg.preset"]])

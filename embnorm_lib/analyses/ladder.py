@@ -1,27 +1,20 @@
 """The size ladder (issue 18): does the embedding norm's cost shrink, stay or flip as the model grows?
 
-    python -m embnorm_lib.analyses.ladder [ladder|ladder-bpe]   # -> runs/<study>/LADDER.md, figures/ladder/
-    python -m embnorm_lib.analyses.ladder ladder-lr|ladder-bpe-lr|ladder-bpe-lr2   # the LR checks -> runs/<study>/LADDER.md
-
 Per rung (model size) the paired comparison of the registered protocol: each variant's final (and best) validation
 loss minus none's, paired by seed, 95% t interval, Holm within the rung (docs/PROTOCOL.md amendment 1: "at each
 model size the confirmatory family"). Across rungs the trend is exploratory: a weighted least-squares line of the
 difference on log10(non-embedding parameters) (weights 1 / SE^2 of each rung's mean difference), with its 95%
 interval, and what that line gives at Le Scao et al.'s 1.3B parameters — an extrapolation far outside the data,
-labelled so. The analysis returns data; `write_report` renders it."""
+labelled so. The analysis returns data (this module: the tables, the LR checks, the trend); ladder_sections.py adds
+the exploratory sections and ladder_report.py renders LADDER.md (`python -m embnorm_lib publish ladder`)."""
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
 from .. import stats
-from ..core.cli import report_main
-from ..core.config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM, non_embedding_params
-from ..core.errors import entry
+from ..core.config import non_embedding_params
 
 # the exploratory subword LR checks, each with the amendment that registered it (rung 1; rung 2)
 SUBWORD_LR_CHECKS = {"ladder-bpe-lr": 8, "ladder-bpe-lr2": 13}
@@ -34,7 +27,7 @@ CONFIRMATORY_PEAKS = {"ladder-bpe-rep2": 11}
 TREND_MIN_SIZES = 3  # the fewest sizes a trend line is fitted to: two leave no residual degree of freedom
 
 
-def _tokenizers(runs: pd.DataFrame) -> pd.Series:
+def tokenizers_of(runs: pd.DataFrame) -> pd.Series:
     """Each run's tokenizer; an index written before the tokenizer field existed holds char runs only."""
     return runs.get("cfg.tokenizer", pd.Series("char", index=runs.index)).fillna("char")
 
@@ -49,7 +42,7 @@ def rung_table(runs: pd.DataFrame, variants=None) -> pd.DataFrame:
         variants = sorted(set(runs["variant"]) - {"none"}, key=arm_order)
     frame = runs.assign(params=[non_embedding_params(int(a), int(b))
                                 for a, b in zip(runs["cfg.n_layer"], runs["cfg.n_embd"], strict=True)],
-                        tokenizer=_tokenizers(runs))
+                        tokenizer=tokenizers_of(runs))
     rows = []
     for (tokenizer, params), sub in frame.groupby(["tokenizer", "params"]):
         tokens, flops = train_compute(sub.iloc[0], int(params))
@@ -91,23 +84,23 @@ def lr_factor(lr: float, variant: str, n_embd: int, rung: int) -> float:
     return min(ladder_check_factors(rung, variant), key=lambda f: abs(ladder_lr(variant, n_embd, f) - lr))
 
 
-def _rung(preset: str) -> int:
+def rung_of(preset: str) -> int:
     return int(preset.rsplit("-", 1)[1])
 
 
 def _with_factors(runs: pd.DataFrame) -> pd.DataFrame:
     """Check runs tagged with their tokenizer, rung and LR factor relative to the width rule."""
-    return runs.assign(tokenizer=_tokenizers(runs), rung=[_rung(p) for p in runs["cfg.preset"]],
-                       factor=[lr_factor(lr, v, int(w), _rung(p)) for lr, v, w, p in
+    return runs.assign(tokenizer=tokenizers_of(runs), rung=[rung_of(p) for p in runs["cfg.preset"]],
+                       factor=[lr_factor(lr, v, int(w), rung_of(p)) for lr, v, w, p in
                                zip(runs["cfg.lr"], runs["variant"], runs["cfg.n_embd"], runs["cfg.preset"],
                                    strict=True)])
 
 
-def _loss_per_char(runs: pd.DataFrame) -> np.ndarray:
+def loss_per_char(runs: pd.DataFrame) -> np.ndarray:
     """Each run's final validation loss per character: `val_loss` for char runs (a token is a character),
     `val_loss_per_char` for subword runs."""
     per_char = runs["val_loss_per_char"] if "val_loss_per_char" in runs else pd.Series(np.nan, index=runs.index)
-    return np.where(_tokenizers(runs) == "char", runs["val_loss"], per_char)
+    return np.where(tokenizers_of(runs) == "char", runs["val_loss"], per_char)
 
 
 def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +114,7 @@ def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
     for (tokenizer, preset, variant, factor), sub in frame.groupby(["tokenizer", "cfg.preset", "variant", "factor"],
                                                                    sort=True):
         ok = sub[~sub["failed"]]["val_loss"].astype(float)
-        rows.append({"tokenizer": tokenizer, "preset": preset, "rung": _rung(preset), "variant": variant,
+        rows.append({"tokenizer": tokenizer, "preset": preset, "rung": rung_of(preset), "variant": variant,
                      "factor": factor,
                      "lr": float(sub["cfg.lr"].iloc[0]), "seeds": len(sub), "failed": int(sub["failed"].sum()),
                      "val_loss_mean": float(ok.mean()) if len(ok) == len(sub) else float("nan"),
@@ -174,7 +167,7 @@ def at_best_factors(runs: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
 
     if not len(best):
         return pd.DataFrame()
-    frame = _with_factors(runs).assign(loss=_loss_per_char(runs))
+    frame = _with_factors(runs).assign(loss=loss_per_char(runs))
     rows = []
     for (tokenizer, rung), arms in best.groupby(["tokenizer", "rung"], sort=True):
         chosen = {r.variant: r.best_factor for r in arms.itertuples()}
@@ -196,134 +189,6 @@ def check_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
     check = lr_check(runs)
     best = beside_ladder_factor(best_factors(check), check)
     return check, best, at_best_factors(runs, best)
-
-
-def budget_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per tokenizer, rung and arm, what the note owes (issue 18): the shape, the training budget, the LR(s) run and
-    the compute spent — finished runs, how many were trained for this study (the rest reused from another, e.g. the
-    LR check's seeds 0-1), the median wall minutes per run and the summed run-hours of those trained here, with the
-    device and threads per run. Wall time is per run: runs side by side overlap, so the sweep took less."""
-    from ..runner.results import arm_order, reused_mask
-
-    def column(name):
-        return runs[name] if name in runs else pd.Series(np.nan, index=runs.index)
-
-    frame = runs.assign(tokenizer=_tokenizers(runs), here=~reused_mask(runs), wall=column("wall_s"),
-                        device_=column("device"), threads=column("torch_threads"), lr_=column("cfg.lr"))
-    rows = []
-    for (tokenizer, preset, variant), sub in frame.groupby(["tokenizer", "cfg.preset", "variant"]):
-        first, here = sub.iloc[0], sub[sub["here"]]
-        tokens, _ = train_compute(first, 0)
-        layers, width, iters = (first.get(k, np.nan) for k in ("cfg.n_layer", "cfg.n_embd", "cfg.max_iters"))
-        shaped = pd.notna(layers) and pd.notna(width)
-        rows.append({"tokenizer": tokenizer, "preset": preset, "variant": variant,
-                     "n_layer": int(layers) if shaped else "–", "n_embd": int(width) if shaped else "–",
-                     "params": non_embedding_params(int(layers), int(width)) if shaped else "–",
-                     "iters": int(iters) if pd.notna(iters) else "–", "train_tokens": tokens,
-                     "tokens_per_param": tokens / non_embedding_params(int(layers), int(width)) if shaped else np.nan,
-                     "lr": ", ".join(f"{v:.3g}" for v in sorted(sub["lr_"].dropna().unique())) or "–",
-                     "runs": len(sub), "trained_here": len(here),
-                     "min_per_run": sub["wall"].median() / 60, "run_hours_here": here["wall"].sum(min_count=1) / 3600,
-                     "device": ", ".join(sorted(sub["device_"].dropna().astype(str).unique())) or "–",
-                     "threads": ", ".join(f"{t:g}" for t in sorted(sub["threads"].dropna().unique())) or "–"})
-    return pd.DataFrame(sorted(rows, key=lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"]))))
-
-
-def budget_section(runs: pd.DataFrame) -> list[str]:
-    """The report's lines on sizes, budgets, LRs and compute (budget_table rendered, numbers rounded for reading)."""
-    from ..publishing.render import compact_markdown
-
-    table = budget_table(runs)
-    if table.empty:
-        return []
-    def rounded(column, spec):
-        return [format(v, spec) if pd.notna(v) else "–" for v in table[column]]
-
-    shown = table.assign(train_tokens=rounded("train_tokens", ".0f"), tokens_per_param=rounded("tokens_per_param", ".1f"),
-                         min_per_run=rounded("min_per_run", ".1f"), run_hours_here=rounded("run_hours_here", ".2f"))
-    return ["## Sizes, budgets, LRs and compute", "",
-            "Per rung and arm: the shape, iterations, training tokens and tokens per non-embedding parameter (the "
-            f"rule asks {LADDER_TOKENS_PER_PARAM}; the {LADDER_EPOCH_CAP}-pass cap binds where it is lower), the LR(s) "
-            "run, finished runs and those trained for this study (the rest reused bitwise from another study), median "
-            "wall minutes per run and the summed run-hours of the runs trained here. Wall time is per run; runs side "
-            "by side overlap. "
-            + budget_words(table) + resume_words(runs), "", compact_markdown(shown), ""]
-
-
-def resume_words(runs: pd.DataFrame) -> str:
-    """A sentence where some runs were resumed on another CPU model than the one that began them: those agree with an
-    uninterrupted run to float rounding, not bit for bit (each run's summary.json lists its CPUs, `trained_on`)."""
-    moved = int(runs["cpu_changed_on_resume"].eq(True).sum()) if "cpu_changed_on_resume" in runs else 0
-    return (f" {moved} run(s) were resumed on another CPU model than the one that began them, so they agree with an "
-            "uninterrupted run to float rounding, not bit for bit (`trained_on` in each run's summary.json)."
-            if moved else "")
-
-
-def budget_words(table: pd.DataFrame) -> str:
-    """One sentence of what a study's runs cost, from budget_table."""
-    hours = table["run_hours_here"].sum(min_count=1)
-    return (f"{int(table['runs'].sum())} runs finished, {int(table['trained_here'].sum())} of them trained for this "
-            "study" + (f" ({hours:.1f} run-hours summed over runs)" if pd.notna(hours) else "") + ".")
-
-
-def fit_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per tokenizer, rung, arm and LR, how closely the model fits its training split (a description): the mean
-    over seeds of the training loss at the end (`final_train_loss`: the last ten training batches), the final and
-    the best validation loss, the gap between final validation and training loss, and how far validation loss rose
-    after its best. Per token, which for char runs is per character: both losses of a row share one unit. Where
-    the index has it, also the mean norm of block 1's input at the end (`final_block1_input_norm`): the scale at
-    which the embedding (normed, rescaled or neither) enters the first block."""
-    from ..runner.results import arm_order
-
-    frame = runs.assign(tokenizer=_tokenizers(runs), lr_=runs["cfg.lr"] if "cfg.lr" in runs else np.nan)
-    with_norm = "final_block1_input_norm" in frame
-    frame = frame.assign(gap=frame["val_loss"] - frame["final_train_loss"],
-                         val_rise=frame["val_loss"] - frame["best_val_loss"])
-    rows = []
-    for (tokenizer, preset, variant, lr), sub in frame.groupby(["tokenizer", "cfg.preset", "variant", "lr_"],
-                                                               dropna=False):
-        rows.append({"tokenizer": tokenizer, "preset": preset, "variant": variant, "lr": lr, "seeds": len(sub),
-                     "train_loss": sub["final_train_loss"].mean(), "val_loss": sub["val_loss"].mean(),
-                     "gap": sub["gap"].mean(), "best_val_loss": sub["best_val_loss"].mean(),
-                     "val_rise": sub["val_rise"].mean(),
-                     **({"block1_input_norm": sub["final_block1_input_norm"].mean()} if with_norm else {})})
-    key = lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"]), r["lr"])  # noqa: E731
-    return pd.DataFrame(sorted(rows, key=key))
-
-
-def fit_words(table: pd.DataFrame) -> list[str]:
-    """Per tokenizer, the gap between validation and training loss at each rung (mean over its rows), small first."""
-    lines = []
-    for tokenizer, sub in table.groupby("tokenizer"):
-        by_rung = sub.assign(rung=sub["preset"].map(_rung)).groupby("rung")["gap"].mean()
-        unit = "nats/char" if tokenizer == "char" else "nats/token"
-        lines.append(f"- {tokenizer}: validation minus training loss, mean over the rung's arms and LRs: "
-                     + ", ".join(f"rung {r} {g:+.3f}" for r, g in by_rung.items()) + f" {unit}.")
-    return lines
-
-
-def fit_section(runs: pd.DataFrame) -> list[str]:
-    """The report's lines on the fit to the training split (fit_table rendered)."""
-    from ..publishing.render import compact_markdown
-
-    needed = {"final_train_loss", "val_loss", "best_val_loss"}
-    if runs.empty or not needed <= set(runs):
-        return []
-    table = fit_table(runs)
-    shown = table.assign(lr=[f"{v:.3g}" if pd.notna(v) else "–" for v in table["lr"]],
-                         **{c: table[c].round(4) for c in ("train_loss", "val_loss", "gap", "best_val_loss",
-                                                           "val_rise")},
-                         **({"block1_input_norm": [f"{v:.2f}" for v in table["block1_input_norm"]]}
-                            if "block1_input_norm" in table else {}))
-    return ["## Fit to the training split (a description)", "",
-            "Mean over seeds, per token (a character for char runs): `train_loss` is the mean of the last ten "
-            "training batches, `val_loss` the final validation loss on the whole split, `gap` their difference and "
-            "`val_rise` how far the final validation loss sits above the best one seen; `block1_input_norm` is the "
-            "mean norm of block 1's input (the embedding after any norm or rescaling) at the end of training, where "
-            "the index has it. The validation split is the "
-            "corpus's last tenth (text the training split does not hold), so some gap is there at any size; a gap that "
-            "grows with size while the budget is capped at ten passes says the larger models fit their training "
-            "text in ways that do not carry over to unseen text.", "", *fit_words(table), "", compact_markdown(shown), ""]
 
 
 def primary(table: pd.DataFrame) -> pd.DataFrame:
@@ -438,371 +303,3 @@ def scale_words(row) -> str:
             f"nats/char per decade of parameters; the line at {row['at_params'] / 1e9:.1f}B parameters "
             f"{row['extrapolated_diff']:+.3f} [{row['extrapolated_ci_low']:+.3f}, {row['extrapolated_ci_high']:+.3f}] "
             "nats/char (an extrapolation).")
-
-
-def unchecked_rungs(runs: pd.DataFrame) -> list[tuple[int, str]]:
-    """(rung, arm) of each arm a study ran at the width rule's LR before its check completed, per arm: a rung's check
-    completes arm by arm, and an arm without its own check (rms, ln_matched, scaled_unit) runs at its LR family's
-    factor (studies.LADDER_LR_ARM)."""
-    from ..runner.results import arm_order
-    from ..studies import LADDER_LR_ARM, LADDER_LR_CHECKED
-
-    return sorted({(_rung(p), v) for p, v in zip(runs.get("cfg.preset", []), runs.get("variant", []), strict=True)
-                   if LADDER_LR_ARM.get(v, v) not in LADDER_LR_CHECKED.get(_rung(p), {})},
-                  key=lambda rv: (rv[0], arm_order(rv[1])))
-
-
-def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: list[str] | None = None) -> Path:
-    """LADDER.md; `answer`: the lines its header quotes (ladder_findings.ladder_answer, passed in by its publisher:
-    ladder_findings imports this module, so this module does not import it)."""
-    import matplotlib.pyplot as plt
-
-    from ..core.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
-    from ..core.rundir import study_dir_for
-    from ..publishing import plots
-    from ..publishing.render import compact_markdown
-    from ..runner.results import load_runs
-    from ..studies import STUDIES, registered_seeds
-    from . import plots as analysis_plots
-
-    out = runs_root(out_dir)
-    runs = load_runs(study, out)
-    figures = Path(figures_dir or default_figures_dir(out, "ladder"))
-    footer = f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}"
-    if study in LR_CHECKS:
-        if len(runs):
-            check = lr_check(runs)
-            fig = analysis_plots.plot_lr_check(check, best_factors(check))
-            plots.save(fig, figures / f"{study}_lr_curves", footer)
-            plt.close(fig)
-        return write_text_stable(study_dir_for(study, out).root / "LADDER.md", lr_check_report(runs, study))
-    every_size = rung_table(runs)
-    seeds = registered_seeds(study)
-    # amendment 4: a size's comparison is quoted (table, figure, trend) only once every arm has its registered seeds
-    table = finished(every_size, seeds)
-    cells = STUDIES[study].cells()
-    across_sizes = len({c.preset for c in cells}) > 1  # a one-size study has no trend or figure
-    lines_trend = trend(table, seeds=seeds) if len(table) else pd.DataFrame()
-    axes = {"params": "params", "train_flops": "compute"} if len(table) and across_sizes else {}
-    for x, name in axes.items():
-        if table[x].isna().any():  # compute is not drawn from a guess (train_compute's NaN)
-            continue
-        fig = analysis_plots.plot_ladder(primary(table), x)
-        plots.save(fig, figures / f"{study}_delta_vs_{name}", footer)
-        plt.close(fig)
-    done, planned = len(runs), len(cells)
-    from ..publishing.study_header import header_lines
-
-    # per finished size each arm's difference (and, with the scale-vs-norm arms, the share each half carries), then
-    # the trend across sizes and any registered gradient-norm peaks
-    answer = list(answer or [])
-    lines = [f"# {'The size ladder' if across_sizes else 'One size of the ladder'} (`{study}`)", "",
-             *header_lines(study, answer, pending="no size has all its registered seeds yet (amendment 4)"),
-             f"Written by `python -m embnorm_lib.analyses.ladder` at commit {git_commit()[:12]} from `runs/{study}/runs.csv` "
-             f"({done} of {planned} registered runs finished" + ("; **partial**" if done < planned else "") + ")."
-             + (f" Figures: `figures/ladder/{study}_delta_vs_params.png`, and against training compute "
-                f"(`train_flops`: 6 x (non-embedding parameters + output head) x training tokens) "
-                f"`figures/ladder/{study}_delta_vs_compute.png`." if across_sizes else ""), "",
-             " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
-             "## Per size (the registered paired comparison, Holm within each size)", "",
-             compact_markdown(_display(table)) if len(table) else "No size has finished yet.", ""]
-    lines += in_progress_lines(every_size, table, seeds, arms={c.variant for c in cells} - {"none"})
-    if len(runs):
-        lines += per_seed_section(runs)
-    lines += budget_section(runs) + fit_section(runs) + peak_section(runs, study) + norm_loss_section(runs)
-    unchecked = unchecked_rungs(runs)
-    lines += [f"- **rung {r} ran `{v}` at the width rule's LR without a completed check** (amendment 5 asks for "
-              f"`ladder-lr` at that rung first)." for r, v in unchecked] + ([""] if unchecked else [])
-    if not across_sizes:
-        return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines).rstrip("\n") + "\n")
-    lines += ["## Trend across sizes (exploratory)", "",
-             "Weighted least squares of each size's mean difference in final validation loss per character (for BPE "
-             "runs `val_loss_per_char`, not the per-token loss) on log10(non-embedding parameters); the value at "
-             f"{LE_SCAO_PARAMS:.2g} parameters is an **extrapolation** far beyond the largest rung, shown beside Le Scao "
-             "et al.'s finding that an embedding LayerNorm hurts zero-shot accuracy at that size.", ""]
-    if len(lines_trend):
-        lines += [compact_markdown(lines_trend.assign(at_params=[f"{v:.2g}" for v in lines_trend["at_params"]])), ""]
-        lines += [f"- `{r['variant']}` ({r['tokenizer']}): {trend_words(r)} (slope {r['slope_per_decade']:+.3f} "
-                  f"[{r['slope_ci_low']:+.3f}, {r['slope_ci_high']:+.3f}] nats/char per decade)."
-                  for _, r in lines_trend.iterrows()]
-        lines += ["", "The intervals use the larger of the sizes' own standard errors and their scatter about the "
-                  "line (`scale`, the residual variance in units of those errors, floored at 1; docs/PROTOCOL.md "
-                  "amendment 12), so three sizes that happen to fall near a line do not make a narrow interval.", "",
-                  "Does the difference shrink, grow or flip with size? `flips` needs finished sizes whose Holm "
-                  "decisions resolve both signs; `shrinks` / `grows` a slope whose interval excludes zero; "
-                  "`crosses zero` such a slope whose line changes sign within the sizes; otherwise no change is "
-                  "resolved.", ""]
-        lines += [f"- {scale_words(r)}" for r in scale_answer(table, lines_trend, seeds).to_dict("records")]
-    else:
-        lines += ["Fewer than three sizes have finished (all their registered seeds): no trend is fitted."]
-    return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines) + "\n")
-
-
-def in_progress_lines(every_size: pd.DataFrame, quoted: pd.DataFrame, seeds: int | None = None,
-                      arms=()) -> list[str]:
-    """The sizes with some finished runs that are not quoted yet (`finished`): per arm, how many of its registered
-    seeds have finished, and no difference, interval or test, since a size is read only as a whole (amendment 4).
-    A registered arm (`arms`, none aside) with no finished run at such a size is counted as 0, not left out."""
-    from ..runner.results import arm_order
-    from ..studies import LADDER_SEEDS
-
-    wanted = len(LADDER_SEEDS) if seeds is None else seeds
-    waiting = every_size.drop(index=quoted.index)  # `finished` keeps rung_table's row labels
-    if waiting.empty:
-        return []
-    lines = [f"Not quoted yet (docs/PROTOCOL.md amendment 4: a size is compared once every arm has its {wanted} "
-             "registered seeds; its finished runs are in the per-seed tables below):", ""]
-    for (tokenizer, preset), sub in primary(waiting).groupby(["tokenizer", "preset"], sort=False):
-        counts = {v: 0 for v in arms} | dict(zip(sub["variant"], sub["seeds"].astype(int), strict=True))
-        counted = ", ".join(f"`{v}` {counts[v]}" for v in sorted(counts, key=arm_order))
-        lines.append(f"- {preset} ({tokenizer}): seeds finished with a paired `none` run: {counted} of {wanted}.")
-    return lines + [""]
-
-
-def per_seed(runs: pd.DataFrame, column: str | None = None) -> pd.DataFrame:
-    """Per tokenizer, rung and seed: each arm's final validation loss per character (`val_loss_per_char` for
-    subword runs, `val_loss` for char runs), or the index's `column` where given, arms as columns in registry
-    order."""
-    from ..runner.results import arm_order
-
-    frame = runs.assign(tokenizer=_tokenizers(runs), value=_loss_per_char(runs) if column is None else runs[column])
-    wide = frame.pivot_table(index=["tokenizer", "cfg.preset", "seed"], columns="variant", values="value")
-    wide = wide[sorted(wide.columns, key=arm_order)].reset_index().rename(columns={"cfg.preset": "preset"})
-    wide.columns.name = None
-    return wide
-
-
-# The per-seed readings printed beside each run's loss, so a seed that ends apart from its arm can be read beside
-# the scale at which its embedding entered the model and beside whether its training had a gradient spike: index
-# column -> (the sentence above its table, the format of a value). A description, no test.
-PER_SEED_READINGS = {
-    "final_block1_input_norm": ("Each run's mean norm of block 1's input (the embedding after any norm or "
-                                "rescaling) at the end of training.", "{:.2f}"),
-    "peak_grad_norm_post_warmup": ("Each run's largest total gradient norm (before clipping) after the warm-up, the "
-                                   "registered stability metric (docs/PROTOCOL.md amendment 1).", "{:.3g}"),
-}
-
-
-def per_seed_section(runs: pd.DataFrame) -> list[str]:
-    """The report's per-seed lines: each run's final loss per character and, for each of `PER_SEED_READINGS` the
-    index has, that reading per run (a description)."""
-    from ..publishing.render import compact_markdown
-
-    lines = ["## Per seed (a description)", "",
-             "Each run's final validation loss per character: the spread behind each interval.", "",
-             compact_markdown(per_seed(runs)), ""]
-    for column, (sentence, fmt) in PER_SEED_READINGS.items():
-        if column not in runs or not runs[column].notna().any():
-            continue
-        values = per_seed(runs, column)
-        arms = [c for c in values.columns if c not in ("tokenizer", "preset", "seed")]
-        lines += [sentence, "", compact_markdown(values.assign(**{a: [fmt.format(v) if pd.notna(v) else "–"
-                                                                      for v in values[a]] for a in arms})), ""]
-    return lines
-
-
-def _in_ladder_order(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows by tokenizer, then rung, then arm in registry order."""
-    from ..runner.results import arm_order
-
-    order = table.apply(lambda r: (r["tokenizer"], _rung(r["preset"]), arm_order(r["variant"])), axis=1)
-    return table.iloc[sorted(range(len(table)), key=lambda i: order.iloc[i])].reset_index(drop=True)
-
-
-def peak_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per tokenizer, rung and arm (every arm but none): how each arm's peak total gradient norm after the warm-up
-    (amendment 1's registered stability metric) compares with none's on the same seed, an exploratory reading of
-    the ladder. Paired on log10 of the peak (peaks span orders of magnitude, so a ratio is the natural scale), the
-    mean difference and its 95% t interval given back as a geometric-mean ratio; Holm within each size over its
-    arms. Beside it, the mean share of clipped steps per arm (a confound: an arm that clips more runs in effect
-    another optimiser) and the loss spikes after the warm-up summed over seeds."""
-    from ..runner.results import arm_order
-
-    needed = {"peak_grad_norm_post_warmup", "clipped_frac", "spike_count_post_warmup"}
-    if runs.empty or not needed <= set(runs) or not runs["peak_grad_norm_post_warmup"].notna().any():
-        return pd.DataFrame()
-    frame = runs.assign(tokenizer=_tokenizers(runs),
-                        log10_peak_grad_norm=stats.log10(runs["peak_grad_norm_post_warmup"]))
-    rows = []
-    for (tokenizer, preset), sub in frame.groupby(["tokenizer", "cfg.preset"]):
-        none = sub[sub["variant"] == "none"]
-        block = []
-        for variant in sorted(set(sub["variant"]) - {"none"}, key=arm_order):
-            c = stats.compare(sub, "log10_peak_grad_norm", variant)
-            arm = sub[sub["variant"] == variant]
-            block.append({"tokenizer": tokenizer, "preset": preset, "variant": variant, "seeds": c.n,
-                          "none_geomean": 10 ** c.baseline_mean, "variant_geomean": 10 ** c.variant_mean,
-                          "ratio": 10 ** c.mean_diff, "ratio_ci_low": 10 ** c.ci_low, "ratio_ci_high": 10 ** c.ci_high,
-                          "p_t": c.p_t, "clipped_none": none["clipped_frac"].mean(),
-                          "clipped_variant": arm["clipped_frac"].mean(),
-                          "spikes_none": int(none["spike_count_post_warmup"].sum()),
-                          "spikes_variant": int(arm["spike_count_post_warmup"].sum())})
-        if block:
-            part = pd.DataFrame(block)
-            reject, adjusted = stats.holm(part["p_t"].to_numpy(float))
-            rows.append(part.assign(p_holm=adjusted, significant=reject))
-    if not rows:
-        return pd.DataFrame()
-    table = pd.concat(rows, ignore_index=True)
-    return _in_ladder_order(table)
-
-
-def peak_section(runs: pd.DataFrame, study: str | None = None) -> list[str]:
-    """The report's lines on gradient-norm peaks (peak_table rendered): an exploratory reading after the registered
-    analysis, or, for a study that registered the peaks (CONFIRMATORY_PEAKS), its second confirmatory family."""
-    from ..publishing.render import compact_markdown
-
-    table = peak_table(runs)
-    if table.empty:
-        return []
-    amendment = CONFIRMATORY_PEAKS.get(study)
-    if amendment is None:
-        heading, status = ("## Gradient-norm peaks per size (exploratory)",
-                           "Not part of the ladder's registered analysis (the loss is): ")
-    else:
-        heading, status = (f"## Gradient-norm peaks (confirmatory, docs/PROTOCOL.md amendment {amendment})",
-                           f"Registered by amendment {amendment} as this study's second family (Holm within it): ")
-    shown = table.assign(**{c: [f"{v:.3g}" for v in table[c]] for c in ("none_geomean", "variant_geomean", "ratio",
-                                                                          "ratio_ci_low", "ratio_ci_high")},
-                         **{c: table[c].round(4) for c in ("p_t", "p_holm")},
-                         **{c: table[c].round(3) for c in ("clipped_none", "clipped_variant")})
-    return [heading, "",
-            status + "each arm's peak total gradient norm after "
-            "the warm-up (`peak_grad_norm_post_warmup`, before clipping; the stability metric amendment 1 registered "
-            "for the stability studies) against `none`'s on the same seed, paired on log10 of the peak. `ratio` is "
-            "the geometric mean of the seeds' ratios with its 95% t interval, the geometric means of each arm beside "
-            "it; Holm within each size over its arms. `clipped_*` is the mean share of steps clipped (a confound), "
-            "`spikes_*` the loss spikes after the warm-up summed over seeds.", "", compact_markdown(shown), ""]
-
-
-def norm_loss_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per tokenizer, rung and arm: does a seed whose embedding entered block 1 at a larger scale end with a lower
-    or a higher loss? Kendall's tau between each seed's final mean norm of block 1's input and its final validation
-    loss per character, across the arm's seeds, with scipy's p (exact and two-sided at these n when no value ties).
-    An exploratory reading of a lead seen in ladder-bpe-rep (the normed seeds that gained least on `none` ended
-    with the lowest block-1 norms): no Holm family, no decision, and no direction of cause (a seed that trains
-    worse may simply grow its norm's gain less)."""
-    if runs.empty or "final_block1_input_norm" not in runs or not runs["final_block1_input_norm"].notna().any():
-        return pd.DataFrame()
-    frame = runs.assign(tokenizer=_tokenizers(runs), loss_per_char=_loss_per_char(runs))
-    frame = frame.dropna(subset=["final_block1_input_norm", "loss_per_char"])
-    rows = []
-    for (tokenizer, preset, variant), sub in frame.groupby(["tokenizer", "cfg.preset", "variant"]):
-        if len(sub) < 3:  # two points always rank perfectly
-            continue
-        tau = scipy_stats.kendalltau(sub["final_block1_input_norm"], sub["loss_per_char"])
-        rows.append({"tokenizer": tokenizer, "preset": preset, "variant": variant, "seeds": len(sub),
-                     "norm_min": sub["final_block1_input_norm"].min(), "norm_max": sub["final_block1_input_norm"].max(),
-                     "kendall_tau": float(tau.statistic), "p": float(tau.pvalue)})
-    return _in_ladder_order(pd.DataFrame(rows)) if rows else pd.DataFrame()
-
-
-def norm_loss_section(runs: pd.DataFrame) -> list[str]:
-    """The report's exploratory lines on block-1 norm vs loss across seeds (norm_loss_table rendered)."""
-    from ..publishing.render import compact_markdown
-
-    table = norm_loss_table(runs)
-    if table.empty:
-        return []
-    shown = table.assign(**{c: [f"{v:.2f}" for v in table[c]] for c in ("norm_min", "norm_max", "kendall_tau")},
-                         p=[f"{v:.2g}" for v in table["p"]])
-    return ["## Block-1 norm against loss across seeds (exploratory)", "",
-            "Not part of the registered analysis: within each arm, Kendall's tau between a seed's final mean norm of "
-            "block 1's input and its final validation loss per character (negative: the seeds whose embedding entered "
-            "at a larger scale ended lower), with its two-sided p; the norms' range beside it. A lead to register, "
-            "not a finding: no multiplicity correction, and the direction of cause is open.", "",
-            compact_markdown(shown), ""]
-
-
-def _display(table: pd.DataFrame) -> pd.DataFrame:
-    """Token counts as integers and FLOPs in scientific notation, for the markdown table; a row outside the Holm
-    family (a subword run's per-token loss) has no decision of its own."""
-    return table.assign(train_tokens=[f"{v:.0f}" if pd.notna(v) else "–" for v in table["train_tokens"]],
-                        train_flops=[f"{v:.3g}" if pd.notna(v) else "–" for v in table["train_flops"]],
-                        significant=[str(bool(s)) if pd.notna(p) else "–"
-                                     for s, p in zip(table["significant"], table["p_holm"], strict=True)])
-
-
-def _unfinished_rungs(study: str, runs: pd.DataFrame) -> str:
-    """The registered runs a study still lacks, per preset ('ladder-4 (4 runs)'), from its cells and its index."""
-    from collections import Counter
-
-    from ..studies import STUDIES
-
-    planned = Counter(c.preset for c in STUDIES[study].cells())
-    done = runs["cfg.preset"].value_counts() if len(runs) else {}
-    left = [(preset, n - int(done.get(preset, 0))) for preset, n in sorted(planned.items())]
-    return ", ".join(f"{preset} ({n} run{'s' if n != 1 else ''})" for preset, n in left if n > 0) or "none"
-
-
-def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
-    """ladder-lr registers each arm's best factor for the ladder (amendment 5); the subword checks (ladder-bpe-lr,
-    ladder-bpe-lr2) are exploratory and only say whether the subword ladder's factor, checked on characters, is also
-    best on subwords."""
-    from ..core.io import git_commit
-    from ..publishing.render import compact_markdown
-    from ..publishing.study_header import header_lines
-    from ..studies import LADDER_LR_CHECKED, STUDIES
-
-    check, best, at_best = check_summary(runs)
-    done, planned = len(runs), len(STUDIES[study].cells())
-    amendment = SUBWORD_LR_CHECKS.get(study)
-    subword = amendment is not None
-    title = ("The subword learning-rate check, exploratory" if subword else "The ladder's learning-rate check")
-    use = (f"Amendment {amendment}: exploratory; the subword ladder keeps the factor checked on characters (amendment 7), and "
-           "this check only says whether that factor is also best on subwords." if subword else
-           "Amendment 5: the ladder runs each arm at its best factor (rms at ln's).")
-    best_lines = []
-    for r in best.itertuples():
-        where = f"rung {r.rung}" + ("" if r.tokenizer == "char" else f", {r.tokenizer}")
-        if subword:
-            used = r.ladder_factor
-            state = (f"the subword ladder's factor {used:g} (checked on characters) is also best here"
-                     if used == r.best_factor else
-                     f"**the subword ladder ran at {used:g}** (checked on characters), where the mean loss is "
-                     f"{r.gap_to_best:.4f} higher ({r.ladder_factor_val_loss:.4f}; per token)")
-        else:
-            registered = LADDER_LR_CHECKED.get(r.rung, {}).get(r.variant)
-            state = ("registered for the ladder" if registered == r.best_factor else
-                     "**not yet registered** in studies.LADDER_LR_CHECKED" if registered is None else
-                     f"**differs from the registered factor {registered:g}**")
-        best_lines.append(f"- {where}, `{r.variant}`: best factor {r.best_factor:g} (LR {r.best_lr:.3g})"
-                          + ("" if r.bracketed else ", at the grid's edge") + f"; {state}.")
-    lines = [f"# {title} (`{study}`)", "", *header_lines(study, best_lines, pending="no rung has all its check runs yet"),
-             f"Written by `python -m embnorm_lib.analyses.ladder {study}` at commit {git_commit()[:12]} from "
-             f"`runs/{study}/runs.csv` ({done} of {planned} registered runs finished"
-             + ("; **partial**" + ("" if subword else f": still to finish {_unfinished_rungs(study, runs)}; rungs 3 "
-                                          "and 4 train on a CPU across sessions (amendments 14-15)")
-                if done < planned else "")
-             + f"). Figure: `figures/ladder/{study}_lr_curves.png` (each arm's loss against its LR factor, the best "
-             "of a complete grid filled).", "",
-             " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
-             "## Final validation loss by LR factor (factor 1 = the width rule; per token for BPE)", "",
-             compact_markdown(check), "",
-             "## Best factor per rung and arm", "",
-             "The factor with the lowest mean final validation loss over the check's seeds; `bracketed` is false "
-             "where it is the grid's smallest or largest factor (the optimum may lie beyond). " + use, "",
-             (compact_markdown(best.drop(columns=["ladder_factor", "ladder_factor_val_loss", "gap_to_best"]))
-              if len(best) else "No rung has all its check runs yet."), ""]
-    lines += best_lines
-    if subword and len(best):
-        lines += ["", "## Each arm at its own best factor (a description, not a test)", "",
-                  "Final validation loss per character, mean over the check's seeds, each arm at the factor above; "
-                  "`diff_vs_none` pairs the seeds with `none` at its own best factor. Two seeds give no interval: "
-                  f"amendment {amendment} makes any comparison at subword-checked LRs exploratory.", "",
-                  compact_markdown(at_best)]
-    lines += [""] + budget_section(runs) + fit_section(runs)
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def main(argv=None) -> int:
-    from ..runner.registry import write_own_report
-    from ..studies import studies_of
-
-    # every study the registry analyses as a ladder, the size ladder itself the default
-    return report_main(argv, __doc__, sorted(studies_of("ladder"), key=lambda s: s != "ladder"),
-                       lambda study, a: write_own_report(study, a.out_dir, a.figures_dir))
-
-
-if __name__ == "__main__":
-    sys.exit(entry(main))

@@ -35,7 +35,7 @@ def ladder_peak_findings(out: Path, study: str) -> list[str]:
     """For a study that registered its gradient-norm peaks (ladder.CONFIRMATORY_PEAKS), once its size has finished:
     each arm's peak after the warm-up against none's on the same seed, as the geometric-mean ratio with its 95%
     interval, worded by the Holm decision of that family."""
-    from ..analyses import ladder
+    from ..analyses import ladder, ladder_sections
     from ..studies import registered_seeds
 
     if study not in ladder.CONFIRMATORY_PEAKS or not has_index(study, out):
@@ -43,7 +43,7 @@ def ladder_peak_findings(out: Path, study: str) -> list[str]:
     runs = load_runs(study, out)
     if ladder.finished(ladder.primary(ladder.rung_table(runs)), registered_seeds(study)).empty:
         return []
-    peaks = ladder.peak_table(runs)
+    peaks = ladder_sections.peak_table(runs)
     if peaks.empty:  # an index without the peak columns
         return []
     lines = []

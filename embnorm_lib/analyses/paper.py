@@ -280,7 +280,7 @@ def ladder_data(out: Path) -> dict:
     """The size ladder so far: ladder-lr's best factor per checked rung and arm, and each ladder's (char and BPE)
     per-size family in final validation loss per character (ladder.primary) where a size has all its registered
     seeds (ladder.finished; a partial size counts only among the runs so far)."""
-    from ..analyses import ladder
+    from ..analyses import ladder, ladder_sections
     from ..core.config import (
         LADDER_EPOCH_CAP,
         LADDER_RUNGS,
@@ -332,7 +332,7 @@ def ladder_data(out: Path) -> dict:
             if study == "ladder":
                 finished_rungs = {int(p.split("-")[1]) for p in table["preset"]}
             # exploratory (outside the registered analysis): gradient-norm peaks at the sizes quoted above
-            peaks = ladder.peak_table(runs)
+            peaks = ladder_sections.peak_table(runs)
             if len(peaks):
                 quoted = set(zip(table["tokenizer"], table["preset"], strict=True))
                 peaks = peaks[[k in quoted for k in zip(peaks["tokenizer"], peaks["preset"], strict=True)]]
@@ -367,7 +367,7 @@ def ladder_data(out: Path) -> dict:
         if len(rep2):
             found["replication2"] = _records(rep2, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
                                                     "ci_low", "ci_high", "p_holm", "significant"])
-            found["replication2_peaks"] = _records(ladder.peak_table(runs2), [
+            found["replication2_peaks"] = _records(ladder_sections.peak_table(runs2), [
                 "variant", "seeds", "ratio", "ratio_ci_low", "ratio_ci_high", "p_holm", "significant"])
     if has_index("ladder-bpe-scale", out):  # amendment 10, exploratory: what carries the subword gain
         scale_rows = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-scale", out))),
@@ -377,7 +377,7 @@ def ladder_data(out: Path) -> dict:
                                                            "ci_low", "ci_high", "p_holm", "significant"])
             # validation minus training loss per arm (none included; a description), so a gain that comes with a
             # wider gap to the training split is read as such
-            fit = ladder.fit_table(load_runs("ladder-bpe-scale", out))
+            fit = ladder_sections.fit_table(load_runs("ladder-bpe-scale", out))
             found["subword_scale_gap"] = {r.variant: _clean(r.gap) for r in fit.itertuples()} if "gap" in fit else {}
     # the exploratory subword LR checks (amendment 8 at rung 1, 13 at rung 2), each arm once its grid is complete
     for study, amendment in ladder.SUBWORD_LR_CHECKS.items():

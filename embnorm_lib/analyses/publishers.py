@@ -91,8 +91,8 @@ def h1b(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
 
 
 def ladder(study: str, out: Path, figures: Path | None) -> dict[str, Path]:
-    from . import ladder as analysis
     from . import ladder_findings
+    from . import ladder_report as analysis
 
     # an LR check's report is its table of LRs; the size findings (one run per arm and seed) are the ladder's own
     answer = None if study in analysis.LR_CHECKS else (lambda: ladder_findings.ladder_answer(out, study))
