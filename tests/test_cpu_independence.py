@@ -17,10 +17,10 @@ def publish_ladder(out) -> None:
     """A ladder study's publication under `out`: its report and figures, and the paper's ladder data and figure
     (paper/data.json's size-trend fit and log-scale peak ratios are where an AVX-512 CPU once changed 32 floats in
     the 16th digit)."""
-    from embnorm_lib.analyses import ladder_report, paper
+    from embnorm_lib.analyses import ladder_report, paper, paper_ladder
 
     ladder_report.write_report("ladder", out, out / "figures")
-    paper.write_inputs(out, out / "paper", data={"ladder": paper.ladder_data(out)}, figures=("ladder",))
+    paper.write_inputs(out, out / "paper", data={"ladder": paper_ladder.ladder_data(out)}, figures=("ladder",))
 
 
 def ladder_study(root, jitter_ulps: int = 0):
@@ -90,7 +90,7 @@ def test_a_publication_writes_the_same_bytes_on_a_lesser_cpu(tmp_path):
 def test_last_bit_differences_in_the_runs_do_not_reach_the_published_numbers(tmp_path, monkeypatch):
     """The same check without emulation, for any CPU: the runs' floats moved by a few units in the last place (what
     another machine's kernels give) leave the committed JSON and reports byte-identical."""
-    from embnorm_lib.analyses import ladder_report, paper
+    from embnorm_lib.analyses import ladder_report, paper, paper_ladder
     from embnorm_lib.publishing import plots
 
     monkeypatch.setattr(plots, "save", lambda *args, **kwargs: None)  # figures: the emulation test above
@@ -98,7 +98,7 @@ def test_last_bit_differences_in_the_runs_do_not_reach_the_published_numbers(tmp
     for ulps in (0, 3):
         root = ladder_study(tmp_path / f"ulps{ulps}", jitter_ulps=ulps)
         report = ladder_report.write_report("ladder", root, root / "figures").read_text()
-        texts.append((report, paper.data_json(paper.ladder_data(root))))
+        texts.append((report, paper.data_json(paper_ladder.ladder_data(root))))
     assert texts[0][0] == texts[1][0]
     assert texts[0][1] == texts[1][1]
 

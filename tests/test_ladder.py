@@ -601,7 +601,7 @@ def test_the_figure_tells_the_tokenizers_apart_at_one_size():
 
 
 def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
-    from embnorm_lib.analyses.paper import ladder_data
+    from embnorm_lib.analyses.paper_ladder import ladder_data
 
     (tmp_path / "ladder-lr").mkdir()
     check_runs(rung=1).to_csv(tmp_path / "ladder-lr" / "runs.csv", index=False)
@@ -651,7 +651,7 @@ def test_the_papers_ladder_data_quotes_both_ladders_per_character(tmp_path):
 
 @pytest.mark.committed
 def test_the_papers_ladder_data_says_where_the_pass_cap_binds_and_what_it_does_to_tokens_per_parameter(corpus):
-    from embnorm_lib.analyses.paper import ladder_data
+    from embnorm_lib.analyses.paper_ladder import ladder_data
     from embnorm_lib.core.config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM
 
     budget = ladder_data(REPO / "runs")["budget"]

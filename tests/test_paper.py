@@ -448,7 +448,7 @@ def test_the_budget_figure_fills_a_marker_only_where_holm_resolves_it():
     import matplotlib.colors as mcolors
     import matplotlib.pyplot as plt
 
-    from embnorm_lib.analyses.paper import budget_figure
+    from embnorm_lib.analyses.paper_figures import budget_figure
 
     data = json.loads((REPO / "paper" / "data.json").read_text())
     fig = budget_figure(data)
@@ -509,7 +509,7 @@ def test_the_ladder_figure_ticks_every_size_and_shades_the_cap_apart_from_the_da
     passes (data-bound)' covered rung 1, where the cap binds but the baseline still improves (reviewer items)."""
     import matplotlib.pyplot as plt
 
-    from embnorm_lib.analyses.paper import ladder_figure
+    from embnorm_lib.analyses.paper_figures import ladder_figure
 
     data = json.loads((REPO / "paper" / "data.json").read_text())
     lad = data["ladder"]

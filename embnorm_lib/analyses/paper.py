@@ -13,40 +13,28 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..core.errors import RunDirError, entry
+from ..core.errors import entry
 from ..core.io import published, read_json, repo_root, runs_root
 from ..core.rundir import study_dir_for
 from ..publishing.paper import (  # noqa: F401 (data_json, latex_export: importable from here as before)
     PAPER_DIR,
     compile_paper,
     data_json,
+    json_records,
+    json_safe,
     latex_export,
     write_paper_inputs,
 )
 from ..runner.results import has_index, load_runs
-from ..studies import STUDIES, registered_seeds
+from ..studies import STUDIES
+from .paper_figures import FAMILY_METRICS, PAPER_FIGURES
+from .paper_ladder import TUNING_SEEDS, ladder_data, subword_bigram
 
 # Facts quoted from other papers (kept here, not typed into the source, so the source types no number at all)
 EXTERNAL_FACTS = {"lescao_scale": "1.3B"}
-FAMILY_METRICS = ("val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc")
-METRIC_LABELS = {"val_loss": "validation loss (nats/char)", "val_acc": "next-char accuracy",
-                 "ece_equal_width": "ECE (15 bins)", "brier": "Brier score",
-                 "lm_macro_acc": "zero-shot macro acc. (suite v1)", "lm2_macro_acc": "zero-shot macro acc. (suite v2)"}
-
-
-def _clean(value):
-    """JSON-safe: numpy scalars to Python, NaN to None."""
-    if isinstance(value, (np.floating, float)):
-        return None if not np.isfinite(value) else float(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    return value
 
 
 def family_rows(study: str, scope: str, out: Path) -> list[dict]:
@@ -55,7 +43,7 @@ def family_rows(study: str, scope: str, out: Path) -> list[dict]:
     keep = ["variant", "metric", "n", "baseline_mean", "variant_mean", "mean_diff", "ci_low", "ci_high", "p_holm",
             "significant"]
     family = family[family["metric"].isin(FAMILY_METRICS)][keep]
-    return [{k: _clean(v) for k, v in row.items()} for row in family.to_dict("records")]
+    return [{k: json_safe(v) for k, v in row.items()} for row in family.to_dict("records")]
 
 
 def paper_data(out: Path) -> dict:
@@ -86,13 +74,13 @@ def paper_data(out: Path) -> dict:
     data["external"] = EXTERNAL_FACTS
     prelim = load_runs("seeds-prelim", out)
     rep = replication_table(prelim)
-    data["replication"] = {v: {k: _clean(x) for k, x in row.items()} for v, row in rep.iterrows()}
+    data["replication"] = {v: {k: json_safe(x) for k, x in row.items()} for v, row in rep.iterrows()}
     data["replication_setup"] = {"n_layer": int(prelim["cfg.n_layer"].iloc[0]), "n_embd": int(prelim["cfg.n_embd"].iloc[0]),
                                  "iters": int(prelim["cfg.max_iters"].iloc[0]),
-                                 "emb_init_std": _clean(prelim["cfg.emb_init_std"].iloc[0])}
+                                 "emb_init_std": json_safe(prelim["cfg.emb_init_std"].iloc[0])}
     data["seed_study_table1"] = SEED_STUDY_TABLE1
     budget = budget_table(load_budget_runs(out), len(load_corpus().train))
-    data["budget"] = [{k: _clean(v) for k, v in row.items()} for row in budget.to_dict("records")]
+    data["budget"] = [{k: json_safe(v) for k, v in row.items()} for row in budget.to_dict("records")]
     data["compute"] = compute_spent(out)
     data["lr_boundary"] = {key: lr_boundary_data(study, out) for key, study in BOUNDARY_KEYS.items()
                            if has_index(study, out)}
@@ -210,50 +198,6 @@ def design_limits(out: Path) -> dict:
             "bigram": subword_bigram(out)}
 
 
-TUNING_SEEDS = (0, 1)  # the LR check's seeds, reused as the ladder's seeds 0-1 (amendment 5, item 3)
-BIGRAM_TOKENIZER = "bpe-4096"
-
-
-def subword_bigram(out: Path) -> dict:
-    """A count bigram on BIGRAM_TOKENIZER tokens, interpolated with the unigram (stats.baselines.count_bigram),
-    scored on the validation split in nats per character; beside it none's final validation loss per character at
-    the subword ladder's rung 1."""
-    from ..core.data import load_corpus
-    from ..stats.baselines import count_bigram
-
-    corpus = load_corpus(tokenizer=BIGRAM_TOKENIZER)
-    bigram = count_bigram(corpus.train.numpy(), corpus.val.numpy(), corpus.vocab_size)
-    runs = load_runs("ladder-bpe", out)
-    none = runs[(runs["variant"] == "none") & (runs["cfg.tokenizer"] == BIGRAM_TOKENIZER)
-                & (runs["cfg.preset"] == "ladder-1")]
-    return {"tokenizer": BIGRAM_TOKENIZER, "unigram_weight": bigram["unigram_weight"],
-            "nats_per_char": bigram["nll"] / len(corpus.val_text),
-            "none_rung1_per_char": float(none["val_loss_per_char"].mean()),
-            "none_rung1_iters": int(none["cfg.max_iters"].iloc[0])}
-
-
-def subword_budget(runs: pd.DataFrame) -> list[dict]:
-    """Per tokenizer of the subword ladder: the tokens every run trains on (the same at every rung: the pass cap
-    binds), the passes over the training split they make, and the tokens per non-embedding parameter per rung."""
-    from ..core.config import LADDER_RUNGS, non_embedding_params
-    from ..studies.ladder import _train_tokens
-
-    found = []
-    if not {"tokens", "cfg.tokenizer", "cfg.preset"} <= set(runs.columns):  # an index without them (planted)
-        return found
-    for tokenizer, sub in runs.groupby("cfg.tokenizer", sort=True):
-        tokens = sub["tokens"].unique()
-        if len(tokens) != 1:
-            raise RunDirError(f"ladder-bpe's {tokenizer} runs train on {sorted(tokens)} tokens; allowed: one budget "
-                                f"for every rung (the pass cap)")
-        rungs = sorted(int(p.split("-")[1]) for p in sub["cfg.preset"].unique())
-        found.append({"tokenizer": tokenizer, "tokens": int(tokens[0]),
-                      "passes": float(tokens[0] / _train_tokens(tokenizer)),
-                      "tokens_per_param": {str(r): float(tokens[0] / non_embedding_params(*LADDER_RUNGS[r][:2]))
-                                           for r in rungs}})
-    return found
-
-
 def gpu_check_data(out: Path) -> dict | None:
     """The main study re-trained on a GPU (runs/bench-gpu.json, `bench_gpu study main` then `bench_gpu compare
     main`), beside the committed runs: exploratory, a check of the instrument rather than a registered analysis."""
@@ -276,129 +220,10 @@ def gpu_check_data(out: Path) -> dict | None:
                        for scope in ("seeds-final", "nanogpt-cpu")}}
 
 
-def ladder_data(out: Path) -> dict:
-    """The size ladder so far: ladder-lr's best factor per checked rung and arm, and each ladder's (char and BPE)
-    per-size family in final validation loss per character (ladder.primary) where a size has all its registered
-    seeds (ladder.finished; a partial size counts only among the runs so far)."""
-    from ..analyses import ladder, ladder_sections
-    from ..core.config import (
-        LADDER_EPOCH_CAP,
-        LADDER_RUNGS,
-        LADDER_TOKENS_PER_ITER,
-        LADDER_TOKENS_PER_PARAM,
-        PRESETS,
-        TRAIN_CHARS_TINY_SHAKESPEARE,
-        non_embedding_params,
-    )
-
-    check_runs = load_runs("ladder-lr", out)
-    # the character ladder's budget per rung, from its presets: where the 10-pass cap binds, size and tokens per
-    # parameter move together, which any trend across sizes mixes in
-    tokens = [PRESETS[f"ladder-{r}"]["max_iters"] * LADDER_TOKENS_PER_ITER for r in range(len(LADDER_RUNGS))]
-    per_param = [t / non_embedding_params(a, b) for t, (a, b, _) in zip(tokens, LADDER_RUNGS, strict=True)]
-    capped = [r for r, t in enumerate(tokens) if t < LADDER_TOKENS_PER_PARAM * non_embedding_params(*LADDER_RUNGS[r][:2])]
-    check = ladder.lr_check(check_runs) if len(check_runs) else pd.DataFrame()
-    best = ladder.best_factors(check) if len(check) else pd.DataFrame()
-    found = {"rungs": len(LADDER_RUNGS), "check_runs": len(check_runs),
-             "check_planned": len(STUDIES["ladder-lr"].cells()),
-             "best": _records(best, list(best.columns)) if len(best) else [],
-             "check": _records(check, ["tokenizer", "rung", "variant", "factor", "seeds", "failed", "val_loss_mean"])
-             if len(check) else [],
-             "params": {str(r): non_embedding_params(a, b) for r, (a, b, _) in enumerate(LADDER_RUNGS)},
-             "shape": {str(r): f"{a} × {b}" for r, (a, b, _) in enumerate(LADDER_RUNGS)},
-             "budget": {"tokens_per_param_rule": LADDER_TOKENS_PER_PARAM, "epoch_cap": LADDER_EPOCH_CAP,
-                        "first_capped": capped[0] if capped else None, "capped_tokens": tokens[capped[0]] if capped else None,
-                        "tokens_per_param": {str(r): v for r, v in enumerate(per_param)}}}
-    family, scale, found["subword_runs"] = [], [], 0
-    found["subword_planned"] = len(STUDIES["ladder-bpe"].cells())
-    finished_rungs: set[int] = set()
-    for study in ("ladder", "ladder-bpe"):  # each size's comparison in nats per character, whatever the tokens
-        if not has_index(study, out):
-            continue
-        runs = load_runs(study, out)
-        if study == "ladder-bpe":
-            found["subword_runs"] = len(runs)
-            found["subword_budget"] = subword_budget(runs)
-        sizes = ladder.rung_table(runs)
-        table = ladder.finished(ladder.primary(sizes))  # only sizes with all their registered seeds, as the README
-        if len(table):
-            family += _records(table, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff", "ci_low",
-                                       "ci_high", "p_holm", "significant"])
-            answers = ladder.scale_answer(sizes)
-            scale += _records(answers, ["tokenizer", "variant", "sizes", "params_min", "params_max", "answer",
-                                        "slope_per_decade", "slope_ci_low", "slope_ci_high", "at_params",
-                                        "extrapolated_diff", "extrapolated_ci_low", "extrapolated_ci_high"]) \
-                if len(answers) else []
-            if study == "ladder":
-                finished_rungs = {int(p.split("-")[1]) for p in table["preset"]}
-            # exploratory (outside the registered analysis): gradient-norm peaks at the sizes quoted above
-            peaks = ladder_sections.peak_table(runs)
-            if len(peaks):
-                quoted = set(zip(table["tokenizer"], table["preset"], strict=True))
-                peaks = peaks[[k in quoted for k in zip(peaks["tokenizer"], peaks["preset"], strict=True)]]
-                found["peaks"] = found.get("peaks", []) + [
-                    {**r, "params": found["params"][r["preset"].split("-")[1]]}
-                    for r in _records(peaks, ["tokenizer", "preset", "variant", "seeds", "ratio", "ratio_ci_low",
-                                              "ratio_ci_high", "p_holm", "significant"])]
-    if family:
-        found["family"] = family
-    found["scale"] = scale
-    found["unfinished_rungs"] = [r for r in range(len(LADDER_RUNGS)) if r not in finished_rungs]
-    if has_index("ladder", out):  # the first data-bound rung, by the answer's rule (README, FINDINGS say the same)
-        from .answer import size_data
-
-        found["plateau_from"] = size_data(out)["plateau_from"]
-    if has_index("ladder-data", out):  # amendment 16: each rung once all its registered runs have finished
-        from .answer import data_ladder_progress
-
-        found["data_ladder"] = data_ladder_progress(out)
-        # the 1 MB ladder's smallest size beside the adequate-data ladder's: shape, iterations, passes over its text
-        found["rung0_1mb"] = {"shape": found["shape"]["0"], "iters": PRESETS["ladder-0"]["max_iters"],
-                               "passes": tokens[0] / TRAIN_CHARS_TINY_SHAKESPEARE}
-    if has_index("ladder-bpe-rep", out):  # amendment 9's replication on fresh seeds, quoted once it has finished
-        rep = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-rep", out))),
-                              registered_seeds("ladder-bpe-rep"))
-        if len(rep):
-            found["replication"] = _records(rep, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
-                                                  "ci_low", "ci_high", "p_holm", "significant"])
-    if has_index("ladder-bpe-rep2", out):  # amendment 11: rung 2 on fresh seeds, the loss and the peaks confirmatory
-        runs2 = load_runs("ladder-bpe-rep2", out)
-        rep2 = ladder.finished(ladder.primary(ladder.rung_table(runs2)), registered_seeds("ladder-bpe-rep2"))
-        if len(rep2):
-            found["replication2"] = _records(rep2, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
-                                                    "ci_low", "ci_high", "p_holm", "significant"])
-            found["replication2_peaks"] = _records(ladder_sections.peak_table(runs2), [
-                "variant", "seeds", "ratio", "ratio_ci_low", "ratio_ci_high", "p_holm", "significant"])
-    if has_index("ladder-bpe-scale", out):  # amendment 10, exploratory: what carries the subword gain
-        scale_rows = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-scale", out))),
-                                     registered_seeds("ladder-bpe-scale"))
-        if len(scale_rows):
-            found["subword_scale"] = _records(scale_rows, ["tokenizer", "params", "variant", "seeds", "mean_diff",
-                                                           "ci_low", "ci_high", "p_holm", "significant"])
-            # validation minus training loss per arm (none included; a description), so a gain that comes with a
-            # wider gap to the training split is read as such
-            fit = ladder_sections.fit_table(load_runs("ladder-bpe-scale", out))
-            found["subword_scale_gap"] = {r.variant: _clean(r.gap) for r in fit.itertuples()} if "gap" in fit else {}
-    # the exploratory subword LR checks (amendment 8 at rung 1, 13 at rung 2), each arm once its grid is complete
-    for study, amendment in ladder.SUBWORD_LR_CHECKS.items():
-        if not has_index(study, out):
-            continue
-        _, sub_best, at_best = ladder.check_summary(load_runs(study, out))
-        found.setdefault("subword_check", []).extend(
-            {**r, "amendment": amendment} for r in (_records(sub_best, list(sub_best.columns)) if len(sub_best) else []))
-        found.setdefault("subword_at_best", []).extend(
-            _records(at_best.dropna(subset=["diff_vs_none"]), list(at_best.columns)) if len(at_best) else [])
-    return found
-
-
 # the exploratory LR searches: the base model with / without clipping, and the deeper model (clipping on)
 BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2",
                  "deep32": "stability-deep32-v2",
                  "bf16": "stability-bf16-v2"}
-
-
-def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
-    return [{k: _clean(v) for k, v in r.items()} for r in frame[columns].to_dict("records")]
 
 
 def compute_spent(out: Path) -> list[dict]:
@@ -440,15 +265,15 @@ def lr_boundary_data(study: str, out: Path) -> dict:
     lrs = sorted({c.config().lr for c in grid})
     return {"runs": len(runs), "planned": len(grid), "lr_points": len(lrs), "lr_min": lrs[0], "lr_max": lrs[-1],
             "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
-            "layers": int(runs["cfg.n_layer"].iloc[0]), "grad_clip": _clean(runs["cfg.grad_clip"].iloc[0]),
+            "layers": int(runs["cfg.n_layer"].iloc[0]), "grad_clip": json_safe(runs["cfg.grad_clip"].iloc[0]),
             "precision": search_precision(runs), "label": search_label(runs),
-            "escapes": _records(failure_escapes(phase), ["variant", "cfg.lr"]),
-            "phase": _records(phase, ["variant", "cfg.lr", "failed", "runs", "val_loss_not_failed"]),
-            "failures": _records(phase[phase["failed"] > 0], ["variant", "cfg.lr", "failed", "runs"]),
-            "max_stable_lr": {v: sorted({_clean(x) for x in sub["max_stable_lr"]})
+            "escapes": json_records(failure_escapes(phase), ["variant", "cfg.lr"]),
+            "phase": json_records(phase, ["variant", "cfg.lr", "failed", "runs", "val_loss_not_failed"]),
+            "failures": json_records(phase[phase["failed"] > 0], ["variant", "cfg.lr", "failed", "runs"]),
+            "max_stable_lr": {v: sorted({json_safe(x) for x in sub["max_stable_lr"]})
                               for v, sub in max_stable_lr_per_seed(runs).query("complete").groupby("variant")},
             "curve_seeds": int(curves["seed"].nunique()),
-            "best_lr": _records(best, ["variant", "best_lr", "loss", "none_loss", "delta_vs_none", "ci_low",
+            "best_lr": json_records(best, ["variant", "best_lr", "loss", "none_loss", "delta_vs_none", "ci_low",
                                        "ci_high", "p_holm", "significant"]) if len(best) else []}
 
 
@@ -460,7 +285,7 @@ def length_data(out: Path) -> dict:
     if positions.empty:
         return {}
     bands = band_summary(position_deltas(positions)).set_axis(["variant", "early", "late"], axis=1)
-    return {"seeds": sorted(int(s) for s in positions["seed"].unique()), "bands": _records(bands, list(bands.columns)),
+    return {"seeds": sorted(int(s) for s in positions["seed"].unique()), "bands": json_records(bands, list(bands.columns)),
             "early": list(EARLY), "late": list(LATE)}
 
 
@@ -474,8 +299,8 @@ def scale_data(out: Path) -> dict:
     shares = normalizing_share(table)
     keep = [c for c in ("emb_init_std", "head", "variant", "seeds", "init_block1_input_norm", "delta_vs_none",
                         "ci_low", "ci_high", "p_holm", "significant") if c in table]
-    return {"runs": len(runs), "planned": len(STUDIES[STUDY].cells()), "rows": _records(table, keep),
-            "shares": _records(shares, list(shares.columns)), "small_share": SMALL_SHARE}
+    return {"runs": len(runs), "planned": len(STUDIES[STUDY].cells()), "rows": json_records(table, keep),
+            "shares": json_records(shares, list(shares.columns)), "small_share": SMALL_SHARE}
 
 
 def zeroshot_data(out: Path, study: str = "main") -> dict:
@@ -485,12 +310,12 @@ def zeroshot_data(out: Path, study: str = "main") -> dict:
 
     found = {}
     for regime, d in zeroshot.analyse(study, out, bootstrap=False).items():
-        family = _records(d["family"], ["variant", "task", "n", "none", "variant_acc", "mean_diff", "ci_low",
+        family = json_records(d["family"], ["variant", "task", "n", "none", "variant_acc", "mean_diff", "ci_low",
                                         "ci_high", "p_holm", "significant"])
         key = regime.removeprefix("preset=").replace("-", "_")
         found[key] = {"study": study, "seeds": d["seeds"], "arms": d["arms"], "family": family,
-                      "difficulty": _records(d["difficulty"], ["task", "none_acc", "above_chance", "below_ceiling"]),
-                      "mde": max(_clean(x) for x in d["mde"]["mde_at_seeds_used"]), "tasks": len(d["difficulty"]),
+                      "difficulty": json_records(d["difficulty"], ["task", "none_acc", "above_chance", "below_ceiling"]),
+                      "mde": max(json_safe(x) for x in d["mde"]["mde_at_seeds_used"]), "tasks": len(d["difficulty"]),
                       "items_min": min(d["items"].values()), "chance": zeroshot.CHANCE}
     return found
 
@@ -507,197 +332,13 @@ def h1b_data(out: Path) -> dict:
         failures = family[family["endpoint"] == "failures"].iloc[0]
         n, none_failed = int(failures["n"]), int(failures["none_value"])
         regimes["clip" if clip else "noclip"] = {
-            "family": _records(family, ["variant", "endpoint", "variant_value", "none_value", "mean_diff", "ci_low",
+            "family": json_records(family, ["variant", "endpoint", "variant_value", "none_value", "mean_diff", "ci_low",
                                         "ci_high", "n", "p_holm", "significant"]),
-            "decision": json.loads(json.dumps(decision, default=_clean)),
+            "decision": json.loads(json.dumps(decision, default=json_safe)),
             # the failure test's reach at these seeds: an arm that never failed, against none's count, before Holm
-            "fisher_p_if_never_failed": _clean(fisher_vs_none(0, n, none_failed, n))}
+            "fisher_p_if_never_failed": json_safe(fisher_vs_none(0, n, none_failed, n))}
     return {"runs": len(d["every"]), "planned": len(STUDIES[h1b.STUDY].cells()), "seeds": d["seeds"],
             "lr": h1b.CONFIRMATORY_LR, "best_lr": h1b.H1B_BEST_LR, "regimes": regimes}
-
-
-def forest_figure(data: dict) -> plt.Figure:
-    """Paired difference from none per metric and arm, both regimes: mean and 95% t interval; filled = significant
-    after Holm (within the regime's family; suite v2's macro rows within its own family, amendment 3)."""
-    from ..publishing.plots import arm_color, interval_error
-
-    rows_of = {m: {k: [r for r in e["family"] if r["metric"] == m] for k, e in data["regimes"].items()}
-               for m in FAMILY_METRICS if m != "brier"}
-    if data.get("zeroshot_v2"):
-        rows_of["lm2_macro_acc"] = {k: [r for r in data["zeroshot_v2"].get(k, {}).get("family", [])
-                                        if r["task"] == "macro"] for k in data["regimes"]}
-    slots = [(regime, v) for regime in data["regimes"] for v in ("ln", "rms")]  # one row per arm, every panel
-    # each row named by its regime as Table 2 names it (layers x width, iterations), not by its study's code name
-    shapes = {k: f"{e['n_layer']}×{e['n_embd']}, {e['iters']} it." for k, e in data["regimes"].items()}
-    labels = [f"{v}, {shapes[regime]}" for regime, v in slots]
-    fig, axes = plt.subplots(1, len(rows_of), figsize=(2.1 * len(rows_of), 2.6))
-    for ax, (metric, by_regime) in zip(axes, rows_of.items(), strict=True):
-        for regime, rows in by_regime.items():
-            for row in rows:
-                color = arm_color(row["variant"])
-                ax.errorbar(row["mean_diff"], slots.index((regime, row["variant"])), xerr=interval_error(row),
-                            fmt="o", color=color, mfc=color if row["significant"] else "white", capsize=2)
-        ax.axvline(0, color="0.6", lw=0.8)
-        ax.set_yticks(range(len(slots)), labels if ax is axes[0] else [""] * len(slots), fontsize=7)
-        ax.set_title(METRIC_LABELS[metric], fontsize=8)
-        ax.tick_params(axis="x", labelsize=7)
-        ax.xaxis.set_major_locator(plt.MaxNLocator(3))  # narrow panels: labels that do not run together
-        ax.set_ylim(len(slots) - 0.5, -0.5)  # the first regime on top
-    fig.supxlabel("paired difference from none (95% t interval; filled: significant after Holm)", fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def budget_figure(data: dict) -> plt.Figure:
-    """The budget series: each norm's paired difference from none in final validation loss against the training
-    budget (exploratory, on the nanoGPT CPU model), with the registered comparison on the same model (main, 2000
-    iterations) as diamonds; a marker is filled where Holm resolves it, as in every other figure; passes over the
-    training split on the top axis."""
-    from ..publishing.plots import arm_color, interval_error
-
-    frame = pd.DataFrame(data["budget"])
-    fig, ax = plt.subplots(figsize=(5.2, 3.0))
-    for variant, sub in frame.groupby("variant"):
-        color = arm_color(variant)
-        offset = 1.06 if variant == "rms" else 1 / 1.06  # the two arms side by side at each budget
-        ax.errorbar(sub["max_iters"] * offset, sub["delta_final"],
-                    yerr=[sub["delta_final"] - sub["ci_low_final"], sub["ci_high_final"] - sub["delta_final"]],
-                    fmt="-", color=color, capsize=2, label=f"{variant} (budget series, {int(sub['seeds'].max())} "
-                                                           "seeds)")
-        ax.scatter(sub["max_iters"] * offset, sub["delta_final"], s=18, zorder=3, edgecolors=color,
-                   facecolors=[color if resolved else "white" for resolved in sub["significant_final"]])
-    registered = data["regimes"]["nanogpt_cpu"]
-    for row in (r for r in registered["family"] if r["metric"] == "val_loss"):
-        offset = 1.06 if row["variant"] == "rms" else 1 / 1.06
-        color = arm_color(row["variant"])
-        ax.errorbar(registered["iters"] * offset * 1.12, row["mean_diff"], yerr=interval_error(row), fmt="D",
-                    mfc=color if row["significant"] else "white", color=color, capsize=2, ms=5,
-                    label=f"{row['variant']} (registered, {registered['seeds']} seeds)")
-    ax.axhline(0, color="0.6", lw=0.8)
-    ax.set(xscale="log", xlabel="training iterations (4 × 128 model)", ylabel="Δ final val. loss (nats/char)")
-    budgets = sorted(frame["max_iters"].unique())
-    ax.set_xticks(budgets, [str(b) for b in budgets])
-    ax.xaxis.set_minor_locator(plt.NullLocator())
-    ax.set_xlim(budgets[0] / 1.6, budgets[-1] * 1.6)
-    per_iter = frame["epochs"].iloc[0] / frame["max_iters"].iloc[0]  # passes per iteration, from the series
-    top = ax.secondary_xaxis("top", functions=(lambda x: x * per_iter, lambda e: e / per_iter))
-    top.set_xticks([b * per_iter for b in budgets], [f"{b * per_iter:.2g}" for b in budgets], fontsize=7)
-    top.xaxis.set_minor_locator(plt.NullLocator())
-    top.set_xlabel("passes over the training split", fontsize=8)
-    ax.legend(fontsize=7, ncol=2, loc="upper right")
-    fig.tight_layout()
-    return fig
-
-
-def ladder_figure(data: dict) -> plt.Figure:
-    """The size ladder: on top the character ladder's LR check, one panel per rung (each arm's mean final loss
-    against its LR factor, the registered best filled); below, one panel per tokenizer of each norm's difference
-    from none against model size (95% t intervals, filled where significant after Holm), the two arms side by side,
-    and the sizes trained at the 10-pass cap shaded."""
-    from ..publishing.plots import arm_color, interval_error
-    from .plots import plot_lr_check
-
-    found = data.get("ladder", {})
-    check = pd.DataFrame(found.get("check", []))
-    check = check[check["tokenizer"] == "char"] if len(check) else check
-    panels = check.groupby(["tokenizer", "rung"]).ngroups if len(check) else 0
-    family = pd.DataFrame(found.get("family", []))
-    tokenizers = list(dict.fromkeys(family["tokenizer"])) if len(family) else []
-    fig = plt.figure(figsize=(7.6, 5.6))
-    # explicit margins and gaps (tight_layout cannot lay out nested grids) keep each panel's ticks clear of the next
-    outer = fig.add_gridspec(2, 1, height_ratios=(1, 1.1), hspace=0.42, left=0.1, right=0.985, top=0.95, bottom=0.09)
-    top = outer[0].subgridspec(1, max(panels, 1), wspace=0.5)
-    bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12)
-    if panels:
-        lr_axes = [fig.add_subplot(top[0, i]) for i in range(panels)]
-        plot_lr_check(check, pd.DataFrame(found.get("best", [])), axes=lr_axes)
-        lr_axes[0].set_ylabel("final val loss (nats/char)", fontsize=8)  # character rungs only: a token is a character
-    capped = found.get("budget", {}).get("first_capped")
-    capped_params = [p for r, p in found.get("params", {}).items() if capped is not None and int(r) >= capped]
-    plateau = found.get("plateau_from")  # the first data-bound rung, by the answer's rule (README says the same)
-    bound_params = [p for r, p in found.get("params", {}).items() if plateau is not None and int(r) >= plateau]
-    first = None
-    for i, tokenizer in enumerate(tokenizers):
-        ax = fig.add_subplot(bottom[0, i], sharey=first)
-        first = first or ax
-        sub = family[family["tokenizer"] == tokenizer]
-        for variant, rows in sub.groupby("variant", sort=False):
-            color = arm_color(variant)
-            offset = 1.08 if variant == "rms" else 1 / 1.08
-            ax.errorbar(rows["params"] * offset, rows["mean_diff"], yerr=interval_error(rows), fmt="o-", ms=4,
-                        color=color, mfc="white", capsize=2, label=variant)
-            sig = rows[rows["significant"]]
-            ax.plot(sig["params"] * offset, sig["mean_diff"], "o", ms=4, color=color, zorder=3)
-        if tokenizer == "char" and capped_params:  # the cap binds from one rung, the baseline plateaus from a later
-            cap = found["budget"]["epoch_cap"]
-            ax.axvspan(min(capped_params) / 1.4, max(capped_params) * 1.4, color="0.94", zorder=0,
-                       label=f"{cap} passes (capped)")
-            if bound_params:
-                ax.axvspan(min(bound_params) / 1.4, max(bound_params) * 1.4, color="0.84", zorder=0,
-                           label=f"{cap} passes, data-bound")
-        ax.axhline(0, color="0.6", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_title(f"{tokenizer} tokens", fontsize=8)
-        ax.tick_params(labelsize=7)
-        # a tick at each size: a subword panel spans less than a decade, where log ticks would show one label
-        sizes = sorted(sub["params"].unique())
-        ax.set_xticks(sizes, [f"{p / 1e6:.2f}M" if p < 1e6 else f"{p / 1e6:.2g}M" for p in sizes])
-        ax.xaxis.set_minor_locator(plt.NullLocator())
-        ax.set_xlabel("non-embedding parameters", fontsize=7)
-        if i == 0:
-            ax.set_ylabel("Δ final val. loss\nvs none (nats/char)", fontsize=7)
-            ax.legend(fontsize=6, loc="lower left")
-        else:
-            ax.tick_params(labelleft=False)  # shared with the first panel
-    return fig
-
-
-def boundary_figure(data: dict) -> plt.Figure:
-    """Share of runs failed against the peak LR per arm, one panel per exploratory search (clipping, depth,
-    precision). Ticks at the grid's decades only, or at its rates when it spans less than two decades (the
-    32-layer search has two rates), so that no tick labels run together."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
-
-    from ..publishing.plots import arm_color
-
-    searches = data.get("lr_boundary", {})
-    cols = min(max(len(searches), 1), 3)
-    rows = max(-(-len(searches) // cols), 1)
-    fig, axes = plt.subplots(rows, cols, figsize=(7.6, 2.5 * rows), sharey=True, squeeze=False)
-    for ax in axes.flat[len(searches):]:
-        ax.set_visible(False)
-    markers = {"none": "o", "ln": "s", "rms": "^", "scaled": "v"}
-    for ax, search in zip(axes.flat, searches.values(), strict=False):
-        frame = pd.DataFrame(search["phase"])
-        arms = list(dict.fromkeys(frame["variant"]))
-        for k, (variant, sub) in enumerate(frame.groupby("variant", sort=False)):
-            color = arm_color(variant)
-            # a small vertical step per arm: curves that coincide (every arm at 0 or 1) stay visible
-            lift = 0.02 * (k - (len(arms) - 1) / 2)
-            ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"] + lift, "-", marker=markers.get(variant, "o"),
-                    color=color, label=variant, ms=3.5, mfc="white" if k % 2 else color)
-        clipping = f"clipping at {search['grad_clip']}" if search["grad_clip"] else "no clipping"
-        precision = "" if search.get("precision", "fp32") == "fp32" else f", {search['precision']} autocast"
-        ax.set(xscale="log", ylim=(-0.1, 1.1))
-        ax.set_xlabel("peak learning rate", fontsize=7)
-        ax.set_title(f"{search['layers']} layers, {clipping}{precision}", fontsize=8)
-        lrs = sorted(frame["cfg.lr"].unique())
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        if np.log10(lrs[-1] / lrs[0]) < 2:
-            ax.set_xticks(lrs)
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.set_xlim(lrs[0] / 2, lrs[-1] * 2)
-        ax.tick_params(labelsize=7)
-    for row in axes:
-        row[0].set_ylabel("share of runs failed", fontsize=7)
-    axes[0][0].legend(fontsize=6, loc="upper left")
-    fig.tight_layout()
-    return fig
-
-
-PAPER_FIGURES = {"forest": forest_figure, "budget": budget_figure, "boundary": boundary_figure,
-                 "ladder": ladder_figure}
 
 
 def write_inputs(out: Path, paper_dir: Path, data: dict | None = None, figures=tuple(PAPER_FIGURES)) -> dict:

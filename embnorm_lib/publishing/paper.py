@@ -9,10 +9,27 @@ from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 from ..core.io import published, stable_svg, write_bytes_if_changed, write_figure_if_changed
 
 PAPER_DIR = "paper"
+
+
+def json_safe(value: object) -> object:
+    """JSON-safe: numpy scalars to Python, NaN to None."""
+    if isinstance(value, (np.floating, float)):
+        return None if not np.isfinite(value) else float(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    return value
+
+
+def json_records(frame, columns: list[str]) -> list[dict]:
+    """Rows of a table's `columns` as JSON-safe records (json_safe on every value)."""
+    return [{k: json_safe(v) for k, v in r.items()} for r in frame[columns].to_dict("records")]
 
 
 def data_json(data: dict) -> bytes:

@@ -1,0 +1,202 @@
+"""The paper's figures (issue 19), each drawn from paper/data.json's data alone: the forest of registered
+differences, the budget grid, the size ladders and the LR boundary. PAPER_FIGURES names them for the build
+(publishing.paper.write_paper_inputs writes SVG for typst and PDF for the LaTeX export)."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+# the metrics the forest shows, with their axis labels
+FAMILY_METRICS = ("val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc")
+METRIC_LABELS = {"val_loss": "validation loss (nats/char)", "val_acc": "next-char accuracy",
+                 "ece_equal_width": "ECE (15 bins)", "brier": "Brier score",
+                 "lm_macro_acc": "zero-shot macro acc. (suite v1)", "lm2_macro_acc": "zero-shot macro acc. (suite v2)"}
+
+
+def forest_figure(data: dict) -> plt.Figure:
+    """Paired difference from none per metric and arm, both regimes: mean and 95% t interval; filled = significant
+    after Holm (within the regime's family; suite v2's macro rows within its own family, amendment 3)."""
+    from ..publishing.plots import arm_color, interval_error
+
+    rows_of = {m: {k: [r for r in e["family"] if r["metric"] == m] for k, e in data["regimes"].items()}
+               for m in FAMILY_METRICS if m != "brier"}
+    if data.get("zeroshot_v2"):
+        rows_of["lm2_macro_acc"] = {k: [r for r in data["zeroshot_v2"].get(k, {}).get("family", [])
+                                        if r["task"] == "macro"] for k in data["regimes"]}
+    slots = [(regime, v) for regime in data["regimes"] for v in ("ln", "rms")]  # one row per arm, every panel
+    # each row named by its regime as Table 2 names it (layers x width, iterations), not by its study's code name
+    shapes = {k: f"{e['n_layer']}×{e['n_embd']}, {e['iters']} it." for k, e in data["regimes"].items()}
+    labels = [f"{v}, {shapes[regime]}" for regime, v in slots]
+    fig, axes = plt.subplots(1, len(rows_of), figsize=(2.1 * len(rows_of), 2.6))
+    for ax, (metric, by_regime) in zip(axes, rows_of.items(), strict=True):
+        for regime, rows in by_regime.items():
+            for row in rows:
+                color = arm_color(row["variant"])
+                ax.errorbar(row["mean_diff"], slots.index((regime, row["variant"])), xerr=interval_error(row),
+                            fmt="o", color=color, mfc=color if row["significant"] else "white", capsize=2)
+        ax.axvline(0, color="0.6", lw=0.8)
+        ax.set_yticks(range(len(slots)), labels if ax is axes[0] else [""] * len(slots), fontsize=7)
+        ax.set_title(METRIC_LABELS[metric], fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(3))  # narrow panels: labels that do not run together
+        ax.set_ylim(len(slots) - 0.5, -0.5)  # the first regime on top
+    fig.supxlabel("paired difference from none (95% t interval; filled: significant after Holm)", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+
+def budget_figure(data: dict) -> plt.Figure:
+    """The budget series: each norm's paired difference from none in final validation loss against the training
+    budget (exploratory, on the nanoGPT CPU model), with the registered comparison on the same model (main, 2000
+    iterations) as diamonds; a marker is filled where Holm resolves it, as in every other figure; passes over the
+    training split on the top axis."""
+    from ..publishing.plots import arm_color, interval_error
+
+    frame = pd.DataFrame(data["budget"])
+    fig, ax = plt.subplots(figsize=(5.2, 3.0))
+    for variant, sub in frame.groupby("variant"):
+        color = arm_color(variant)
+        offset = 1.06 if variant == "rms" else 1 / 1.06  # the two arms side by side at each budget
+        ax.errorbar(sub["max_iters"] * offset, sub["delta_final"],
+                    yerr=[sub["delta_final"] - sub["ci_low_final"], sub["ci_high_final"] - sub["delta_final"]],
+                    fmt="-", color=color, capsize=2, label=f"{variant} (budget series, {int(sub['seeds'].max())} "
+                                                           "seeds)")
+        ax.scatter(sub["max_iters"] * offset, sub["delta_final"], s=18, zorder=3, edgecolors=color,
+                   facecolors=[color if resolved else "white" for resolved in sub["significant_final"]])
+    registered = data["regimes"]["nanogpt_cpu"]
+    for row in (r for r in registered["family"] if r["metric"] == "val_loss"):
+        offset = 1.06 if row["variant"] == "rms" else 1 / 1.06
+        color = arm_color(row["variant"])
+        ax.errorbar(registered["iters"] * offset * 1.12, row["mean_diff"], yerr=interval_error(row), fmt="D",
+                    mfc=color if row["significant"] else "white", color=color, capsize=2, ms=5,
+                    label=f"{row['variant']} (registered, {registered['seeds']} seeds)")
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set(xscale="log", xlabel="training iterations (4 × 128 model)", ylabel="Δ final val. loss (nats/char)")
+    budgets = sorted(frame["max_iters"].unique())
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set_xlim(budgets[0] / 1.6, budgets[-1] * 1.6)
+    per_iter = frame["epochs"].iloc[0] / frame["max_iters"].iloc[0]  # passes per iteration, from the series
+    top = ax.secondary_xaxis("top", functions=(lambda x: x * per_iter, lambda e: e / per_iter))
+    top.set_xticks([b * per_iter for b in budgets], [f"{b * per_iter:.2g}" for b in budgets], fontsize=7)
+    top.xaxis.set_minor_locator(plt.NullLocator())
+    top.set_xlabel("passes over the training split", fontsize=8)
+    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+
+def ladder_figure(data: dict) -> plt.Figure:
+    """The size ladder: on top the character ladder's LR check, one panel per rung (each arm's mean final loss
+    against its LR factor, the registered best filled); below, one panel per tokenizer of each norm's difference
+    from none against model size (95% t intervals, filled where significant after Holm), the two arms side by side,
+    and the sizes trained at the 10-pass cap shaded."""
+    from ..publishing.plots import arm_color, interval_error
+    from .plots import plot_lr_check
+
+    found = data.get("ladder", {})
+    check = pd.DataFrame(found.get("check", []))
+    check = check[check["tokenizer"] == "char"] if len(check) else check
+    panels = check.groupby(["tokenizer", "rung"]).ngroups if len(check) else 0
+    family = pd.DataFrame(found.get("family", []))
+    tokenizers = list(dict.fromkeys(family["tokenizer"])) if len(family) else []
+    fig = plt.figure(figsize=(7.6, 5.6))
+    # explicit margins and gaps (tight_layout cannot lay out nested grids) keep each panel's ticks clear of the next
+    outer = fig.add_gridspec(2, 1, height_ratios=(1, 1.1), hspace=0.42, left=0.1, right=0.985, top=0.95, bottom=0.09)
+    top = outer[0].subgridspec(1, max(panels, 1), wspace=0.5)
+    bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12)
+    if panels:
+        lr_axes = [fig.add_subplot(top[0, i]) for i in range(panels)]
+        plot_lr_check(check, pd.DataFrame(found.get("best", [])), axes=lr_axes)
+        lr_axes[0].set_ylabel("final val loss (nats/char)", fontsize=8)  # character rungs only: a token is a character
+    capped = found.get("budget", {}).get("first_capped")
+    capped_params = [p for r, p in found.get("params", {}).items() if capped is not None and int(r) >= capped]
+    plateau = found.get("plateau_from")  # the first data-bound rung, by the answer's rule (README says the same)
+    bound_params = [p for r, p in found.get("params", {}).items() if plateau is not None and int(r) >= plateau]
+    first = None
+    for i, tokenizer in enumerate(tokenizers):
+        ax = fig.add_subplot(bottom[0, i], sharey=first)
+        first = first or ax
+        sub = family[family["tokenizer"] == tokenizer]
+        for variant, rows in sub.groupby("variant", sort=False):
+            color = arm_color(variant)
+            offset = 1.08 if variant == "rms" else 1 / 1.08
+            ax.errorbar(rows["params"] * offset, rows["mean_diff"], yerr=interval_error(rows), fmt="o-", ms=4,
+                        color=color, mfc="white", capsize=2, label=variant)
+            sig = rows[rows["significant"]]
+            ax.plot(sig["params"] * offset, sig["mean_diff"], "o", ms=4, color=color, zorder=3)
+        if tokenizer == "char" and capped_params:  # the cap binds from one rung, the baseline plateaus from a later
+            cap = found["budget"]["epoch_cap"]
+            ax.axvspan(min(capped_params) / 1.4, max(capped_params) * 1.4, color="0.94", zorder=0,
+                       label=f"{cap} passes (capped)")
+            if bound_params:
+                ax.axvspan(min(bound_params) / 1.4, max(bound_params) * 1.4, color="0.84", zorder=0,
+                           label=f"{cap} passes, data-bound")
+        ax.axhline(0, color="0.6", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_title(f"{tokenizer} tokens", fontsize=8)
+        ax.tick_params(labelsize=7)
+        # a tick at each size: a subword panel spans less than a decade, where log ticks would show one label
+        sizes = sorted(sub["params"].unique())
+        ax.set_xticks(sizes, [f"{p / 1e6:.2f}M" if p < 1e6 else f"{p / 1e6:.2g}M" for p in sizes])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+        ax.set_xlabel("non-embedding parameters", fontsize=7)
+        if i == 0:
+            ax.set_ylabel("Δ final val. loss\nvs none (nats/char)", fontsize=7)
+            ax.legend(fontsize=6, loc="lower left")
+        else:
+            ax.tick_params(labelleft=False)  # shared with the first panel
+    return fig
+
+
+
+def boundary_figure(data: dict) -> plt.Figure:
+    """Share of runs failed against the peak LR per arm, one panel per exploratory search (clipping, depth,
+    precision). Ticks at the grid's decades only, or at its rates when it spans less than two decades (the
+    32-layer search has two rates), so that no tick labels run together."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+
+    from ..publishing.plots import arm_color
+
+    searches = data.get("lr_boundary", {})
+    cols = min(max(len(searches), 1), 3)
+    rows = max(-(-len(searches) // cols), 1)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.6, 2.5 * rows), sharey=True, squeeze=False)
+    for ax in axes.flat[len(searches):]:
+        ax.set_visible(False)
+    markers = {"none": "o", "ln": "s", "rms": "^", "scaled": "v"}
+    for ax, search in zip(axes.flat, searches.values(), strict=False):
+        frame = pd.DataFrame(search["phase"])
+        arms = list(dict.fromkeys(frame["variant"]))
+        for k, (variant, sub) in enumerate(frame.groupby("variant", sort=False)):
+            color = arm_color(variant)
+            # a small vertical step per arm: curves that coincide (every arm at 0 or 1) stay visible
+            lift = 0.02 * (k - (len(arms) - 1) / 2)
+            ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"] + lift, "-", marker=markers.get(variant, "o"),
+                    color=color, label=variant, ms=3.5, mfc="white" if k % 2 else color)
+        clipping = f"clipping at {search['grad_clip']}" if search["grad_clip"] else "no clipping"
+        precision = "" if search.get("precision", "fp32") == "fp32" else f", {search['precision']} autocast"
+        ax.set(xscale="log", ylim=(-0.1, 1.1))
+        ax.set_xlabel("peak learning rate", fontsize=7)
+        ax.set_title(f"{search['layers']} layers, {clipping}{precision}", fontsize=8)
+        lrs = sorted(frame["cfg.lr"].unique())
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        if np.log10(lrs[-1] / lrs[0]) < 2:
+            ax.set_xticks(lrs)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_xlim(lrs[0] / 2, lrs[-1] * 2)
+        ax.tick_params(labelsize=7)
+    for row in axes:
+        row[0].set_ylabel("share of runs failed", fontsize=7)
+    axes[0][0].legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+
+PAPER_FIGURES = {"forest": forest_figure, "budget": budget_figure, "boundary": boundary_figure,
+                 "ladder": ladder_figure}
