@@ -283,3 +283,11 @@ def test_arms_are_named_not_taken_by_registry_position():
     assert not sliced, sliced
     assert arm_color("ln_matched_lr=1") == arm_color("ln_matched") != arm_color("ln")
     assert arm_color("scaled_unit") != arm_color("scaled") and variant_style("scaled_unit") != variant_style("scaled")
+
+
+def test_no_module_of_the_package_is_over_400_lines():
+    """Issue 114: the study layer too reads in one sitting; a module that grows past the limit is split by role
+    (tables, sections, the page's writer), not trimmed by squeezing lines."""
+    over = [f"{p.relative_to(PACKAGE)} {n}" for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert over == []
