@@ -110,7 +110,7 @@ def test_publishing_the_h1b_study_writes_its_report_and_the_runs_readme(tmp_path
     (tmp_path / h1b.STUDY).mkdir()
     synthetic().to_csv(tmp_path / h1b.STUDY / "runs.csv", index=False)
     written = publish(h1b.STUDY, tmp_path, tmp_path / "figures")
-    assert set(written) == {"H1B.md", "runs/README.md"}  # not the committed directory: no paper, no findings
+    assert set(written) == {"H1B.md", "runs/README.md", "runs/RECIPES.md"}  # not the committed directory: no paper, no findings
     assert "H1b, confirmatory" in (tmp_path / "README.md").read_text()
 
 

@@ -30,6 +30,9 @@ def test_every_committed_report_opens_with_its_question_design_and_answer_before
     for part in ("**Question.**", "**Design.**", "**Answer.**"):
         assert part in top, f"{path.name} does not open with {part}"
     assert top.index("**Question.**") < top.index("**Design.**") < top.index("**Answer.**")
+    if "**Design.**" in top and "is not in the study registry" not in top:  # issue 113: how far past counting
+        assert top.index("**Design.**") < top.index("**Baselines**") < top.index("**Answer.**")
+        assert "not measured yet" not in top, f"{path.name}: a split of this study has no count baseline"
     if "**partial**" not in text.split("\n|", 1)[0]:  # a study with runs still to come may have no answer yet
         assert not re.search(r"\*\*Answer\.\*\* Not yet", top), f"{path.name}: a finished study states its answer"
 
@@ -57,6 +60,23 @@ def test_the_design_is_the_registered_cells(name):
     assert f"{len(seeds)} seeds ({seeds[0]}–{seeds[-1]})" in design
     iterations = {f"{c.config().max_iters:,}" for c in cells}
     assert all(f"iterations {i}" in design or i in design for i in iterations)
+
+
+def test_the_baselines_line_reads_each_split_of_the_study_from_the_record(monkeypatch):
+    from embnorm_lib.tools import baselines
+
+    entry = {"corpus": "tinyshakespeare", "corpus_sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e"
+             "2dc565ed", "tokenizer": "char", "bigram_nats_per_token": 2.5, "unigram_nats_per_token": 3.25,
+             "bigram_bits_per_byte": 3.6, "unigram_bits_per_byte": 4.7}
+    monkeypatch.setattr(baselines, "load", lambda: {"tinyshakespeare/char": entry})
+    words = study_header.baseline_words(["seeds-final"])
+    assert "tinyshakespeare, characters: count bigram 2.500, unigram 3.250 nats/char." in words
+    monkeypatch.setattr(baselines, "load", lambda: {"tinyshakespeare/char": {**entry, "bigram_nats_per_token": 2.7}})
+    assert "count bigram 2.700" in study_header.baseline_words(["seeds-final"])
+    # a study on two tokenizers names both; one without a measured baseline says how to measure it
+    words = study_header.baseline_words(["ladder-bpe"])
+    assert words.count("not measured yet (`python -m embnorm_lib baselines`)") == 2
+    assert "baselines" in "\n".join(study_header.header_lines("seeds-final", ["x"])).lower()
 
 
 def test_the_header_says_why_there_is_no_answer_yet_and_names_an_ad_hoc_study():

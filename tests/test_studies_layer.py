@@ -66,7 +66,7 @@ def test_a_new_study_of_an_existing_kind_is_one_entry_in_one_library_file(tmp_pa
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["kind"] == "ladder" and result["cells"] == 2 * 3 * 5 and result["listed"] == 0
-    assert result["written"] == ["LADDER.md", "runs/README.md"]  # a scratch runs directory: no README pages, no paper
+    assert result["written"] == ["LADDER.md", "runs/README.md", "runs/RECIPES.md"]  # a scratch runs directory: no README pages, no paper
     assert (out / "ladder-demo" / "LADDER.md").read_text().startswith("# ")
     readme = (out / "README.md").read_text()
     assert "- `ladder-demo`: A demonstration" in readme and "[`ladder-demo/LADDER.md`](ladder-demo/LADDER.md)" in readme

@@ -104,6 +104,32 @@ def design_lines(study: str) -> list[str]:
         f"- {names[key]}: {own[key]} ({len(groups[key])} runs)." for key in groups]
 
 
+def baseline_words(studies: list[str]) -> str:
+    """The count baselines of every split the studies' cells train on (docs/baselines.json): how far below them a
+    variant ends is how far past counting it is. A split not yet measured is named with the command that measures it."""
+    from ..core.data import CORPUS_SHA256
+    from ..tools.baselines import load
+
+    measured = {(e["corpus_sha256"], e["tokenizer"]): e for e in load().values()}
+    splits = dict.fromkeys((c.config().corpus_sha256 or CORPUS_SHA256, c.config().tokenizer)
+                           for study in studies for c in study_cells(study))
+    words = []
+    for sha, tokenizer in splits:
+        e = measured.get((sha, tokenizer))
+        if e is None:
+            words.append(f"corpus {sha[:12]} in {tokenizer} tokens: not measured yet (`python -m embnorm_lib "
+                         "baselines`)")
+            continue
+        unit = "nats/char" if tokenizer == "char" else "nats/token"
+        per_byte = "" if tokenizer == "char" else (f" ({e['bigram_bits_per_byte']:.3f} and "
+                                                    f"{e['unigram_bits_per_byte']:.3f} bits per byte)")
+        words.append(f"{e['corpus']}, {'characters' if tokenizer == 'char' else tokenizer + ' tokens'}: count "
+                     f"bigram {e['bigram_nats_per_token']:.3f}, unigram {e['unigram_nats_per_token']:.3f} "
+                     f"{unit}{per_byte}")
+    return ("**Baselines** on the validation split, which a trained model ends well below (docs/baselines.json): "
+            + "; ".join(words) + ".")
+
+
 def amendment_heading(number: int) -> str:
     """The heading of a docs/PROTOCOL.md amendment after its number: '(2026-11-25), committed before any run of …'."""
     path = repo_root() / PROTOCOL
@@ -153,6 +179,8 @@ def header_lines(studies: str | list[str], answer: list[str], question: str = ""
             lines += [f"- `{study}`: {'' if status else status_words(study) + '. '}{first}"]
             lines += [f"  {line}" for line in rest if line]
         lines.append("")
+    if registered:
+        lines += [baseline_words(registered), ""]
     if not answer:
         return lines + [f"**Answer.** Not yet: {pending or 'the registered runs have not all finished'}.", ""]
     bullets = [a if a.startswith("- ") else f"- {a}" for a in answer]
