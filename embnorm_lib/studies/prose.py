@@ -48,10 +48,14 @@ EXTENSIONS: dict[tuple[str, str], dict[str, list[float]]] = {
     # top, but the rule extends an edge best); ln's best now bracketed at 0.0046 (runner-up 0.00651 by 0.0026 ± 0.0269)
     # rms's best sat at its grid's high edge, 0.0046 (mean 1.918; runner-up 0.00325 by 0.040 ± 0.0055 nats/token)
     # ... and again at the extension, 0.00651 (mean 1.917; runner-up 0.0046 by 0.0038 ± 0.0103 nats/token)
-    ("gpt2", "0-x4"): {"none": [0.00651, 0.00921, 0.013], "ln": [0.00651], "rms": [0.00651, 0.00921]},
+    # ... and again at the second extension, 0.00921 (mean 1.915; runner-up 0.00651 by 0.0029 ± 0.0238 nats/token)
+    ("gpt2", "0-x4"): {"none": [0.00651, 0.00921, 0.013], "ln": [0.00651], "rms": [0.00651, 0.00921, 0.013]},
     # speedrun, size 0 at 1,920 steps: none's best sat at the grid's high edge, 0.00919 (mean 1.931 bits per byte over
     # seeds 100-102; runner-up 0.0065 by 0.0683 ± 0.0036 nats/token; runs/prose-lr/PROSE.md)
-    ("speedrun", "0-x4"): {"none": [0.013]},
+    # ... and again at the extension, 0.013 (mean 1.914; runner-up 0.00919 by 0.0401 ± 0.0218 nats/token); ln's best
+    # at its grid's high edge, 0.00651 (mean 1.967; runner-up 0.0046 by 0.0859 ± 0.0059); rms's at its high edge,
+    # 0.00919 (mean 1.938; runner-up 0.0065 by 0.0758 ± 0.0102; runs/prose-lr/PROSE.md)
+    ("speedrun", "0-x4"): {"none": [0.013, 0.0184], "ln": [0.00921], "rms": [0.013]},
 }
 BEST_LR: dict[tuple[str, str], dict[str, float]] = {
     # speedrun, size 0: none's best 0.0065 is bracketed (mean 2.294 bits per byte over seeds 100-102; runner-up 0.0046
