@@ -97,3 +97,23 @@ def test_position_deltas_pair_each_arm_with_none_at_the_same_seed_and_position()
     assert table.loc[("ln", 1), "delta_vs_none"] == pytest.approx(0.05)
     assert table.loc[("ln", 3), "delta_vs_none"] == pytest.approx(0.0, abs=1e-12)
     assert table.loc[("ln", 1), "ci_low"] == pytest.approx(0.05) and table.loc[("none", 2), "seeds"] == 4
+
+
+def test_an_arm_is_its_longest_variant_prefix_in_order_and_in_pairing():
+    """`ln_matched_lr=1` is ln_matched's arm, not ln's: a first-underscore split would sort it among ln's arms and pool
+    its positions with ln's."""
+    import pandas as pd
+
+    from embnorm_lib.analyses.length import position_deltas
+    from embnorm_lib.core.variants import arm_variant
+    from embnorm_lib.runner.results import arm_order
+
+    assert arm_variant("ln_matched_lr=1") == "ln_matched" and arm_variant("ln_lr=1") == "ln"
+    assert arm_variant("scaled_unit") == "scaled_unit" and arm_variant("lnx") == ""
+    arms = ["ln_matched_lr=1", "rms", "ln_lr=2", "none_lr=3", "scaled_unit_lr=1", "scaled"]
+    assert sorted(arms, key=arm_order) == ["none_lr=3", "ln_lr=2", "rms", "scaled", "ln_matched_lr=1", "scaled_unit_lr=1"]
+    rows = [{"arm": arm, "seed": s, "position": 1, "val_loss": 3.0 + shift} for arm, shift in
+            (("none_lr=1", 0.0), ("ln_lr=1", 0.1), ("ln_matched_lr=1", 0.3)) for s in range(3)]
+    table = position_deltas(pd.DataFrame(rows)).set_index(["variant", "position"])
+    assert table.loc[("ln", 1), "delta_vs_none"] == pytest.approx(0.1)
+    assert table.loc[("ln_matched", 1), "delta_vs_none"] == pytest.approx(0.3)

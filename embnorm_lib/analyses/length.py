@@ -10,8 +10,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
+from ..core.variants import arm_variant
 
-def position_deltas(positions: pd.DataFrame, variant_of=lambda arm: arm.split("_")[0]) -> pd.DataFrame:
+
+def position_deltas(positions: pd.DataFrame, variant_of=arm_variant) -> pd.DataFrame:
     """Per arm and position: mean loss over seeds; for arms other than none, the mean paired difference from none
     (same seed, same position) with its 95% t interval. Positions of seeds without a none run are left out."""
     frame = positions.assign(variant=positions["arm"].map(variant_of))

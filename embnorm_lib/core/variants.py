@@ -89,3 +89,9 @@ def variant_rank(name: str) -> int:
     """Position in the registry; a name that is not a variant sorts after all of them."""
     names = variant_names()
     return names.index(name) if name in names else len(names)
+
+
+def arm_variant(arm: str) -> str:
+    """The variant an arm name starts with, the longest that fits (`ln_matched_lr=1` is ln_matched's, not ln's); ""
+    if none."""
+    return max((v for v in VARIANTS if arm == v or arm.startswith(v + "_")), key=len, default="")

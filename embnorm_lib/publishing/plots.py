@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.io import write_figure_if_changed
-from ..core.variants import VARIANTS, variant_names
+from ..core.variants import VARIANTS, arm_variant, variant_names
 
 # No dates in the files: the same data drawn by the same matplotlib gives the same bytes, so re-publishing
 # unchanged runs leaves committed figures untouched (a PDF also where another CPU moved a coordinate's last
@@ -80,11 +80,6 @@ def plot_char_classes(table: pd.DataFrame) -> plt.Figure:
 
 
 # -- study figures: one line per arm, mean with a 95% t-band over seeds ----------------------------
-
-def arm_variant(arm: str) -> str:
-    """The variant an arm name starts with, the longest that fits (`ln_matched_lr=1` is ln_matched's); "" if none."""
-    return max((v for v in VARIANTS if arm == v or arm.startswith(v + "_")), key=len, default="")
-
 
 def arm_color(arm: str) -> str | None:
     """The colour of the arm's variant (variants.py); arms of one variant differ in line style instead."""

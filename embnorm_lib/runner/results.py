@@ -18,7 +18,7 @@ from ..core.io import atomic_write_text, read_json, runs_root
 from ..core.rundir import RunDir, StudyDir, finished_run_dirs, study_dir_for
 from ..core.seal import check_run_identity, check_summary_outcome, run_dirs_of, verify_run
 from ..core.steplog import LOGS, read_step_log
-from ..core.variants import variant_rank
+from ..core.variants import arm_variant, variant_rank
 
 
 def study_dir(study: str, out_dir: str | Path | None = None) -> Path:
@@ -197,8 +197,9 @@ def study_provenance(study: str, out_dir: Path) -> dict:
 
 
 def arm_order(arm: str) -> tuple:
-    """Variants in registry order (none, ln, rms, scaled: the study's A, B, C, D), then the rest alphabetically."""
-    return (variant_rank(arm.split("_")[0]), arm)
+    """Variants in registry order (none, ln, rms, scaled: the study's A, B, C, D), then the rest alphabetically; an
+    arm is its longest variant prefix (`ln_matched_lr=1` sorts with ln_matched, not ln)."""
+    return (variant_rank(arm_variant(arm)), arm)
 
 
 def has_index(study: str, out_dir: str | Path | None = None) -> bool:

@@ -5,7 +5,6 @@ this module pairs the runs, wires the calls, and applies the decision rule."""
 from __future__ import annotations
 
 import functools
-import gc
 import math
 import warnings
 from dataclasses import asdict, dataclass
@@ -15,8 +14,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from .equivalence import MEI, NOISELESS_SPREAD, equivalence_columns, noiseless  # noqa: F401 (re-exported)
+from .multiple import ALPHA, holm, holm_alphas  # noqa: F401 (re-exported)
 
-ALPHA = 0.05
 N_RESAMPLES = 10_000
 INTERVAL_METHOD = "paired t"  # the primary 95% interval (docs/PROTOCOL.md, amendment 1)
 BCA_MIN_N = 20  # below this many seeds a BCa interval covers far less than 95% (tests/test_stats.py): not reported
@@ -160,6 +159,7 @@ def prob_improvement(diffs: np.ndarray, lower_is_better: bool) -> float:
     return float((better.sum() + 0.5 * (diffs == 0).sum()) / len(diffs)) if len(diffs) else float("nan")
 
 
+@functools.lru_cache(maxsize=65536)  # a pure function of three numbers, asked again for every page that quotes a row
 def _paired_t_power(effect_size: float, n: int, alpha: float) -> float:
     """Exact power of the two-sided one-sample t-test on n paired differences (the noncentral t). scipy's noncentral
     t returns nan at 1 degree of freedom and a large noncentrality; there the same power is integrated over the
@@ -196,6 +196,7 @@ def detectable_effect_size(n: int, alpha: float, power: float = MDE_POWER) -> fl
     return float(brentq(lambda e: _paired_t_power(e, n, alpha) - power, 0.0, high, xtol=1e-10))
 
 
+@functools.lru_cache(maxsize=65536)
 def seeds_needed(effect_size: float, alpha: float, power: float = MDE_POWER) -> int:
     """The smallest number of seeds (at least 2) at which the exact power reaches `power` (it grows with n)."""
     if _paired_t_power(effect_size, 2, alpha) >= power:
@@ -247,30 +248,6 @@ def p_text(p: float, digits: int = 2, alpha: float = ALPHA) -> str:
     return text
 
 
-def holm(p_values, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
-    """(reject, adjusted p) by Holm–Bonferroni; NaN p-values are left out of the family."""
-    from statsmodels.stats.multitest import multipletests
-
-    p = np.asarray(p_values, dtype=float)
-    adjusted = np.full_like(p, np.nan)
-    reject = np.zeros(len(p), dtype=bool)
-    ok = ~np.isnan(p)
-    if ok.any():
-        # statsmodels' Holm branch ends with a full gc.collect(), 0.15 s per family once a study's frames are
-        # in memory (2.7 s of the paper's data); objects frozen before the call are not scanned by it. A caller's
-        # own frozen objects stay frozen: unfreeze() thaws everything, so it runs only if we did the freezing.
-        ours = gc.get_freeze_count() == 0
-        if ours:
-            gc.freeze()
-        try:
-            r, adj, _, _ = multipletests(p[ok], alpha=alpha, method="holm")
-        finally:
-            if ours:
-                gc.unfreeze()
-        adjusted[ok], reject[ok] = adj, r
-    return reject, adjusted
-
-
 def comparison_family(runs: pd.DataFrame, metrics: list[str], variants: list[str] | None = None,
                       baseline: str = "none") -> pd.DataFrame:
     """Every (variant vs baseline) x metric comparison, Holm-adjusted across the whole family."""
@@ -295,19 +272,6 @@ def holm_miss_reason(p: float, level: float) -> str:
         return f"p = {p_text(p, 2, level)} is above its Holm level {level:.4g}"
     return (f"p = {p_text(p, 2, level)} is below its Holm level {level:.4g}, but Holm's step-down stopped earlier, "
             "at a smaller p above its own level")
-
-
-def holm_alphas(p_values, alpha: float = ALPHA) -> np.ndarray:
-    """The level of each p's rank in Holm's step-down procedure: α / (m − rank + 1), rank 1 the smallest p (NaN
-    p-values are left out of the family, as in `holm`). The procedure stops at the first p above its level, so a
-    later p is not significant even where it is below its own level (`holm_miss_reason`)."""
-    p = np.asarray(p_values, dtype=float)
-    out = np.full_like(p, np.nan)
-    ok = np.flatnonzero(~np.isnan(p))
-    m = len(ok)
-    for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")], start=1):
-        out[i] = alpha / (m - rank + 1)
-    return out
 
 
 def registered_stability(runs: pd.DataFrame) -> tuple[pd.Series, pd.Series | None]:

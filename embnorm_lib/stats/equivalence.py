@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as sps
 
+from .multiple import holm
+
 MEI = 0.01  # the protocol's minimum effect of interest on the primary metric, nats/char
 # differences spread by less than this share of their size are one shift up to float rounding (b + 0.1 - b is not
 # exactly 0.1): their SD is rounding noise, and a t statistic built on it means nothing (scipy warns of exactly that)
@@ -46,13 +48,6 @@ def equivalence_columns(metrics: list[str], diffs: list[np.ndarray], alpha: floa
                         ) -> tuple[list[float], list[float], list[bool]]:
     """Per comparison of one family: the TOST p (NaN where the metric has no margin), its Holm-adjusted value over
     the family's TOSTs, and whether equivalence is shown at alpha after Holm."""
-    from statsmodels.stats.multitest import multipletests
-
     raw = np.array([tost_p(d, MARGINS[m]) if m in MARGINS else np.nan for m, d in zip(metrics, diffs)], dtype=float)
-    adjusted = np.full_like(raw, np.nan)
-    passed = np.zeros(len(raw), dtype=bool)
-    ok = ~np.isnan(raw)
-    if ok.any():
-        reject, adj, _, _ = multipletests(raw[ok], alpha=alpha, method="holm")
-        adjusted[ok], passed[ok] = adj, reject
+    passed, adjusted = holm(raw, alpha=alpha)
     return raw.tolist(), adjusted.tolist(), passed.tolist()
