@@ -45,8 +45,7 @@ FEWSHOT_SEED = 1234
 
 @dataclass(frozen=True)
 class Suite:
-    """One version of the task suite: its lm-eval tasks, shot counts, the longest item (context + choice) and the
-    run-directory file its results go to (rundir.RunDir spells the names). v2 keeps each item's correctness."""
+    """A task suite: lm-eval tasks, shots, longest item, its run file (rundir.RunDir); v2, v3 keep item results."""
     name: str
     tasks: tuple[str, ...]
     shots: tuple[int, ...]
@@ -58,12 +57,14 @@ class Suite:
 
 def suites() -> dict[str, Suite]:
     """v1: the committed studies' suite (100 items per task); v2 (issue 17): thousands of items per task, the
-    tasks a pilot kept (lmtasks/manifest_v2.json)."""
-    from ..lmtasks import build_v2
+    tasks a pilot kept (lmtasks/manifest_v2.json); v3: the open-prose suite, its item bound in tokens (zero-shot)."""
+    from ..lmtasks import build_prose, build_v2
 
     return {"v1": Suite("v1", tuple(TASKS), SHOTS, 31, "lm_eval", False),
             "v2": Suite("v2", tuple(f"shakespeare2_{t}" for t in build_v2.frozen_tasks()), (0, 1),
-                        build_v2.MAX_ITEM_CHARS, "lm_eval_v2", True, fewshot_limit=500)}
+                        build_v2.MAX_ITEM_CHARS, "lm_eval_v2", True, fewshot_limit=500),
+            "v3": Suite("v3", tuple(f"prose3_{t}" for t in build_prose.frozen_tasks()), (0,),
+                        build_prose.MAX_ITEM_TOKENS - 1, "lm_eval_v3", True)}
 
 
 def get_suite(name: str) -> Suite:
@@ -259,7 +260,8 @@ def evaluate_lm(lm: CharLM, shots=None, data_path=None, tasks=None, suite: str =
     tasks = spec.tasks if tasks is None else tasks
     if not tasks:
         raise ValueError(f"suite {suite} has no tasks; allowed: a suite frozen by its pilot (lmtasks/pilot.py)")
-    manager = TaskManager(include_path=str(TASK_DIR), include_defaults=False)
+    # data_path reaches the tasks' loaders through the manager (simple_evaluate's `metadata` is read only without one)
+    manager = TaskManager(include_path=str(TASK_DIR), include_defaults=False, metadata={"data_path": str(data_path or "")})
     result = {"tasks": {}, "macro": {}, "skipped_shots": []}
     if spec.item_level:  # v1's files keep their committed shape
         result.update(suite=suite, items={})
@@ -276,7 +278,7 @@ def evaluate_lm(lm: CharLM, shots=None, data_path=None, tasks=None, suite: str =
                 model=lm, tasks=list(tasks), num_fewshot=k, task_manager=manager, limit=k_limit, use_cache=None,
                 cache_requests=False, log_samples=spec.item_level, random_seed=0, numpy_random_seed=0,
                 torch_random_seed=0, fewshot_random_seed=FEWSHOT_SEED, bootstrap_iters=1000,
-                metadata={"data_path": str(data_path) if data_path else ""}, verbosity="ERROR")
+                verbosity="ERROR")
         accs, norms, ses = [], [], []
         for task in tasks:
             r = out["results"][task]
@@ -330,8 +332,7 @@ def write_result(run_dir: str | Path, suite: str, result: dict) -> Path:
 
 
 def score_if_asked(cfg: RunConfig, run_dir: str | Path, data_path=None) -> dict | None:
-    """The stage after training: the zero/few-shot suite when the config asks for it and the run has no
-    lm_eval.json yet. A finished run without weights cannot be scored: refused, naming what is allowed."""
+    """The stage after training: suite v1 when the config asks and no lm_eval.json exists (refused without weights)."""
     run = RunDir(Path(run_dir))
     finish_interrupted(run)
     if not cfg.lm_eval or not run.summary.is_file() or read_json(run.summary).get("diverged"):
@@ -372,7 +373,7 @@ def main(argv=None) -> int:
     p.add_argument("--out-dir", default=None)
     p.add_argument("--data-path", default=None)
     p.add_argument("--force", action="store_true")
-    p.add_argument("--suite", default="v1", choices=("v1", "v2"), help="v1: lm_eval.json; v2: lm_eval_v2.json")
+    p.add_argument("--suite", default="v1", choices=("v1", "v2", "v3"), help="v1, v2, v3: lm_eval[_v2|_v3].json")
     args = p.parse_args(argv)
     if args.run_dir:
         result = evaluate_run(run_dir_argument(args.run_dir, args.out_dir), args.data_path, force=args.force,

@@ -2,7 +2,7 @@
 
     runs/<study>/<variant>[<tag>]/seed<k>/
         config.json  metrics.jsonl  evals.jsonl  diagnostics.jsonl  calibration.json  positions.json
-        summary.json  lm_eval.json  lm_eval_v2.json  reused_from.json  02_train.ipynb  manifest.json
+        summary.json  lm_eval.json  lm_eval_v2.json  lm_eval_v3.json  reused_from.json  02_train.ipynb  manifest.json
         (ckpt.pt, model.pt: not committed)
 
 A finished run keeps metrics and diagnostics as `<log>.parquet` instead of `<log>.jsonl` (steplog.py, which reads
@@ -38,6 +38,7 @@ class RunDir:
     summary = property(lambda self: self.root / "summary.json")
     lm_eval = property(lambda self: self.root / "lm_eval.json")
     lm_eval_v2 = property(lambda self: self.root / "lm_eval_v2.json")  # suite v2 (issue 17)
+    lm_eval_v3 = property(lambda self: self.root / "lm_eval_v3.json")  # suite v3 (open prose, amendment 17 item 7)
     reused_from = property(lambda self: self.root / "reused_from.json")
     manifest = property(lambda self: self.root / "manifest.json")  # the seal of a finished run, written last (seal.py)
     notebook = property(lambda self: self.root / "02_train.ipynb")
