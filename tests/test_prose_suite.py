@@ -132,3 +132,26 @@ def test_the_suite_scores_through_lm_eval_with_the_runs_tokenizer_uncut():
     result = evaluate_lm(lm, data_path=PROSE, suite="v3", limit=8)
     assert {t: len(v["0shot"]) for t, v in result["items"].items()} == {f"prose3_{t}": 8 for t in suite.TASKS}
     assert result["truncated_requests"] == 0 and result["skipped_shots"] == []
+
+
+def test_the_pilots_mdes_follow_the_runs_spread():
+    """Identical runs: no item spread and no run spread, so no detectable-effect floor; runs that disagree on items
+    and differ in accuracy give positive MDEs at the prose family's Holm level."""
+    import numpy as np
+    import pandas as pd
+
+    from embnorm_lib.lmtasks import pilot_prose
+
+    rng = np.random.default_rng(0)
+    base = {t: rng.integers(0, 2, 400) for t in suite.TASKS}
+    same = {(run, t): base[t] for run in ("a", "b", "c") for t in suite.TASKS}
+    table = pd.DataFrame([{"run": run, "task": t, "acc": float(base[t].mean())} for run in "abc" for t in suite.TASKS])
+    flat = pilot_prose.mde_figures(table, same)
+    assert flat["mde_item_sampling_lower_bound"] == 0 and flat["mde_from_run_spread"] == 0
+    noisy = {(run, t): np.where(rng.random(400) < 0.1 * (k + 1), 1 - base[t], base[t])
+             for k, run in enumerate("abc") for t in suite.TASKS}
+    table = pd.DataFrame([{"run": run, "task": t, "acc": float(noisy[(run, t)].mean())} for run in "abc"
+                          for t in suite.TASKS])
+    figures = pilot_prose.mde_figures(table, noisy)
+    assert figures["alpha"] == 0.05 / 4 and figures["seeds"] == 6 and figures["runs"] == 3
+    assert 0 < figures["mde_item_sampling_lower_bound"] and 0 < figures["mde_from_run_spread"]
