@@ -192,3 +192,56 @@ def test_amendment_19_precedes_every_run_at_its_budgets():
                 assert descends_from(summary["git_commit"], ancestor), f"{path}: trained before amendment 19"
     if not ancestor:
         pytest.skip("amendment 19 not committed yet")
+
+
+def test_amendment_20_seeds_follow_the_pilot_and_the_compute():
+    """Seeds 6-9 go to every recipe at sizes 0-x4 and 1 because the pilot's item-sampling MDE at 6 seeds exceeds
+    the limit at every preset piloted; size 2 may have them only where the projection with them fits the limit."""
+    from embnorm_lib.lmtasks.pilot_prose import RECORD
+    from embnorm_lib.studies import prose_setup
+
+    pilot = json.loads(RECORD.read_text())
+    assert pilot and all(p["seeds"] == len(prose.CONFIRMATORY_SEEDS) for p in pilot.values())
+    over = all(p["mde_item_sampling_lower_bound"] > prose.MDE_LIMIT for p in pilot.values())
+    for recipe in prose.RECIPE_NAMES:
+        assert ({"0-x4", "1"} <= set(prose.SEEDS_ADDED.get(recipe, ()))) == over
+        for level in prose.MAIN_LEVELS:
+            want = 10 if level in prose.SEEDS_ADDED.get(recipe, ()) else 6
+            assert len(prose.confirmatory_seeds(recipe, level)) == want
+    if any("2" in levels for levels in prose.SEEDS_ADDED.values()):
+        times = json.loads(prose_setup.STEP_TIMES.read_text())
+        every = prose_setup.projection(times, prose_setup.landed_wall_seconds(), every_level_added=True)
+        assert every["total"] <= prose.COMPUTE_LIMIT_HOURS
+
+
+def test_the_projection_counts_measured_times_and_added_seeds():
+    from embnorm_lib.studies import prose_setup
+
+    times = json.loads(prose_setup.STEP_TIMES.read_text())
+    none = prose_setup.projection(times, {})
+    assert none["spent"] == 0 and none["ratio"] == 1.0
+    preset = prose.preset_name("gpt2", "1")
+    slow = prose_setup.projection(times, {preset: [2 * 3600 * prose_setup.run_hours(preset, times)] * 2})
+    assert slow["ratio"] == pytest.approx(2.0) and slow["total"] == pytest.approx(2 * none["total"])
+    every = prose_setup.projection(times, {}, every_level_added=True)
+    size2 = 3 * 2 * len(prose.EXTRA_SEEDS) * sum(prose_setup.run_hours(prose.preset_name(r, "2"), times)
+                                                  for r in prose.RECIPE_NAMES) / 2
+    assert every["total"] - none["total"] == pytest.approx(size2 if "2" not in prose.SEEDS_ADDED["gpt2"] else 0)
+
+
+def test_confirmatory_and_budget_runs_are_scored_on_suite_v3_and_tuning_runs_are_not():
+    for name in prose.SCORED_STUDIES:
+        cells = STUDIES[name].cells()
+        assert cells and all(c.config().lm_eval for c in cells), name
+    assert not any(c.config().lm_eval for c in STUDIES["prose-lr"].cells())
+    assert {c.seed for c in STUDIES["prose-budget"].cells()} == set(prose.CONFIRMATORY_SEEDS)
+
+
+def test_amendment_20_precedes_every_confirmatory_and_budget_run():
+    ancestor = amendment_commit(20)
+    for study in prose.SCORED_STUDIES:
+        for path in (repo_root() / "runs" / study).rglob("summary.json"):
+            assert ancestor, f"{path}: a confirmatory prose run but no commit registers amendment 20"
+            assert descends_from(json.loads(path.read_text())["git_commit"], ancestor), f"{path}: before amendment 20"
+    if not ancestor:
+        pytest.skip("amendment 20 not committed yet")

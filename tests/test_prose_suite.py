@@ -155,3 +155,33 @@ def test_the_pilots_mdes_follow_the_runs_spread():
     figures = pilot_prose.mde_figures(table, noisy)
     assert figures["alpha"] == 0.05 / 4 and figures["seeds"] == 6 and figures["runs"] == 3
     assert 0 < figures["mde_item_sampling_lower_bound"] and 0 < figures["mde_from_run_spread"]
+
+
+def test_a_prose_run_that_asks_is_scored_on_suite_v3_after_training(tmp_path, monkeypatch):
+    """lm_eval=True is allowed on the corpus suite v3 is drawn from (and only there among corpora of one's own); the
+    stage after training then writes lm_eval_v3.json, not v1's file, and runs.csv reads it as lm3 columns."""
+    from embnorm_lib.core import lm_eval_adapter as adapter
+    from embnorm_lib.core.config import preset_config
+    from embnorm_lib.core.errors import ConfigError
+    from embnorm_lib.runner.results import lm_summary_fields
+
+    cfg = preset_config("prose-gpt2-1", seed=100)
+    assert cfg.corpus_sha256 == suite.corpus_sha256() and cfg.replace(lm_eval=True).lm_eval
+    with pytest.raises(ConfigError, match="lm_eval=True"):
+        cfg.replace(lm_eval=True, corpus_sha256="0" * 64)
+    assert adapter.suite_after_training(cfg) == "v3" and adapter.suite_after_training(preset_config("tiny")) == "v1"
+    run = tmp_path / "none" / "seed100"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text('{"diverged": false}')
+    (run / "model.pt").write_bytes(b"")
+    asked = []
+    monkeypatch.setattr(adapter, "finish_interrupted", lambda r: None)
+    monkeypatch.setattr(adapter, "evaluate_run", lambda root, data, suite="v1": asked.append(suite) or {"s": suite})
+    assert adapter.score_if_asked(cfg, run) is None and asked == []  # not asked
+    assert adapter.score_if_asked(cfg.replace(lm_eval=True), run, "corpus.txt") == {"s": "v3"} and asked == ["v3"]
+    (run / "lm_eval_v3.json").write_text('{"kept": 1}')
+    assert adapter.score_if_asked(cfg.replace(lm_eval=True), run) == {"kept": 1} and asked == ["v3"]
+    result = {"macro": {"0shot": {"acc": 0.5, "acc_norm": 0.4}}, "seconds": 3.0,
+              "tasks": {f"prose3_{t}": {"0shot": {"acc": 0.5}} for t in suite.TASKS}}
+    fields = lm_summary_fields(result, prefix="lm3")
+    assert fields["lm3_macro_acc"] == 0.5 and {f"lm3.{t}.0shot.acc" for t in suite.TASKS} <= set(fields)

@@ -126,8 +126,9 @@ class RunConfig:
         _check(self.tokenizer != "shards" or self.corpus_sha256 != "", "corpus_sha256", self.corpus_sha256,
                "the shard set's sha256 with tokenizer=shards (`run --data-path DIR` records it; `python -m "
                "embnorm_lib shards DIR` prints it)")
-        _check(not (self.lm_eval and self.corpus_sha256), "lm_eval", self.lm_eval,
-               "false with a corpus of your own (the zero/few-shot tasks are built from Shakespeare's plays)")
+        _check(not (self.lm_eval and self.corpus_sha256 and self.corpus_sha256 != prose_suite_corpus()),
+               "lm_eval", self.lm_eval, "false with a corpus of your own (suites v1 and v2 are built from "
+               "Shakespeare's plays, v3 from the open-prose corpus's validation documents)")
         _check(self.head_init in HEAD_INITS, "head_init", self.head_init, ", ".join(HEAD_INITS))
         _check(not (self.head_init == "zero" and self.tie_embeddings), "head_init", self.head_init,
                "normal with tie_embeddings=true (a tied head is the token embedding)")
@@ -181,6 +182,14 @@ class RunConfig:
                      "execution"):
             d.pop(knob)
         return d
+
+
+def prose_suite_corpus() -> str:
+    """The sha256 of the corpus suite v3 is drawn from (lmtasks/manifest_v3.json); read only when a run asks to be
+    scored on a corpus of its own."""
+    from ..lmtasks.build_prose import corpus_sha256
+
+    return corpus_sha256()
 
 
 def _num(v: Any) -> bool:

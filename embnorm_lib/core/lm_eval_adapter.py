@@ -15,7 +15,6 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
@@ -35,43 +34,12 @@ from .io import git_commit, json_text, read_json, runs_root  # noqa: E402
 from .model import GPT  # noqa: E402
 from .rundir import RunDir, finished_run_dirs  # noqa: E402
 from .seal import adding_result_file, finish_interrupted  # noqa: E402
+from .suites import SHOTS, TASKS, Suite, get_suite, suite_after_training, suites  # noqa: E402,F401
 from .writes import atomic_write_text  # noqa: E402
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "lmtasks"
-TASKS = ["shakespeare_word_cloze", "shakespeare_shuffled", "shakespeare_next_line", "shakespeare_next_speaker"]
-SHOTS = (0, 1, 3)
 FEWSHOT_SEED = 1234
 
-
-@dataclass(frozen=True)
-class Suite:
-    """A task suite: lm-eval tasks, shots, longest item, its run file (rundir.RunDir); v2, v3 keep item results."""
-    name: str
-    tasks: tuple[str, ...]
-    shots: tuple[int, ...]
-    max_item_chars: int
-    run_file: str  # the RunDir attribute naming its results file
-    item_level: bool
-    fewshot_limit: int | None = None  # few-shot on the first N items of each task only (exploratory; cost)
-
-
-def suites() -> dict[str, Suite]:
-    """v1: the committed studies' suite (100 items per task); v2 (issue 17): thousands of items per task, the
-    tasks a pilot kept (lmtasks/manifest_v2.json); v3: the open-prose suite, its item bound in tokens (zero-shot)."""
-    from ..lmtasks import build_prose, build_v2
-
-    return {"v1": Suite("v1", tuple(TASKS), SHOTS, 31, "lm_eval", False),
-            "v2": Suite("v2", tuple(f"shakespeare2_{t}" for t in build_v2.frozen_tasks()), (0, 1),
-                        build_v2.MAX_ITEM_CHARS, "lm_eval_v2", True, fewshot_limit=500),
-            "v3": Suite("v3", tuple(f"prose3_{t}" for t in build_prose.frozen_tasks()), (0,),
-                        build_prose.MAX_ITEM_TOKENS - 1, "lm_eval_v3", True)}
-
-
-def get_suite(name: str) -> Suite:
-    known = suites()
-    if name not in known:
-        raise ValueError(f"unknown suite {name!r}; allowed: {', '.join(known)}")
-    return known[name]
 
 try:
     from lm_eval.api.model import LM as _LMBase
@@ -332,17 +300,20 @@ def write_result(run_dir: str | Path, suite: str, result: dict) -> Path:
 
 
 def score_if_asked(cfg: RunConfig, run_dir: str | Path, data_path=None) -> dict | None:
-    """The stage after training: suite v1 when the config asks and no lm_eval.json exists (refused without weights)."""
+    """The stage after training: the run's suite (suite_after_training) when the config asks and the suite's file
+    does not exist yet (refused without weights)."""
     run = RunDir(Path(run_dir))
     finish_interrupted(run)
     if not cfg.lm_eval or not run.summary.is_file() or read_json(run.summary).get("diverged"):
         return None
-    if run.lm_eval.is_file():
-        return read_json(run.lm_eval)
+    suite = suite_after_training(cfg)
+    target = getattr(run, get_suite(suite).run_file)
+    if target.is_file():
+        return read_json(target)
     if not run.final_model.is_file():
-        raise RunDirError(f"run {run.root} has no lm_eval.json and no model.pt to score (weights are not "
+        raise RunDirError(f"run {run.root} has no {target.name} and no model.pt to score (weights are not "
                           f"committed); allowed: a run with its weights, or retrain it into a fresh directory")
-    return evaluate_run(run.root, data_path)
+    return evaluate_run(run.root, data_path, suite=suite)
 
 
 def copy_result(source: Path, target: Path, origin: str) -> dict:

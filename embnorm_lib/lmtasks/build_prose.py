@@ -198,6 +198,11 @@ def corpus_texts(data_path) -> tuple[str, str, str]:
 
 
 @functools.lru_cache(maxsize=2)
+def corpus_sha256() -> str:
+    """The corpus the suite's items are drawn from (its pinned manifest's record): runs on it are scored on v3."""
+    return json.loads(MANIFEST.read_text())["corpus_sha256"]
+
+
 def verified_suite(data_path) -> dict:
     """The suite built from the corpus, checked against the pinned hashes of manifest_v3.json."""
     val_text, train_text, _ = corpus_texts(data_path)

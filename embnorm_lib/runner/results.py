@@ -30,15 +30,17 @@ def study_dir(study: str, out_dir: str | Path | None = None) -> Path:
 
 def lm_summary_fields(result: dict, prefix: str = "lm") -> dict:
     """Scalars of one suite's results for runs.csv: lm_macro_acc (suite v1, zero-shot) is the protocol's secondary
-    metric; suite v2's columns start with lm2 (lm2_macro_acc: amendment 1's zero-shot v2 endpoint)."""
+    metric; suite v2's columns start with lm2 (lm2_macro_acc: amendment 1's zero-shot v2 endpoint), suite v3's with
+    lm3 (lm3_macro_acc: the prose ladder's primary endpoint, amendment 17 item 7)."""
     fields = {}
     for k, macro in result["macro"].items():
         suffix = "" if k == "0shot" else f"_{k}"
         fields[f"{prefix}_macro_acc{suffix}"] = macro["acc"]
         fields[f"{prefix}_macro_acc_norm{suffix}"] = macro["acc_norm"]
     for task, by_k in result["tasks"].items():
+        short = task.removeprefix("shakespeare_").removeprefix("shakespeare2_").removeprefix("prose3_")
         for k, entry in by_k.items():
-            fields[f"{prefix}.{task.removeprefix('shakespeare_').removeprefix('shakespeare2_')}.{k}.acc"] = entry["acc"]
+            fields[f"{prefix}.{short}.{k}.acc"] = entry["acc"]
     fields[f"{prefix}_eval_s"] = result["seconds"]
     return fields
 
@@ -56,6 +58,8 @@ def index_row(run: RunDir, study_root: Path) -> dict:
         row.update(lm_summary_fields(read_json(run.lm_eval)))
     if run.lm_eval_v2.is_file():
         row.update(lm_summary_fields(read_json(run.lm_eval_v2), prefix="lm2"))
+    if run.lm_eval_v3.is_file():
+        row.update(lm_summary_fields(read_json(run.lm_eval_v3), prefix="lm3"))
     row.update(derived_fields(RunConfig.from_dict(cfg), read_step_log(run, "metrics"), summary))
     return row
 

@@ -98,7 +98,8 @@ def run_hours(preset: str, times: dict) -> float:
 
 def estimate(times: dict) -> list[dict]:
     """Core-hours per level (a size at one budget) for the registered design before any grid extension (one core
-    per run): its tuning grid, and its confirmatory seeds where it is a main level or the budget control."""
+    per run): its tuning grid, and its confirmatory seeds (added seeds included) where it is a main level or the
+    budget control."""
     rows = []
     for level in prose.LEVELS:
         tuning = confirm = 0.0
@@ -106,7 +107,7 @@ def estimate(times: dict) -> list[dict]:
             hours = run_hours(prose.preset_name(recipe, level), times)
             tuning += len(prose.ARMS) * (2 * prose.GRID_HALF_WIDTH[level] + 1) * len(prose.TUNING_SEEDS) * hours
             if level in prose.MAIN_LEVELS or level == prose.BUDGET_LEVEL:
-                confirm += len(prose.ARMS) * len(prose.CONFIRMATORY_SEEDS) * hours
+                confirm += len(prose.ARMS) * len(prose.confirmatory_seeds(recipe, level)) * hours
         n_layer, n_embd, _ = prose.PROSE_RUNGS[prose.rung_of(level)]
         rows.append({"level": level, "shape": f"{n_layer} x {n_embd}",
                      "params": prose.non_embedding_params(prose.rung_of(level)),
@@ -115,6 +116,45 @@ def estimate(times: dict) -> list[dict]:
                      "tuning": tuning, "confirmatory": confirm,
                      "role": "budget control" if level == prose.BUDGET_LEVEL else "confirmatory"})
     return rows
+
+
+def projection(times: dict, wall_s: dict[str, list[float]], every_level_added: bool = False) -> dict:
+    """The design's core-hours at the run times measured so far: `wall_s` is preset -> the wall seconds of its landed
+    runs (runs.csv). A level's run takes its presets' measured mean where runs exist, else the estimate times the
+    measured-to-estimated ratio pooled over the presets that have runs; tuning counts the grid extensions too.
+    `every_level_added`: as if seeds 6-9 were added at every main level (amendment 20's test for size 2)."""
+    measured = {p: sum(v) / len(v) / 3600 for p, v in wall_s.items() if v}
+    ratio = (sum(measured.values()) / sum(run_hours(p, times) for p in measured)) if measured else 1.0
+    hours = {"spent": sum(sum(v) for v in wall_s.values()) / 3600, "ratio": ratio, "levels": {}}
+    for level in prose.LEVELS:
+        tuning = confirm = 0.0
+        for recipe in prose.RECIPE_NAMES:
+            preset = prose.preset_name(recipe, level)
+            per_run = measured.get(preset, run_hours(preset, times) * ratio)
+            extra = sum(len(v) for v in prose.EXTENSIONS.get((recipe, level), {}).values())
+            points = len(prose.ARMS) * (2 * prose.GRID_HALF_WIDTH[level] + 1) + extra
+            tuning += points * len(prose.TUNING_SEEDS) * per_run
+            if level in prose.MAIN_LEVELS or level == prose.BUDGET_LEVEL:
+                seeds = prose.confirmatory_seeds(recipe, level)
+                if every_level_added and level in prose.MAIN_LEVELS:
+                    seeds = prose.CONFIRMATORY_SEEDS + prose.EXTRA_SEEDS
+                confirm += len(prose.ARMS) * len(seeds) * per_run
+        hours["levels"][level] = {"tuning": tuning, "confirmatory": confirm}
+    hours["total"] = sum(v["tuning"] + v["confirmatory"] for v in hours["levels"].values())
+    return hours
+
+
+def landed_wall_seconds() -> dict[str, list[float]]:
+    """preset -> wall seconds of the prose ladder's landed runs (every study's runs.csv that exists)."""
+    import pandas as pd
+
+    found: dict[str, list[float]] = {}
+    for study in ("prose-lr", "prose", "prose-budget"):
+        path = repo_root() / "runs" / study / "runs.csv"
+        if path.is_file():
+            for preset, rows in pd.read_csv(path).groupby("cfg.preset"):
+                found.setdefault(preset, []).extend(rows["wall_s"].astype(float))
+    return found
 
 
 def main(argv=None) -> int:
@@ -136,7 +176,16 @@ def main(argv=None) -> int:
                   f"iterations, ~{r['run_hours']:.2f} h per run; tuning {r['tuning']:.1f}, {r['role']} "
                   f"{r['confirmatory']:.1f} core-hours")
         total = sum(r["tuning"] + r["confirmatory"] for r in rows)
-        print(f"- total {total:.1f} core-hours before any grid extension or added seed")
+        print(f"- total {total:.1f} core-hours before any grid extension")
+        proj = projection(json.loads(STEP_TIMES.read_text()), landed_wall_seconds())
+        print(f"At the run times measured so far ({proj['spent']:.1f} core-hours spent; runs take "
+              f"{proj['ratio']:.2f}x the estimate), with the grid extensions registered so far:")
+        for level, h in proj["levels"].items():
+            print(f"- {level}: tuning {h['tuning']:.1f}, confirmatory or budget control {h['confirmatory']:.1f}")
+        print(f"- total {proj['total']:.1f} core-hours")
+        every = projection(json.loads(STEP_TIMES.read_text()), landed_wall_seconds(), every_level_added=True)
+        print(f"With seeds 6-9 at every size: {every['total']:.1f} core-hours (the limit for adding them at size 2: "
+              f"{prose.COMPUTE_LIMIT_HOURS})")
     return 0
 
 
