@@ -297,7 +297,9 @@ def data_ladder_progress(out: Path) -> dict:
     quoted = quoted_table(runs) if len(runs) else pd.DataFrame()
     fits = trend_table(runs) if len(runs) else pd.DataFrame()
     checked = trend_table(runs, checked_only=True) if len(runs) else pd.DataFrame()  # issue 113: without rung 0
+    baselines = baseline_data()
     return {"chars": corpus_record()["characters"], "dictionary_share": dictionary_share(corpus_record()),
+            "bigram": baselines["open_english"]["bigram_nats_per_token"], "trained_margin": baselines["trained_margin"],
             "lr_margins": lr_margins(out),
             "amendment": amendment(f"`{DATA_LADDER[0]}`"),
             "planned": confirmatory_runs_planned(), "sizes": len(RUNGS),

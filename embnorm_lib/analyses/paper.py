@@ -30,6 +30,17 @@ from ..publishing.paper import (  # noqa: F401 (data_json, latex_export: importa
 )
 from ..runner.results import has_index, load_runs
 from ..studies import STUDIES
+from ..studies.paper_sources import (  # noqa: F401 (REGISTRATION, BOUNDARY_KEYS: importable from here as before)
+    BOUNDARY_KEYS,
+    H1B,
+    LADDER,
+    LADDER_LR,
+    MAIN,
+    PRELIM,
+    REGIMES,
+    REGISTRATION,
+    SCALE,
+)
 from .paper_figures import FAMILY_METRICS, PAPER_FIGURES
 from .paper_ladder import TUNING_SEEDS, ladder_data, subword_bigram
 
@@ -52,14 +63,14 @@ def paper_data(out: Path) -> dict:
     from ..core.data import load_corpus
     from .findings import SEED_STUDY_TABLE1, replication_table
 
-    main_runs = load_runs("main", out)
+    main_runs = load_runs(MAIN, out)
     data: dict = {"runs_commits": sorted({str(c)[:12] for c in main_runs["git_commit"]}), "regimes": {}}
-    for scope in ("seeds-final", "nanogpt-cpu"):
-        decision = read_json(study_dir_for("main", out).analysis / scope / "decision.json")
-        runs = load_runs("main", out)
+    for scope in REGIMES:
+        decision = read_json(study_dir_for(MAIN, out).analysis / scope / "decision.json")
+        runs = load_runs(MAIN, out)
         runs = runs[runs["cfg.preset"] == scope]
         data["regimes"][scope.replace("-", "_")] = {
-            "family": family_rows("main", scope, out), "overall": decision["overall"],
+            "family": family_rows(MAIN, scope, out), "overall": decision["overall"],
             "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
             "n_layer": int(runs["cfg.n_layer"].iloc[0]), "n_embd": int(runs["cfg.n_embd"].iloc[0]),
             "params_none": int(runs.loc[runs["variant"] == "none", "n_params"].iloc[0])}
@@ -72,7 +83,7 @@ def paper_data(out: Path) -> dict:
                         "p_floor": 0.001,  # smaller p-values are written "p < 0.001"
                         "power_percent": round(100 * stats.MDE_POWER)}
     data["external"] = EXTERNAL_FACTS
-    prelim = load_runs("seeds-prelim", out)
+    prelim = load_runs(PRELIM, out)
     rep = replication_table(prelim)
     data["replication"] = {v: {k: json_safe(x) for k, x in row.items()} for v, row in rep.iterrows()}
     data["replication_setup"] = {"n_layer": int(prelim["cfg.n_layer"].iloc[0]), "n_embd": int(prelim["cfg.n_embd"].iloc[0]),
@@ -84,9 +95,9 @@ def paper_data(out: Path) -> dict:
     data["compute"] = compute_spent(out)
     data["lr_boundary"] = {key: lr_boundary_data(study, out) for key, study in BOUNDARY_KEYS.items()
                            if has_index(study, out)}
-    if has_index("stability-scale-v2", out):
+    if has_index(SCALE, out):
         data["scale_vs_norm"] = scale_data(out)
-    if has_index("stability-h1b-v2", out):
+    if has_index(H1B, out):
         data["h1b"] = h1b_data(out)
         data["length"] = length_data(out)
     throughput = out / "throughput.json"
@@ -100,51 +111,11 @@ def paper_data(out: Path) -> dict:
     zeroshot = zeroshot_data(out)
     if zeroshot:
         data["zeroshot_v2"] = zeroshot
-    if has_index("ladder-lr", out):
-        data["ladder"] = ladder_data(out)
+    if has_index(LADDER_LR, out):
+        data[LADDER] = ladder_data(out)
         data["design_limits"] = design_limits(out)
     data["registration"] = registration_data(out)
     return published(data)  # rounded: the same data.json on every CPU
-
-
-# -- what each claim's registration was (issue 72) -----------------------------------------------------------------
-# Per claim of the paper: its status, the studies whose runs are its data (the first listed is where the data first
-# existed), and the commit of docs/PROTOCOL.md that registered it. "before": registered before any of its runs was
-# trained; "after": registered, but after (some of) its data existed; "exploratory": never registered as confirmatory.
-# tests/test_paper.py checks each "before"/"after" against git ancestry of the runs' recorded commits.
-REGISTRATION = (
-    {"claim": "budget", "status": "exploratory", "studies": ["stability-budget", "stability-budget-v2"],
-     "registered_by": None, "where": "amendment 1, item 6 (v1 stability studies exploratory)"},
-    {"claim": "main_short", "status": "after", "studies": ["seeds-final", "main"], "registered_by": "7948277d",
-     "where": "protocol; seeds 0-4 are the seeds-final runs, trained before it"},
-    {"claim": "main_long", "status": "before", "studies": ["main"], "registered_by": "7948277d",
-     "where": "protocol (interval method amended after, amendment 1)"},
-    {"claim": "seed_study", "status": "after", "studies": ["seeds-prelim"], "registered_by": "7948277d",
-     "where": "protocol, committed after the runs and their results"},
-    {"claim": "scale", "status": "exploratory", "studies": ["stability-scale-v2"], "registered_by": None,
-     "where": "exploratory throughout"},
-    {"claim": "search", "status": "exploratory", "studies": ["stability-lr-v2", "stability-noclip-v2",
-                                                             "stability-deep-v2"],
-     "registered_by": None, "where": "amendment 1, item 6 (the search is exploratory)"},
-    {"claim": "h1b", "status": "before", "studies": ["stability-h1b-v2"], "registered_by": "7a467f82",
-     "where": "amendment 2"},
-    {"claim": "zeroshot_v1", "status": "before", "studies": ["main"], "registered_by": "7948277d",
-     "where": "protocol (secondary); superseded by amendment 3"},
-    {"claim": "zeroshot_v2", "status": "before", "studies": ["main"], "registered_by": "89d30598",
-     "where": "amendment 3 (scored after the runs were trained, before any was scored)"},
-    {"claim": "ladder", "status": "before", "studies": ["ladder"], "registered_by": "04f27a2f",
-     "where": "amendment 4 (per size; the trend across sizes exploratory)"},
-    {"claim": "ladder_data", "status": "before", "studies": ["ladder-data"], "registered_by": "65fca37c",
-     "where": "amendment 16 (per size; seeds 5-9 by its item 6 rule; the trend across sizes exploratory)"},
-    {"claim": "bpe_ladder", "status": "after", "studies": ["ladder-bpe"], "registered_by": "53957780",
-     "where": "amendment 7, written while rung 1 ran, before its analysis"},
-    {"claim": "bpe_rep", "status": "before", "studies": ["ladder-bpe-rep"], "registered_by": "2ed72d0e",
-     "where": "amendment 9"},
-    {"claim": "bpe_rep2", "status": "before", "studies": ["ladder-bpe-rep2"], "registered_by": "f2b9dffa",
-     "where": "amendment 11"},
-    {"claim": "bpe_scale", "status": "exploratory", "studies": ["ladder-bpe-scale"], "registered_by": None,
-     "where": "amendment 10 (exploratory)"},
-)
 
 
 def registration_data(out: Path) -> list[dict]:
@@ -167,7 +138,7 @@ def design_limits(out: Path) -> dict:
     from ..core.data import load_corpus
 
     train_chars = len(load_corpus().train)
-    runs = load_runs("ladder", out)
+    runs = load_runs(LADDER, out)
     rungs = []
     for rung in range(len(LADDER_RUNGS)):
         at = runs[runs["cfg.preset"] == f"ladder-{rung}"]
@@ -184,7 +155,7 @@ def design_limits(out: Path) -> dict:
                       "clipped": {v: float(x) for v, x in clip.items()}})
     # adjacent LR points of the check: how much the loss moves between neighbouring rates of a factor-2 grid, beside
     # the size of the arm effects the ladder resolves
-    check = ladder.lr_check(load_runs("ladder-lr", out))
+    check = ladder.lr_check(load_runs(LADDER_LR, out))
     steps = []
     for (rung, _variant), sub in check[check["tokenizer"] == "char"].groupby(["rung", "variant"]):
         losses = sub.sort_values("factor")["val_loss_mean"].dropna().to_numpy()
@@ -217,15 +188,10 @@ def gpu_check_data(out: Path) -> dict | None:
             "paired": {scope.replace("-", "_"): {variant: {"gpu": paired[f"{variant}_preset={scope}"]["here_mean"],
                                                            "cpu": paired[f"{variant}_preset={scope}"]["committed_mean"]}
                                                  for variant in ("ln", "rms")}
-                       for scope in ("seeds-final", "nanogpt-cpu")}}
+                       for scope in REGIMES}}
 
 
 # the exploratory LR searches: the base model with / without clipping, and the deeper model (clipping on)
-BOUNDARY_KEYS = {"clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2",
-                 "deep32": "stability-deep32-v2",
-                 "bf16": "stability-bf16-v2"}
-
-
 def compute_spent(out: Path) -> list[dict]:
     """Per committed study: its runs, those trained here (not copied from an identical run), the sum of their
     wall-clock hours (each at its own thread count), the threads per run, and the commits that produced them."""
@@ -303,7 +269,7 @@ def scale_data(out: Path) -> dict:
             "shares": json_records(shares, list(shares.columns)), "small_share": SMALL_SHARE}
 
 
-def zeroshot_data(out: Path, study: str = "main") -> dict:
+def zeroshot_data(out: Path, study: str = MAIN) -> dict:
     """Confirmatory (amendments 1 and 3): suite v2's zero-shot family per regime of the main study that it scored,
     keyed like `regimes` (the preset, with underscores)."""
     from ..analyses import zeroshot

@@ -198,5 +198,36 @@ def boundary_figure(data: dict) -> plt.Figure:
 
 
 
+def data_ladder_figure(data: dict) -> plt.Figure:
+    """The open-English ladder (registered): each norm's paired difference from none in final validation loss against
+    non-embedding parameters, 95% t intervals, filled where Holm resolves it, over the +-MEI band inside which the
+    equivalence test can call the variants the same."""
+    from ..publishing.plots import arm_color, interval_error
+
+    rows = pd.DataFrame(data.get("ladder", {}).get("data_ladder", {}).get("rungs", []))
+    mei = data["protocol"]["mei"]
+    fig, ax = plt.subplots(figsize=(5.2, 2.6))
+    ax.axhspan(-mei, mei, color="0.9", lw=0, label=f"±{mei} (the smallest difference that counts)")
+    ax.axhline(0, color="0.6", lw=0.8)
+    for variant, sub in (rows.groupby("variant") if len(rows) else []):
+        color = arm_color(variant)
+        offset = 1.06 if variant == "rms" else 1 / 1.06  # the two norms side by side at each size
+        ax.errorbar(sub["params"] * offset, sub["mean_diff"], yerr=interval_error(sub), fmt="none", color=color,
+                    capsize=2)
+        ax.scatter(sub["params"] * offset, sub["mean_diff"], s=20, zorder=3, edgecolors=color,
+                   facecolors=[color if resolved else "white" for resolved in sub["significant"]],
+                   label=f"{variant} − none ({int(sub['seeds'].max())} seeds)")
+    if len(rows):
+        sizes = sorted(rows["params"].unique())
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [f"{p / 1e6:.2f}M" for p in sizes])
+        ax.xaxis.set_minor_locator(plt.NullLocator())
+        ax.set_xlim(sizes[0] / 1.5, sizes[-1] * 1.5)
+    ax.set(xlabel="non-embedding parameters", ylabel="Δ final val. loss (nats/char)")
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
 PAPER_FIGURES = {"forest": forest_figure, "budget": budget_figure, "boundary": boundary_figure,
-                 "ladder": ladder_figure}
+                 "ladder": ladder_figure, "data_ladder": data_ladder_figure}

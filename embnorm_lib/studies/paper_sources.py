@@ -1,0 +1,54 @@
+"""The studies the paper quotes, by the role each plays in it (analyses/paper.py reads them from here: the engine and
+the analyses name no study). A study quoted in a new role is one line here."""
+from __future__ import annotations
+
+MAIN = "main"  # the registered regimes' runs
+REGIMES = ("seeds-final", "nanogpt-cpu")  # its two regimes (presets), each analysed as a scope of MAIN
+PRELIM = "seeds-prelim"  # the small study's protocol, replicated
+SCALE = "stability-scale-v2"  # the scale-versus-normalization grid
+H1B = "stability-h1b-v2"  # the registered stability test
+LADDER = "ladder"  # the 1 MB character ladder (and the data.json section that carries every ladder)
+LADDER_LR = "ladder-lr"  # its learning-rate check
+BOUNDARY_KEYS: dict[str, str] = {  # the learning-rate searches, by their key in the paper's data
+    "clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2",
+    "deep32": "stability-deep32-v2", "bf16": "stability-bf16-v2"}
+
+
+# -- what each claim's registration was (issue 72) -----------------------------------------------------------------
+# Per claim of the paper: its status, the studies whose runs are its data (the first listed is where the data first
+# existed), and the commit of docs/PROTOCOL.md that registered it. "before": registered before any of its runs was
+# trained; "after": registered, but after (some of) its data existed; "exploratory": never registered as confirmatory.
+# tests/test_paper.py checks each "before"/"after" against git ancestry of the runs' recorded commits.
+REGISTRATION = (
+    {"claim": "budget", "status": "exploratory", "studies": ["stability-budget", "stability-budget-v2"],
+     "registered_by": None, "where": "amendment 1, item 6 (v1 stability studies exploratory)"},
+    {"claim": "main_short", "status": "after", "studies": ["seeds-final", "main"], "registered_by": "7948277d",
+     "where": "protocol; seeds 0-4 are the seeds-final runs, trained before it"},
+    {"claim": "main_long", "status": "before", "studies": ["main"], "registered_by": "7948277d",
+     "where": "protocol (interval method amended after, amendment 1)"},
+    {"claim": "seed_study", "status": "after", "studies": ["seeds-prelim"], "registered_by": "7948277d",
+     "where": "protocol, committed after the runs and their results"},
+    {"claim": "scale", "status": "exploratory", "studies": ["stability-scale-v2"], "registered_by": None,
+     "where": "exploratory throughout"},
+    {"claim": "search", "status": "exploratory", "studies": ["stability-lr-v2", "stability-noclip-v2",
+                                                             "stability-deep-v2"],
+     "registered_by": None, "where": "amendment 1, item 6 (the search is exploratory)"},
+    {"claim": "h1b", "status": "before", "studies": ["stability-h1b-v2"], "registered_by": "7a467f82",
+     "where": "amendment 2"},
+    {"claim": "zeroshot_v1", "status": "before", "studies": ["main"], "registered_by": "7948277d",
+     "where": "protocol (secondary); superseded by amendment 3"},
+    {"claim": "zeroshot_v2", "status": "before", "studies": ["main"], "registered_by": "89d30598",
+     "where": "amendment 3 (scored after the runs were trained, before any was scored)"},
+    {"claim": "ladder", "status": "before", "studies": ["ladder"], "registered_by": "04f27a2f",
+     "where": "amendment 4 (per size; the trend across sizes exploratory)"},
+    {"claim": "ladder_data", "status": "before", "studies": ["ladder-data"], "registered_by": "65fca37c",
+     "where": "amendment 16 (per size; seeds 5-9 by its item 6 rule; the trend across sizes exploratory)"},
+    {"claim": "bpe_ladder", "status": "after", "studies": ["ladder-bpe"], "registered_by": "53957780",
+     "where": "amendment 7, written while rung 1 ran, before its analysis"},
+    {"claim": "bpe_rep", "status": "before", "studies": ["ladder-bpe-rep"], "registered_by": "2ed72d0e",
+     "where": "amendment 9"},
+    {"claim": "bpe_rep2", "status": "before", "studies": ["ladder-bpe-rep2"], "registered_by": "f2b9dffa",
+     "where": "amendment 11"},
+    {"claim": "bpe_scale", "status": "exploratory", "studies": ["ladder-bpe-scale"], "registered_by": None,
+     "where": "amendment 10 (exploratory)"},
+)
