@@ -7,6 +7,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..studies.paper_sources import LADDER
+
 # the metrics the forest shows, with their axis labels
 FAMILY_METRICS = ("val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc")
 METRIC_LABELS = {"val_loss": "validation loss (nats/char)", "val_acc": "next-char accuracy",
@@ -97,7 +99,7 @@ def ladder_figure(data: dict) -> plt.Figure:
     from ..publishing.plots import arm_color, interval_error
     from .plots import plot_lr_check
 
-    found = data.get("ladder", {})
+    found = data.get(LADDER, {})
     check = pd.DataFrame(found.get("check", []))
     check = check[check["tokenizer"] == "char"] if len(check) else check
     panels = check.groupby(["tokenizer", "rung"]).ngroups if len(check) else 0
@@ -204,7 +206,7 @@ def data_ladder_figure(data: dict) -> plt.Figure:
     equivalence test can call the variants the same."""
     from ..publishing.plots import arm_color, interval_error
 
-    rows = pd.DataFrame(data.get("ladder", {}).get("data_ladder", {}).get("rungs", []))
+    rows = pd.DataFrame(data.get(LADDER, {}).get("data_ladder", {}).get("rungs", []))
     mei = data["protocol"]["mei"]
     fig, ax = plt.subplots(figsize=(5.2, 2.6))
     ax.axhspan(-mei, mei, color="0.9", lw=0, label=f"±{mei} (the smallest difference that counts)")
@@ -230,4 +232,4 @@ def data_ladder_figure(data: dict) -> plt.Figure:
 
 
 PAPER_FIGURES = {"forest": forest_figure, "budget": budget_figure, "boundary": boundary_figure,
-                 "ladder": ladder_figure, "data_ladder": data_ladder_figure}
+                 LADDER: ladder_figure, "data_ladder": data_ladder_figure}

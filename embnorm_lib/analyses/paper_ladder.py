@@ -11,6 +11,7 @@ from ..core.errors import RunDirError
 from ..publishing.paper import json_records, json_safe
 from ..runner.results import has_index, load_runs
 from ..studies import STUDIES, registered_seeds
+from ..studies.paper_sources import BPE_REP, BPE_REP2, BPE_SCALE, LADDER, LADDER_BPE, LADDER_DATA, LADDER_LR
 
 TUNING_SEEDS = (0, 1)  # the LR check's seeds, reused as the ladder's seeds 0-1 (amendment 5, item 3)
 
@@ -29,7 +30,7 @@ def subword_bigram(out: Path) -> dict:
 
     corpus = load_corpus(tokenizer=BIGRAM_TOKENIZER)
     bigram = count_bigram(corpus.train.numpy(), corpus.val.numpy(), corpus.vocab_size)
-    runs = load_runs("ladder-bpe", out)
+    runs = load_runs(LADDER_BPE, out)
     none = runs[(runs["variant"] == "none") & (runs["cfg.tokenizer"] == BIGRAM_TOKENIZER)
                 & (runs["cfg.preset"] == "ladder-1")]
     return {"tokenizer": BIGRAM_TOKENIZER, "unigram_weight": bigram["unigram_weight"],
@@ -51,7 +52,7 @@ def subword_budget(runs: pd.DataFrame) -> list[dict]:
     for tokenizer, sub in runs.groupby("cfg.tokenizer", sort=True):
         tokens = sub["tokens"].unique()
         if len(tokens) != 1:
-            raise RunDirError(f"ladder-bpe's {tokenizer} runs train on {sorted(tokens)} tokens; allowed: one budget "
+            raise RunDirError(f"{LADDER_BPE}'s {tokenizer} runs train on {sorted(tokens)} tokens; allowed: one budget "
                                 f"for every rung (the pass cap)")
         rungs = sorted(int(p.split("-")[1]) for p in sub["cfg.preset"].unique())
         found.append({"tokenizer": tokenizer, "tokens": int(tokens[0]),
@@ -63,7 +64,7 @@ def subword_budget(runs: pd.DataFrame) -> list[dict]:
 
 
 def ladder_data(out: Path) -> dict:
-    """The size ladder so far: ladder-lr's best factor per checked rung and arm, and each ladder's (char and BPE)
+    """The size ladder so far: the LR check's best factor per checked rung and arm, and each ladder's (char and BPE)
     per-size family in final validation loss per character (ladder.primary) where a size has all its registered
     seeds (ladder.finished; a partial size counts only among the runs so far)."""
     from ..analyses import ladder, ladder_sections
@@ -77,7 +78,7 @@ def ladder_data(out: Path) -> dict:
         non_embedding_params,
     )
 
-    check_runs = load_runs("ladder-lr", out)
+    check_runs = load_runs(LADDER_LR, out)
     # the character ladder's budget per rung, from its presets: where the 10-pass cap binds, size and tokens per
     # parameter move together, which any trend across sizes mixes in
     tokens = [PRESETS[f"ladder-{r}"]["max_iters"] * LADDER_TOKENS_PER_ITER for r in range(len(LADDER_RUNGS))]
@@ -86,7 +87,7 @@ def ladder_data(out: Path) -> dict:
     check = ladder.lr_check(check_runs) if len(check_runs) else pd.DataFrame()
     best = ladder.best_factors(check) if len(check) else pd.DataFrame()
     found = {"rungs": len(LADDER_RUNGS), "check_runs": len(check_runs),
-             "check_planned": len(STUDIES["ladder-lr"].cells()),
+             "check_planned": len(STUDIES[LADDER_LR].cells()),
              "best": json_records(best, list(best.columns)) if len(best) else [],
              "check": json_records(check, ["tokenizer", "rung", "variant", "factor", "seeds", "failed", "val_loss_mean"])
              if len(check) else [],
@@ -96,13 +97,13 @@ def ladder_data(out: Path) -> dict:
                         "first_capped": capped[0] if capped else None, "capped_tokens": tokens[capped[0]] if capped else None,
                         "tokens_per_param": {str(r): v for r, v in enumerate(per_param)}}}
     family, scale, found["subword_runs"] = [], [], 0
-    found["subword_planned"] = len(STUDIES["ladder-bpe"].cells())
+    found["subword_planned"] = len(STUDIES[LADDER_BPE].cells())
     finished_rungs: set[int] = set()
-    for study in ("ladder", "ladder-bpe"):  # each size's comparison in nats per character, whatever the tokens
+    for study in (LADDER, LADDER_BPE):  # each size's comparison in nats per character, whatever the tokens
         if not has_index(study, out):
             continue
         runs = load_runs(study, out)
-        if study == "ladder-bpe":
+        if study == LADDER_BPE:
             found["subword_runs"] = len(runs)
             found["subword_budget"] = subword_budget(runs)
         sizes = ladder.rung_table(runs)
@@ -115,7 +116,7 @@ def ladder_data(out: Path) -> dict:
                                         "slope_per_decade", "slope_ci_low", "slope_ci_high", "at_params",
                                         "extrapolated_diff", "extrapolated_ci_low", "extrapolated_ci_high"]) \
                 if len(answers) else []
-            if study == "ladder":
+            if study == LADDER:
                 finished_rungs = {int(p.split("-")[1]) for p in table["preset"]}
             # exploratory (outside the registered analysis): gradient-norm peaks at the sizes quoted above
             peaks = ladder_sections.peak_table(runs)
@@ -130,40 +131,40 @@ def ladder_data(out: Path) -> dict:
         found["family"] = family
     found["scale"] = scale
     found["unfinished_rungs"] = [r for r in range(len(LADDER_RUNGS)) if r not in finished_rungs]
-    if has_index("ladder", out):  # the first data-bound rung, by the answer's rule (README, FINDINGS say the same)
+    if has_index(LADDER, out):  # the first data-bound rung, by the answer's rule (README, FINDINGS say the same)
         from .answer import size_data
 
         found["plateau_from"] = size_data(out)["plateau_from"]
-    if has_index("ladder-data", out):  # amendment 16: each rung once all its registered runs have finished
+    if has_index(LADDER_DATA, out):  # amendment 16: each rung once all its registered runs have finished
         from .answer import data_ladder_progress
 
         found["data_ladder"] = data_ladder_progress(out)
         # the 1 MB ladder's smallest size beside the adequate-data ladder's: shape, iterations, passes over its text
         found["rung0_1mb"] = {"shape": found["shape"]["0"], "iters": PRESETS["ladder-0"]["max_iters"],
                                "passes": tokens[0] / TRAIN_CHARS_TINY_SHAKESPEARE}
-    if has_index("ladder-bpe-rep", out):  # amendment 9's replication on fresh seeds, quoted once it has finished
-        rep = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-rep", out))),
-                              registered_seeds("ladder-bpe-rep"))
+    if has_index(BPE_REP, out):  # amendment 9's replication on fresh seeds, quoted once it has finished
+        rep = ladder.finished(ladder.primary(ladder.rung_table(load_runs(BPE_REP, out))),
+                              registered_seeds(BPE_REP))
         if len(rep):
             found["replication"] = json_records(rep, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
                                                   "ci_low", "ci_high", "p_holm", "significant"])
-    if has_index("ladder-bpe-rep2", out):  # amendment 11: rung 2 on fresh seeds, the loss and the peaks confirmatory
-        runs2 = load_runs("ladder-bpe-rep2", out)
-        rep2 = ladder.finished(ladder.primary(ladder.rung_table(runs2)), registered_seeds("ladder-bpe-rep2"))
+    if has_index(BPE_REP2, out):  # amendment 11: rung 2 on fresh seeds, the loss and the peaks confirmatory
+        runs2 = load_runs(BPE_REP2, out)
+        rep2 = ladder.finished(ladder.primary(ladder.rung_table(runs2)), registered_seeds(BPE_REP2))
         if len(rep2):
             found["replication2"] = json_records(rep2, ["tokenizer", "params", "preset", "variant", "seeds", "mean_diff",
                                                     "ci_low", "ci_high", "p_holm", "significant"])
             found["replication2_peaks"] = json_records(ladder_sections.peak_table(runs2), [
                 "variant", "seeds", "ratio", "ratio_ci_low", "ratio_ci_high", "p_holm", "significant"])
-    if has_index("ladder-bpe-scale", out):  # amendment 10, exploratory: what carries the subword gain
-        scale_rows = ladder.finished(ladder.primary(ladder.rung_table(load_runs("ladder-bpe-scale", out))),
-                                     registered_seeds("ladder-bpe-scale"))
+    if has_index(BPE_SCALE, out):  # amendment 10, exploratory: what carries the subword gain
+        scale_rows = ladder.finished(ladder.primary(ladder.rung_table(load_runs(BPE_SCALE, out))),
+                                     registered_seeds(BPE_SCALE))
         if len(scale_rows):
             found["subword_scale"] = json_records(scale_rows, ["tokenizer", "params", "variant", "seeds", "mean_diff",
                                                            "ci_low", "ci_high", "p_holm", "significant"])
             # validation minus training loss per arm (none included; a description), so a gain that comes with a
             # wider gap to the training split is read as such
-            fit = ladder_sections.fit_table(load_runs("ladder-bpe-scale", out))
+            fit = ladder_sections.fit_table(load_runs(BPE_SCALE, out))
             found["subword_scale_gap"] = {r.variant: json_safe(r.gap) for r in fit.itertuples()} if "gap" in fit else {}
     # the exploratory subword LR checks (amendment 8 at rung 1, 13 at rung 2), each arm once its grid is complete
     for study, amendment in ladder.SUBWORD_LR_CHECKS.items():

@@ -9,6 +9,11 @@ SCALE = "stability-scale-v2"  # the scale-versus-normalization grid
 H1B = "stability-h1b-v2"  # the registered stability test
 LADDER = "ladder"  # the 1 MB character ladder (and the data.json section that carries every ladder)
 LADDER_LR = "ladder-lr"  # its learning-rate check
+LADDER_BPE = "ladder-bpe"  # the subword ladder on the same megabyte
+BPE_REP = "ladder-bpe-rep"  # its registered replication at rung 1 (amendment 9)
+BPE_REP2 = "ladder-bpe-rep2"  # ... and at rung 2 (amendment 11)
+BPE_SCALE = "ladder-bpe-scale"  # what carries the subword gain (amendment 10, exploratory)
+LADDER_DATA = "ladder-data"  # the open-English ladder (amendment 16)
 BOUNDARY_KEYS: dict[str, str] = {  # the learning-rate searches, by their key in the paper's data
     "clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2",
     "deep32": "stability-deep32-v2", "bf16": "stability-bf16-v2"}
