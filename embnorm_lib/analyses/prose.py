@@ -2,8 +2,9 @@
 typed dict, written once as runs/<study>/result.json; the report is the template templates/prose_tuning.md.j2 filled
 from that record, so its prose is edited as prose and no number in it is typed.
 
-The confirmatory analysis (paired differences in bits per byte and zero-shot macro accuracy, Holm, TOST, the compute
-multiplier) lands with its first runs; its study publishes the design and what has finished until then."""
+The confirmatory analysis (paired differences in bits per byte and zero-shot macro accuracy, Holm, TOST) is
+prose_confirm.py's record, rendered by templates/prose_confirm.md.j2 once the study has runs; the compute multiplier
+is still to come."""
 from __future__ import annotations
 
 import json
@@ -89,12 +90,22 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
-    record = tuning_record(runs) if study == "prose-lr" else {"kind": "prose-pending", "finished": int(len(runs))}
+    if study == "prose-lr":
+        record = tuning_record(runs)
+    elif study == "prose" and len(runs):
+        from ..core.presets import prose_records
+        from .prose_confirm import confirmatory_record
+
+        record = confirmatory_record(runs, prose_records()[1]["bigram_bits_per_byte"], TRAINED_MARGIN)
+    else:
+        record = {"kind": "prose-pending", "finished": int(len(runs))}
     record.update(study=study, commit=git_commit()[:12], planned=len(STUDIES[study].cells()),
                   runs_sha256=fingerprint(study_dir_for(study, out).index), description=STUDIES[study].description,
                   note=STUDIES[study].note, question=STUDIES[study].question)
     folder = out / study
     write_text_stable(folder / "result.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
     report = folder / "PROSE.md"
-    write_text_stable(report, render("prose_tuning.md.j2" if study == "prose-lr" else "prose_pending.md.j2", record))
+    template = {"prose-tuning": "prose_tuning.md.j2", "prose-confirmatory": "prose_confirm.md.j2"}.get(
+        record["kind"], "prose_pending.md.j2")
+    write_text_stable(report, render(template, record))
     return report

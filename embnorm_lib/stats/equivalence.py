@@ -25,7 +25,9 @@ def noiseless(diffs: np.ndarray) -> bool:
 
 # The margin per metric, in the metric's own units: the protocol's MEI (0.01 nats/char) for the final validation
 # loss, 0.01 absolute for macro accuracies. A metric without one (ECE, Brier, gradient norms) gets no TOST.
-MARGINS: dict[str, float] = {"val_loss": MEI, "best_val_loss": MEI, "lm_macro_acc": 0.01, "lm2_macro_acc": 0.01}
+MARGINS: dict[str, float] = {"val_loss": MEI, "best_val_loss": MEI, "lm_macro_acc": 0.01, "lm2_macro_acc": 0.01,
+                              # the prose ladder (amendment 17 item 7): 0.01 bits per byte, 0.01 absolute on suite v3
+                              "val_bits_per_byte": 0.01, "lm3_macro_acc": 0.01}
 EQUIVALENT_WORDS = "equivalent within ±0.01"  # every margin above is 0.01 in its metric's units
 
 
