@@ -166,7 +166,7 @@ def boundary_figure(data: dict) -> plt.Figure:
     searches = data.get("lr_boundary", {})
     cols = min(max(len(searches), 1), 3)
     rows = max(-(-len(searches) // cols), 1)
-    fig, axes = plt.subplots(rows, cols, figsize=(7.6, 2.5 * rows), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.6, 2.6 * rows), sharey=True, squeeze=False)
     for ax in axes.flat[len(searches):]:
         ax.set_visible(False)
     markers = {"none": "o", "ln": "s", "rms": "^", "scaled": "v"}
@@ -182,7 +182,7 @@ def boundary_figure(data: dict) -> plt.Figure:
         clipping = f"clipping at {search['grad_clip']}" if search["grad_clip"] else "no clipping"
         precision = "" if search.get("precision", "fp32") == "fp32" else f", {search['precision']} autocast"
         ax.set(xscale="log", ylim=(-0.1, 1.1))
-        ax.set_xlabel("peak learning rate", fontsize=7)
+        ax.set_xlabel("peak learning rate", fontsize=8)
         ax.set_title(f"{search['layers']} layers, {clipping}{precision}", fontsize=8)
         lrs = sorted(frame["cfg.lr"].unique())
         ax.xaxis.set_minor_locator(NullLocator())
@@ -191,10 +191,10 @@ def boundary_figure(data: dict) -> plt.Figure:
             ax.set_xticks(lrs)
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             ax.set_xlim(lrs[0] / 2, lrs[-1] * 2)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=8)
     for row in axes:
-        row[0].set_ylabel("share of runs failed", fontsize=7)
-    axes[0][0].legend(fontsize=6, loc="upper left")
+        row[0].set_ylabel("share of runs failed", fontsize=8)
+    axes[0][0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
 
