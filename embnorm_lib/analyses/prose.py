@@ -11,18 +11,11 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
-
 from ..publishing.templating import render
 from ..studies import prose
+from .prose_confirm import bits_per_byte
 
-LN2 = math.log(2)
 TRAINED_MARGIN = 0.10  # amendment 17 item 7: none's final bits per byte at least 10% below the count bigram's
-
-
-def _bits_per_byte(runs):
-    """Final validation loss in bits per byte: the loss per character (a byte here: the corpus is ASCII) over ln 2."""
-    return runs["val_loss_per_char"] / LN2 if "val_loss_per_char" in runs else runs["val_loss"] * np.nan
 
 
 def tuning_record(runs) -> dict:
@@ -45,7 +38,7 @@ def tuning_record(runs) -> dict:
                     at = rows[((rows["cfg.lr"] - lr).abs() < 1e-12)] if len(rows) else rows
                     points.append({"lr": lr, "seeds": int(at["cfg.seed"].nunique()) if len(at) else 0,
                                    "val_loss": float(at["val_loss"].mean()) if len(at) else None,
-                                   "bits_per_byte": float(_bits_per_byte(at).mean()) if len(at) else None})
+                                   "bits_per_byte": float(bits_per_byte(at).mean()) if len(at) else None})
                 cell = {"recipe": recipe, "level": level, "rung": prose.rung_of(level), "arm": arm, "points": points,
                         "complete": info["complete"], "best": info.get("best"), "bracketed": info.get("bracketed"),
                         "extend_to": info.get("extend_to"), "runner_up": info.get("runner_up"),

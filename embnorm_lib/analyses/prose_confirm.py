@@ -15,6 +15,12 @@ from ..stats.equivalence import EQUIVALENT_WORDS
 from ..studies import prose
 
 LN2 = math.log(2)
+
+
+def bits_per_byte(runs: pd.DataFrame) -> pd.Series:
+    """Final validation loss in bits per byte: the loss per character (a byte here: the corpus is ASCII) over ln 2."""
+    return runs["val_loss_per_char"] / LN2 if "val_loss_per_char" in runs else runs["val_loss"] * np.nan
+
 PRIMARY = ("val_bits_per_byte", "lm3_macro_acc")  # the registered family's metrics, with their margins
 SECONDARY = ("ece_equal_width", "brier")  # reported with unadjusted intervals, labelled secondary
 NORMS = ("ln", "rms")
@@ -58,7 +64,7 @@ def cell_record(runs: pd.DataFrame, recipe: str, level: str, bigram_bits_per_byt
 
 def confirmatory_record(runs: pd.DataFrame, bigram_bits_per_byte: float, margin: float) -> dict:
     """Every recipe and size of the confirmatory ladder that has runs, smallest first."""
-    runs = runs.assign(val_bits_per_byte=runs["val_loss_per_char"] / LN2)
+    runs = runs.assign(val_bits_per_byte=bits_per_byte(runs))
     cells = [cell_record(runs[runs["cfg.preset"] == prose.preset_name(recipe, level)], recipe, level,
                          bigram_bits_per_byte, margin)
              for level in prose.MAIN_LEVELS for recipe in prose.RECIPE_NAMES

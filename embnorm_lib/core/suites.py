@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import RunConfig
+from .config import RunConfig, prose_suite_corpus
 
 TASKS = ["shakespeare_word_cloze", "shakespeare_shuffled", "shakespeare_next_line", "shakespeare_next_speaker"]
 SHOTS = (0, 1, 3)
@@ -44,6 +44,4 @@ def get_suite(name: str) -> Suite:
 def suite_after_training(cfg: RunConfig) -> str:
     """The suite a run that asks for one is scored on after training: v3 on the open-prose corpus its items come
     from, v1 on tiny Shakespeare (the committed studies'); config.py refuses lm_eval on any other corpus."""
-    from ..lmtasks.build_prose import corpus_sha256
-
-    return "v3" if cfg.corpus_sha256 and cfg.corpus_sha256 == corpus_sha256() else "v1"
+    return "v3" if cfg.corpus_sha256 and cfg.corpus_sha256 == prose_suite_corpus() else "v1"
