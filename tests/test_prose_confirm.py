@@ -82,3 +82,69 @@ def test_the_report_renders_every_row_from_the_record():
     assert "| gpt2 | 1 | 10 of 10 | 1.69" in text and "| ln | bits per byte | " in text
     assert f"{ln['mean_diff']:+.4f} [{ln['ci_low']:+.4f}, {ln['ci_high']:+.4f}]" in text and "| costs |" in text
     assert text.count("| gpt2 | 1 |") == 4 + 2  # the family's 4 rows and the secondary table's 2
+
+
+def test_share_to_reach_interpolates_between_evaluations():
+    from embnorm_lib.analyses.prose_confirm import share_to_reach
+
+    steps, loss = np.array([0.0, 10.0, 20.0]), np.array([3.0, 2.0, 1.0])
+    assert share_to_reach(steps, loss, 1.5) == pytest.approx(0.75)
+    assert share_to_reach(steps, loss, 3.5) == 0.0  # reached at the first evaluation
+    assert math.isnan(share_to_reach(steps, loss, 0.5))  # never reached
+
+
+def planted_curves(slow: float, seeds=(0, 1, 2)) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Interim evaluations of gpt2 size 1: `none`'s loss falls as 1/(1 + step/100); `ln` follows the same curve
+    `slow` times slower (it needs `slow` times the steps for the same loss); the final pass is on more tokens."""
+    runs, evals = [], []
+    for seed in seeds:
+        for arm, stretch in (("none", 1.0), ("ln", slow)):
+            runs.append({"arm": f"{arm}_x", "variant": arm, "seed": seed, "cfg.preset": "prose-gpt2-1"})
+            for step in range(0, 1001, 40):
+                evals.append({"arm": f"{arm}_x", "seed": seed, "step": step, "val_tokens": 100,
+                              "val_loss": 1 + 3 / (1 + step / (100 * stretch)) + 0.001 * seed})
+            evals.append({"arm": f"{arm}_x", "seed": seed, "step": 1000, "val_tokens": 5000, "val_loss": 0.0})
+    return pd.DataFrame(runs), pd.DataFrame(evals)
+
+
+def test_compute_multiplier_reads_a_planted_slowdown():
+    from embnorm_lib.analyses.prose_confirm import compute_multiplier
+
+    found = compute_multiplier(*planted_curves(1.25))
+    ln = found["ln"]
+    # none reaches ln's final loss at 1000 / 1.25 = 800 steps: 0.8 of its run, on every seed; the final pass (loss 0
+    # on the whole split) is not part of the curve
+    assert ln["none_to_norm"]["mean"] == pytest.approx(0.8, abs=0.01) and ln["none_to_norm"]["reached"] == 3
+    assert ln["norm_to_none"]["reached"] == 0 and ln["norm_to_none"]["mean"] is None  # ln never gets there
+    assert compute_multiplier(*planted_curves(0.8))["ln"]["norm_to_none"]["mean"] == pytest.approx(0.8, abs=0.01)
+
+
+def test_size_or_budget_pairs_the_two_budgets_by_seed():
+    from embnorm_lib.analyses.prose_confirm import confirmatory_record
+
+    main = planted({"ln": 0.01}, {}, seeds=(0, 1, 2, 3, 4, 5)).assign(**{"cfg.preset": "prose-gpt2-0-x4"})
+    budget = planted({"ln": 0.05}, {}, seeds=(0, 1, 2, 3, 4, 5)).assign(**{"cfg.preset": "prose-gpt2-0"})
+    record = confirmatory_record(main, 2.0, 0.10, budget=budget)
+    rows = {(r["variant"], r["metric"]): r for r in record["size_or_budget"]}
+    ln = rows[("ln", "val_bits_per_byte")]
+    assert ln["n"] == 6 and ln["change"] == pytest.approx(-0.04, abs=0.005)
+    assert ln["change_ci_low"] <= ln["change"] <= ln["change_ci_high"] < 0  # same planted noise: a narrow interval
+    assert rows[("rms", "val_bits_per_byte")]["change"] == pytest.approx(0.0, abs=0.005)
+    from embnorm_lib.publishing.templating import render
+
+    text = render("prose_confirm.md.j2", {**record, "study": "prose", "commit": "abc", "planned": 180,
+                                          "runs_sha256": "x", "description": "d", "note": "n",
+                                          "question": "q"})
+    assert f"| gpt2 | ln | bits per byte | 6 | {ln['diff_budget']:+.4f} | {ln['diff_main']:+.4f} | {ln['change']:+.4f} [" \
+        in text
+
+
+def test_the_budget_control_reads_its_own_size_as_exploratory():
+    from embnorm_lib.analyses.prose_confirm import confirmatory_record
+
+    runs, evals = planted_curves(1.25, seeds=prose.CONFIRMATORY_SEEDS)
+    runs = runs.assign(**{"cfg.preset": "prose-gpt2-0", "val_loss_per_char": 1.9 * LN2, "lm3_macro_acc": 0.5})
+    record = confirmatory_record(runs, 2.0, 0.10, evals, levels=(prose.BUDGET_LEVEL,))
+    (cell,) = record["cells"]
+    assert cell["level"] == "0" and cell["multiplier"]["ln"]["none_to_norm"]["reached"] == 6
+    assert record["role"] == "exploratory" and confirmatory_record(runs, 2.0, 0.10)["role"] == "confirmatory"

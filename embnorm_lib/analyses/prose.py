@@ -3,8 +3,8 @@ typed dict, written once as runs/<study>/result.json; the report is the template
 from that record, so its prose is edited as prose and no number in it is typed.
 
 The confirmatory analysis (paired differences in bits per byte and zero-shot macro accuracy, Holm, TOST) is
-prose_confirm.py's record, rendered by templates/prose_confirm.md.j2 once the study has runs; the compute multiplier
-is still to come."""
+prose_confirm.py's record (with the compute multiplier and the budget control's size-or-budget comparison), rendered
+by templates/prose_confirm.md.j2 once the study has runs."""
 from __future__ import annotations
 
 import json
@@ -75,6 +75,21 @@ def _paired_lead(rows, best: float, runner_up: float) -> tuple[float, float]:
     return float(diff.mean()), se
 
 
+def _confirmatory(study: str, runs, out) -> dict:
+    """The confirmatory record of the ladder (with the budget control beside size 0-x4 where it has runs) or of the
+    budget control itself (its one size, exploratory: amendment 19 item 5)."""
+    from ..core.presets import prose_records
+    from ..runner.results import has_index, load_runs, load_series
+    from .prose_confirm import confirmatory_record
+
+    bigram = prose_records()[1]["bigram_bits_per_byte"]
+    evals = load_series(study, "evals", out)
+    if study == prose.BUDGET_STUDY:
+        return confirmatory_record(runs, bigram, TRAINED_MARGIN, evals, levels=(prose.BUDGET_LEVEL,))
+    budget = load_runs(prose.BUDGET_STUDY, out) if has_index(prose.BUDGET_STUDY, out) else None
+    return confirmatory_record(runs, bigram, TRAINED_MARGIN, evals, budget)
+
+
 def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     from ..core.io import fingerprint, git_commit, runs_root, write_text_stable
     from ..core.rundir import study_dir_for
@@ -83,13 +98,10 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
-    if study == "prose-lr":
+    if study == prose.TUNING_STUDY:
         record = tuning_record(runs)
-    elif study == "prose" and len(runs):
-        from ..core.presets import prose_records
-        from .prose_confirm import confirmatory_record
-
-        record = confirmatory_record(runs, prose_records()[1]["bigram_bits_per_byte"], TRAINED_MARGIN)
+    elif study in prose.SCORED_STUDIES and len(runs):
+        record = _confirmatory(study, runs, out)
     else:
         record = {"kind": "prose-pending", "finished": int(len(runs))}
     record.update(study=study, commit=git_commit()[:12], planned=len(STUDIES[study].cells()),

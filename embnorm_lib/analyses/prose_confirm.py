@@ -1,7 +1,8 @@
 """The prose ladder's confirmatory analysis (amendment 17 item 7, amendment 20) as a record: per recipe and size, `ln`
 and `rms` each against `none`, paired by seed, on final bits per byte and zero-shot macro accuracy (suite v3); one Holm
 family of 4 tests per recipe and size, a TOST against +-0.01 Holm-adjusted in the same family, the registered words,
-the trained check, and ECE and Brier as unadjusted secondary differences. The report renders this record
+the trained check, and ECE and Brier as unadjusted secondary differences; the compute multiplier from the interim
+evaluations and the budget control's "size or budget?" comparison, both secondary. The report renders this record
 (templates/prose_confirm.md.j2); nothing in it is computed twice."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..stats import compare, comparison_family
+from ..stats import compare, comparison_family, t_interval
 from ..stats.equivalence import EQUIVALENT_WORDS
 from ..studies import prose
 
@@ -41,8 +42,90 @@ def _keep(row: dict, keys: tuple[str, ...]) -> dict:
     return {k: (None if isinstance(row[k], float) and not math.isfinite(row[k]) else row[k]) for k in keys}
 
 
-def cell_record(runs: pd.DataFrame, recipe: str, level: str, bigram_bits_per_byte: float, margin: float) -> dict:
-    """One recipe and size: its family, secondary differences and trained check, over the registered seeds present."""
+def interim_curve(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """One run's learning curve on the fixed validation subset: its interim evaluations (those on as many tokens as
+    the first, at step 0), as steps and validation loss; the final pass over the whole split is left out."""
+    rows = rows.sort_values("step")
+    subset = rows[rows["val_tokens"] == rows["val_tokens"].iat[0]]
+    return subset["step"].to_numpy(float), subset["val_loss"].to_numpy(float)
+
+
+def share_to_reach(steps: np.ndarray, loss: np.ndarray, target: float) -> float:
+    """The share of the steps to its last interim evaluation at which a run's loss, interpolated linearly between
+    evaluations, first reaches `target` (nan where it never does)."""
+    hit = np.flatnonzero(loss <= target)
+    if not len(hit):
+        return math.nan
+    i = hit[0]
+    if i == 0:
+        return float(steps[0] / steps[-1])
+    frac = (loss[i - 1] - target) / (loss[i - 1] - loss[i])
+    return float((steps[i - 1] + frac * (steps[i] - steps[i - 1])) / steps[-1])
+
+
+def compute_multiplier(runs: pd.DataFrame, evals: pd.DataFrame) -> dict:
+    """Amendment 17 item 7 (secondary): per norm, over the seeds where both arms ran, the share of `none`'s steps at
+    which `none` reaches the norm's final interim loss (`none_to_norm`: under 1 where the norm ends worse, so `none`
+    gets there early) and the norm's share to reach `none`'s (`norm_to_none`: under 1 where the norm ends better);
+    mean and 95% t interval over the seeds where the curve gets there (`reached` of `of`; a seed where it never does
+    is one where the target lies beyond that run's end)."""
+    curves = {}
+    for run in runs.itertuples():
+        rows = evals[(evals["arm"] == run.arm) & (evals["seed"] == run.seed)]
+        if len(rows):
+            curves[(run.variant, int(run.seed))] = interim_curve(rows)
+    found = {}
+    for norm in NORMS:
+        seeds = sorted(s for (v, s) in curves if v == norm and ("none", s) in curves)
+        if not seeds:
+            continue
+        found[norm] = {}
+        for key, (runner, target) in {"none_to_norm": ("none", norm), "norm_to_none": (norm, "none")}.items():
+            shares = [share_to_reach(*curves[(runner, s)], curves[(target, s)][1][-1]) for s in seeds]
+            reached = [x for x in shares if math.isfinite(x)]
+            found[norm][key] = {**mean_interval(reached), "reached": len(reached), "of": len(seeds)}
+    return found
+
+
+def mean_interval(values: list[float]) -> dict:
+    """Mean and 95% t interval of values (None where there are too few for one)."""
+    if not values:
+        return {"mean": None, "ci_low": None, "ci_high": None}
+    low, high = t_interval(np.array(values))
+    return {"mean": float(np.mean(values)), "ci_low": None if math.isnan(low) else low,
+            "ci_high": None if math.isnan(high) else high}
+
+
+def _by_seed(runs: pd.DataFrame, metric: str, norm: str) -> pd.Series:
+    """The norm's value minus `none`'s, per seed."""
+    table = runs.pivot_table(index="seed", columns="variant", values=metric, aggfunc="first")
+    return (table[norm] - table["none"]).dropna() if {norm, "none"} <= set(table.columns) else pd.Series(dtype=float)
+
+
+def size_or_budget(main: pd.DataFrame, budget: pd.DataFrame, recipe: str) -> list[dict]:
+    """Amendment 19 item 3 (exploratory): per norm and primary metric, the difference from `none` at 1,920
+    iterations (`main`, size 0-x4) and at 480 (`budget`, the same model on a quarter of the tokens), and the change
+    between them paired by seed (main minus budget), mean and 95% t interval over the seeds both have."""
+    rows = []
+    for norm in NORMS:
+        for metric in PRIMARY:
+            if metric not in main or metric not in budget:
+                continue
+            at_main, at_budget = _by_seed(main, metric, norm), _by_seed(budget, metric, norm)
+            seeds = sorted(set(at_main.index) & set(at_budget.index))
+            if not seeds:
+                continue
+            change = (at_main[seeds] - at_budget[seeds]).tolist()
+            rows.append({"recipe": recipe, "variant": norm, "metric": metric, "n": len(seeds),
+                         "diff_main": float(at_main[seeds].mean()), "diff_budget": float(at_budget[seeds].mean()),
+                         **{f"change_{k}" if k != "mean" else "change": v for k, v in mean_interval(change).items()}})
+    return rows
+
+
+def cell_record(runs: pd.DataFrame, recipe: str, level: str, bigram_bits_per_byte: float, margin: float,
+                evals: pd.DataFrame | None = None) -> dict:
+    """One recipe and size: its family, secondary differences, compute multiplier (where `evals`, the studies' interim
+    evaluation rows, are given) and trained check, over the registered seeds present."""
     seeds = prose.confirmatory_seeds(recipe, level)
     sub = runs[runs["seed"].isin(seeds)]
     none_bpb = sub.loc[sub["variant"] == "none", "val_bits_per_byte"]
@@ -59,16 +142,29 @@ def cell_record(runs: pd.DataFrame, recipe: str, level: str, bigram_bits_per_byt
     return {"recipe": recipe, "level": level, "preset": prose.preset_name(recipe, level), "seeds": list(seeds),
             "complete": complete, "runs": int(len(sub)), "none_bits_per_byte": none_mean,
             "trained": none_mean is not None and none_mean <= trained_below, "trained_below": trained_below,
-            "family": rows, "secondary": secondary}
+            "family": rows, "secondary": secondary,
+            "multiplier": compute_multiplier(sub, evals) if evals is not None and len(evals) else {}}
 
 
-def confirmatory_record(runs: pd.DataFrame, bigram_bits_per_byte: float, margin: float) -> dict:
-    """Every recipe and size of the confirmatory ladder that has runs, smallest first."""
+def confirmatory_record(runs: pd.DataFrame, bigram_bits_per_byte: float, margin: float,
+                        evals: pd.DataFrame | None = None, budget: pd.DataFrame | None = None,
+                        levels: tuple[str, ...] = prose.MAIN_LEVELS) -> dict:
+    """Every recipe and size of `levels` that has runs, smallest first; with `budget` (the budget control's runs),
+    the size-or-budget comparison per recipe."""
     runs = runs.assign(val_bits_per_byte=bits_per_byte(runs))
-    cells = [cell_record(runs[runs["cfg.preset"] == prose.preset_name(recipe, level)], recipe, level,
-                         bigram_bits_per_byte, margin)
-             for level in prose.MAIN_LEVELS for recipe in prose.RECIPE_NAMES
-             if (runs["cfg.preset"] == prose.preset_name(recipe, level)).any()]
-    return {"kind": "prose-confirmatory", "cells": cells, "margin": margin,
+    at = {(recipe, level): runs[runs["cfg.preset"] == prose.preset_name(recipe, level)]
+          for level in levels for recipe in prose.RECIPE_NAMES}
+    cells = [cell_record(sub, recipe, level, bigram_bits_per_byte, margin, evals)
+             for (recipe, level), sub in at.items() if len(sub)]
+    budget_rows = []
+    if budget is not None and len(budget):
+        budget = budget.assign(val_bits_per_byte=bits_per_byte(budget))
+        for recipe in prose.RECIPE_NAMES:
+            main = at.get((recipe, prose.MAIN_LEVELS[0]), runs.iloc[:0])
+            control = budget[budget["cfg.preset"] == prose.preset_name(recipe, prose.BUDGET_LEVEL)]
+            if len(main) and len(control):
+                budget_rows += size_or_budget(main, control, recipe)
+    role = "confirmatory" if set(levels) <= set(prose.MAIN_LEVELS) else "exploratory"  # amendment 19 item 5
+    return {"kind": "prose-confirmatory", "role": role, "cells": cells, "margin": margin, "size_or_budget": budget_rows,
             "bigram_bits_per_byte": bigram_bits_per_byte, "metrics": list(PRIMARY), "secondary": list(SECONDARY),
             "finished": int(np.sum([c["runs"] for c in cells]))}
