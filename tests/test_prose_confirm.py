@@ -82,6 +82,8 @@ def test_the_report_renders_every_row_from_the_record():
     assert "| gpt2 | 1 | 10 of 10 | 1.69" in text and "| ln | bits per byte | " in text
     assert f"{ln['mean_diff']:+.4f} [{ln['ci_low']:+.4f}, {ln['ci_high']:+.4f}]" in text and "| costs |" in text
     assert text.count("| gpt2 | 1 |") == 4 + 2  # the family's 4 rows and the secondary table's 2
+    # the TOST margin and the trained margin are two numbers (0.01 and 10%), each where it belongs
+    assert "inside ±0.01;" in text and "10% below a count bigram's 2.000" in text
 
 
 def test_share_to_reach_interpolates_between_evaluations():
@@ -148,3 +150,17 @@ def test_the_budget_control_reads_its_own_size_as_exploratory():
     (cell,) = record["cells"]
     assert cell["level"] == "0" and cell["multiplier"]["ln"]["none_to_norm"]["reached"] == 6
     assert record["role"] == "exploratory" and confirmatory_record(runs, 2.0, 0.10)["role"] == "confirmatory"
+
+
+def test_the_effects_figure_draws_the_record(tmp_path):
+    from embnorm_lib.analyses.plots import plot_prose_effects, save
+
+    record = confirmatory_record(planted({"ln": 0.05}, {"rms": 0.02}), 2.0, 0.10)
+    fig = plot_prose_effects(record)
+    ax_bits = fig.axes[0]
+    # one error bar per norm at gpt2 size 1, ln's centred on its planted cost
+    (ln_row,) = [r for r in record["cells"][0]["family"] if (r["variant"], r["metric"]) == ("ln", "val_bits_per_byte")]
+    ys = [line.get_ydata()[0] for line in ax_bits.lines if len(line.get_ydata()) == 1]
+    assert any(abs(y - ln_row["mean_diff"]) < 1e-9 for y in ys)
+    paths = save(fig, tmp_path / "effects")
+    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)

@@ -240,3 +240,37 @@ def plot_lr_check(check: pd.DataFrame, best: pd.DataFrame, axes=None) -> plt.Fig
     if own_figure:
         fig.tight_layout(rect=(0, 0.04, 1, 1))  # room for the footer under the axis labels
     return fig
+
+
+def plot_prose_effects(record: dict) -> plt.Figure:
+    """The prose ladder's confirmatory record: per recipe and size, each norm's difference from no norm in bits per
+    byte (left, lower is better) and zero-shot macro accuracy (right, higher is better), mean and 95% paired interval,
+    the ±margin band shaded; a hollow marker where no norm does not end trained or a size is partial."""
+    metrics = (("val_bits_per_byte", "Δ bits per byte vs no norm (lower: better)"),
+               ("lm3_macro_acc", "Δ zero-shot macro accuracy vs no norm (higher: better)"))
+    cells = record["cells"]
+    labels = [f"{c['recipe']}\nsize {c['level']}" for c in cells]
+    fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.2), sharex=True)
+    for ax, (metric, ylabel) in zip(axes, metrics):
+        margin = record["equivalence_margin"]
+        ax.axhspan(-margin, margin, color="0.9", zorder=0, label=f"±{margin:g}: equivalent")
+        ax.axhline(0, color="0.4", lw=0.8)
+        for k, variant in enumerate(("ln", "rms")):
+            for i, cell in enumerate(cells):
+                rows = [r for r in cell["family"] if r["variant"] == variant and r["metric"] == metric]
+                if not rows or rows[0]["mean_diff"] is None:
+                    continue
+                row, solid = rows[0], cell["trained"] and cell["complete"]
+                color = arm_color(variant)
+                low, high = (np.nan if row[k] is None else row[k] for k in ("ci_low", "ci_high"))
+                yerr = [[row["mean_diff"] - low], [high - row["mean_diff"]]]
+                ax.errorbar(i + (k - 0.5) * 0.25, row["mean_diff"], yerr=yerr, fmt=variant_style(variant)[1],
+                            color=color, mfc=color if solid else "white", ms=5, capsize=2,
+                            label=arm_label(variant) if i == 0 else None)
+        ax.set_xticks(range(len(cells)), labels, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(axis="y", labelsize=8)
+    axes[0].legend(fontsize=8, frameon=False)
+    fig.suptitle("Prose ladder: a norm after the embedding against none (hollow: not trained or partial)", fontsize=9)
+    fig.tight_layout()
+    return fig

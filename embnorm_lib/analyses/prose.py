@@ -90,6 +90,23 @@ def _confirmatory(study: str, runs, out) -> dict:
     return confirmatory_record(runs, bigram, TRAINED_MARGIN, evals, budget)
 
 
+def _effects_figure(record: dict, out, figures_dir, study: str) -> str:
+    """figures/<study>/effects.png (and .pdf) from the record; its path for the report, relative to the checkout."""
+    import matplotlib.pyplot as plt
+
+    from ..core.io import default_figures_dir, repo_root
+    from .plots import plot_prose_effects, save
+
+    folder = Path(figures_dir) if figures_dir else default_figures_dir(out, study)
+    fig = plot_prose_effects(record)
+    png = save(fig, folder / "effects", f"embnorm · {study} · runs.csv {record['runs_sha256'][:12]}")[0]
+    plt.close(fig)
+    try:
+        return png.resolve().relative_to(repo_root().resolve()).as_posix()
+    except ValueError:
+        return png.as_posix()
+
+
 def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     from ..core.io import fingerprint, git_commit, runs_root, write_text_stable
     from ..core.rundir import study_dir_for
@@ -108,6 +125,8 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
                   runs_sha256=fingerprint(study_dir_for(study, out).index), description=STUDIES[study].description,
                   note=STUDIES[study].note, question=STUDIES[study].question)
     folder = out / study
+    if record["kind"] == "prose-confirmatory" and record["cells"]:
+        record["figure"] = _effects_figure(record, out, figures_dir, study)
     write_text_stable(folder / "result.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
     report = folder / "PROSE.md"
     template = {"prose-tuning": "prose_tuning.md.j2", "prose-confirmatory": "prose_confirm.md.j2"}.get(

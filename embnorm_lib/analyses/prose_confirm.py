@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..stats import compare, comparison_family, t_interval
-from ..stats.equivalence import EQUIVALENT_WORDS
+from ..stats.equivalence import EQUIVALENT_WORDS, MARGINS
 from ..studies import prose
 
 LN2 = math.log(2)
@@ -165,6 +165,10 @@ def confirmatory_record(runs: pd.DataFrame, bigram_bits_per_byte: float, margin:
             if len(main) and len(control):
                 budget_rows += size_or_budget(main, control, recipe)
     role = "confirmatory" if set(levels) <= set(prose.MAIN_LEVELS) else "exploratory"  # amendment 19 item 5
-    return {"kind": "prose-confirmatory", "role": role, "cells": cells, "margin": margin, "size_or_budget": budget_rows,
+    # the TOST margins (stats.equivalence.MARGINS): 0.01 bits per byte and 0.01 accuracy, as registered
+    (equivalence_margin,) = {MARGINS[m] for m in PRIMARY}
+    return {"kind": "prose-confirmatory", "role": role, "cells": cells, "trained_margin": margin,
+            "equivalence_margin": equivalence_margin, "size_or_budget": budget_rows,
+            "figure": None,  # its path, once write_report draws it
             "bigram_bits_per_byte": bigram_bits_per_byte, "metrics": list(PRIMARY), "secondary": list(SECONDARY),
             "finished": int(np.sum([c["runs"] for c in cells]))}
