@@ -8,6 +8,13 @@ from pathlib import Path
 
 from ..core.io import repo_root, runs_root, write_bytes_if_changed
 from ..publishing.readme import ANSWER_END, ANSWER_START, FINDINGS_PAGE, figure_index, findings_page, replace_block
+from ..studies.figure_sources import (
+    BOUNDARY_PREFIX,
+    FIGURE_STUDIES,
+    LADDER_FOLDER,
+    STABILITY_V1_FOLDER,
+    STABILITY_V1_WORDS,
+)
 from .findings import findings_text
 
 
@@ -76,9 +83,6 @@ FIGURE_WHAT = {
     "lr_sensitivity": ("final val loss against peak LR, per arm (stability v1)", "stability"),
     "stress_loss_traces": ("training loss traces in the stress regime (stability v1)", "stability"),
 }
-# figures/stability-v2/<prefix>_lr_boundary_*: the LR search each prefix names (boundary.py)
-BOUNDARY_PREFIX = {"": "stability-lr-v2", "noclip": "stability-noclip-v2", "bf16": "stability-bf16-v2",
-                   "deep": "stability-deep-v2", "deep32": "stability-deep32-v2"}
 
 
 def describe_figure(rel: str) -> tuple[str, str, str]:
@@ -95,18 +99,12 @@ def describe_figure(rel: str) -> tuple[str, str, str]:
         study = f"{folder} (regime {stem.removeprefix(name + '_')})"
     elif name.startswith("lr_boundary"):
         study = BOUNDARY_PREFIX[stem[: -len(name)].rstrip("_")]
-    elif folder == "ladder":
+    elif folder == LADDER_FOLDER:
         study = stem.removesuffix("_" + name)
-    elif name == "budget_trend":
-        study = "stability-budget, stability-budget-v2"
-    elif name in ("h1b_stability_vs_cost", "length_tuned"):
-        study = "stability-h1b-v2"
-    elif folder == "stability":
-        study = "stability (v1 studies)"
-    elif name == "learning_curves":
-        study = "ladder-data"
-    elif name == "answer":
-        study = "main, stability-budget(-v2), stability-scale-v2, stability-lr-v2, stability-h1b-v2, ladder"
+    elif name in FIGURE_STUDIES:
+        study = FIGURE_STUDIES[name]
+    elif folder == STABILITY_V1_FOLDER:
+        study = STABILITY_V1_WORDS
     else:
         study = folder
     return what, study, group

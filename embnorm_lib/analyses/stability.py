@@ -3,8 +3,8 @@
     python -m embnorm_lib.analyses.stability          # tables + figures from whichever stability studies exist
                                              # -> runs/STABILITY.md, figures/stability/
 
-Reads the runs.csv of the studies `stability-lr`, `stability-init`, `stability-stress` and
-`stability-budget` (see embnorm_lib/sweep.py), each produced by `python -m embnorm_lib sweep <study>`."""
+Reads the runs.csv of the v1 stability studies (studies/stability.py: LR sensitivity, init scale, stress, budgets),
+each produced by `python -m embnorm_lib sweep <study>`."""
 from __future__ import annotations
 
 import argparse
@@ -24,6 +24,7 @@ from ..publishing import plots
 from ..publishing.render import compact_markdown, layouts_text
 from ..runner.results import has_index, load_runs, load_series, reused_mask, study_provenance
 from ..studies import studies_of
+from ..studies.stability import STABILITY_BUDGET, STABILITY_INIT, STABILITY_LR, STABILITY_STRESS
 from . import plots as analysis_plots
 from .stability_words import flip_words, recommendation, setup_words, verdict
 
@@ -194,24 +195,24 @@ def analyse(out: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     """The stability studies that have a runs.csv, and the tables the report and the recommendation are made of."""
     available = {s: load_runs(s, out) for s in STUDIES if has_index(s, out)}
     sections: dict = {}
-    if "stability-lr" in available:
-        runs = available["stability-lr"]
+    if STABILITY_LR in available:
+        runs = available[STABILITY_LR]
         sections["lr"] = lr_sensitivity(runs)
         sections["lr_paired"] = paired_sensitivity(runs)
         sections["lr_grid"] = lr_divergence(runs)
         sections["lr_best"] = best_lr_paired(runs)
-    if "stability-init" in available:
-        sections["init"] = axis_table(available["stability-init"], "cfg.emb_init_std")
+    if STABILITY_INIT in available:
+        sections["init"] = axis_table(available[STABILITY_INIT], "cfg.emb_init_std")
         sections["flip"] = sign_flips(sections["init"])
-        runs = available["stability-init"]
+        runs = available[STABILITY_INIT]
         iters = f"{int(runs['cfg.max_iters'].iloc[0])} iterations, " if "cfg.max_iters" in runs else ""
         sections["init_setup"] = setup_words(runs, sections["init"], iters)
-    if "stability-stress" in available:
-        sections["stress"] = divergence_vs_none(available["stability-stress"])
-    if "stability-budget" in available:
-        sections["budget"] = axis_table(available["stability-budget"], "cfg.max_iters")
-        iters = available["stability-budget"]["cfg.max_iters"]
-        sections["budget_setup"] = setup_words(available["stability-budget"], sections["budget"],
+    if STABILITY_STRESS in available:
+        sections["stress"] = divergence_vs_none(available[STABILITY_STRESS])
+    if STABILITY_BUDGET in available:
+        sections["budget"] = axis_table(available[STABILITY_BUDGET], "cfg.max_iters")
+        iters = available[STABILITY_BUDGET]["cfg.max_iters"]
+        sections["budget_setup"] = setup_words(available[STABILITY_BUDGET], sections["budget"],
                                                f"{int(iters.min())}–{int(iters.max())} iterations, ")
     return available, sections
 
@@ -246,11 +247,11 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
         plots.save(fig, fig_dir / name, footer)
         plt.close(fig)
 
-    if "stability-lr" in available:
-        runs = available["stability-lr"]
+    if STABILITY_LR in available:
+        runs = available[STABILITY_LR]
         figure(analysis_plots.plot_lr_curves(runs.assign(capped=capped_loss(runs), arm=runs["variant"])), "lr_sensitivity")
         paired = per_seed_sensitivity(runs)
-        lines += ["## LR sensitivity (`stability-lr`: nanoGPT CPU model, 300 iterations)", "",
+        lines += [f"## LR sensitivity (`{STABILITY_LR}`: nanoGPT CPU model, 300 iterations)", "",
                   "Sensitivity = mean over the LR grid of min(loss(lr), loss at init) − the best loss over the grid "
                   "(Wortsman et al. 2023); diverged runs count at the loss at init. Figure: "
                   "`figures/stability/lr_sensitivity.png` (mean and 95% band over seeds).", "",
@@ -262,9 +263,9 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
                   compact_markdown(best_vs_fixed(runs, 1e-3)), "",
                   "Divergences and spikes along the grid:", "",
                   compact_markdown(sections["lr_grid"]), ""]
-    if "stability-init" in available:
-        runs, table = available["stability-init"], sections["init"]
-        lines += ["## Embedding-init scale (`stability-init`: 8 x 128, 150 iterations)", "",
+    if STABILITY_INIT in available:
+        runs, table = available[STABILITY_INIT], sections["init"]
+        lines += [f"## Embedding-init scale (`{STABILITY_INIT}`: 8 x 128, 150 iterations)", "",
                   "Paired Δ val loss vs none within each init scale (the seed study's block-1 input norm of 11.46 "
                   "implies N(0, 1) embeddings; GPT-2 uses N(0, 0.02)).", "", compact_markdown(table), "",
                   f"LayerNorm effect by init: {', '.join(f'std {k:g}: {v}' for k, v in sections['flip']['by_init'].items())}"
@@ -275,19 +276,19 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
             norms.columns = [f"std={c:g}" for c in norms.columns]
             lines += ["Final block-1 input norm (mean over seeds) by variant and init std:", "",
                       compact_markdown(_order(norms.reset_index())), ""]
-    if "stability-stress" in available:
-        figure(analysis_plots.plot_loss_traces(load_series("stability-stress", "metrics", out),
+    if STABILITY_STRESS in available:
+        figure(analysis_plots.plot_loss_traces(load_series(STABILITY_STRESS, "metrics", out),
                                 "stress regime: train loss per run"), "stress_loss_traces")
-        lines += ["## Stress regime (`stability-stress`: 16 layers, lr 1e-2, no warmup, 150 iterations)", "",
+        lines += [f"## Stress regime (`{STABILITY_STRESS}`: 16 layers, lr 1e-2, no warmup, 150 iterations)", "",
                   "Divergence = non-finite loss (the run stops and records the step); failed = diverged or a final "
                   "loss above the loss at initialisation; spike = train loss above 1.5 x the running median of the "
                   "last 20 steps. Fisher's exact test compares each failure rate with none's. Figure: "
                   "`figures/stability/stress_loss_traces.png`.", "",
                   compact_markdown(sections["stress"]), ""]
-    if "stability-budget" in available:
+    if STABILITY_BUDGET in available:
         table = sections["budget"]
         figure(analysis_plots.plot_budget_deltas(table), "budget_deltas")
-        lines += ["## Budgets (`stability-budget`: nanoGPT CPU model at 150 / 300 / 2000 iterations)", "",
+        lines += [f"## Budgets (`{STABILITY_BUDGET}`: nanoGPT CPU model at 150 / 300 / 2000 iterations)", "",
                   "The same paired comparison at three budgets: an effect that shrinks with the budget is early speed, "
                   "one that stays is final quality. Figure: `figures/stability/budget_deltas.png`.", "",
                   compact_markdown(table), ""]

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from ..runner.registry import ABC, ABCD, INTERIM_EVAL, Cell, Study, grid, seed_major
 
+# The v1 stability studies, analysed together (analyses/stability.py reads each by its role)
+STABILITY_LR, STABILITY_INIT = "stability-lr", "stability-init"
+STABILITY_STRESS, STABILITY_BUDGET = "stability-stress", "stability-budget"
 SCALE_VS_NORM = ("ln_matched", "scaled_unit")  # normalize without rescaling, rescale without normalizing
 # Stability v2's learning-rate grid: half-decade steps over [1e-4, 1], covering Wortsman et al.'s [3e-4, 3e-1]
 LR_GRID_V2 = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0]
@@ -36,26 +39,26 @@ def _h1b_cells(study: str, seeds) -> list[Cell]:
 ENTRIES = (
     # -- stability (docs/PROTOCOL.md "Stability"; budgets chosen to fit about an hour here) ------------------
     # LR sensitivity (Wortsman et al. 2023)
-    Study("stability-lr", "LR sensitivity: nanoGPT CPU model (4 x 128), 300 iterations, none/ln/rms x seeds 0-2 x "
+    Study(STABILITY_LR, "LR sensitivity: nanoGPT CPU model (4 x 128), 300 iterations, none/ln/rms x seeds 0-2 x "
                           "peak LR in {1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2}.", "stability",
           lambda: grid("stability-lr", "nanogpt-cpu", ABC, range(3), fixed={"max_iters": 300},
                        axes={"lr": [1e-4, 3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2]}),
           status="exploratory", amendment=1,
           question='Does an embedding norm make the final loss less sensitive to the peak learning rate?'),
     # GPT-2's N(0, 0.02) vs PyTorch's N(0, 1)
-    Study("stability-init", "Embedding-init scale: the 8 x 128 model at 150 iterations, none/ln/rms/scaled x seeds "
+    Study(STABILITY_INIT, "Embedding-init scale: the 8 x 128 model at 150 iterations, none/ln/rms/scaled x seeds "
                             "0-2 x emb_init_std in {0.02, 1.0}.", "stability",
           lambda: grid("stability-init", "seeds-prelim", ABCD, range(3), axes={"emb_init_std": [0.02, 1.0]}),
           status="exploratory", amendment=1,
           question=("Does the embedding's init scale (GPT-2's small one against PyTorch's unit one) decide whether an "
                     "embedding norm helps or hurts?")),
-    Study("stability-stress", "Stress: 16 layers x 128, lr 1e-2, no warmup, 150 iterations, none/ln/rms/scaled x "
+    Study(STABILITY_STRESS, "Stress: 16 layers x 128, lr 1e-2, no warmup, 150 iterations, none/ln/rms/scaled x "
                               "seeds 0-2.", "stability",
           lambda: grid("stability-stress", "stress-deep", ABCD, range(3)),
           status="exploratory", amendment=1,
           question=("In a deep model trained hard without warm-up, is the baseline unstable, and does an embedding norm"
                     " steady it?")),
-    Study("stability-budget", "Budgets: nanoGPT CPU model at 150, 300 and 2000 iterations, none/ln/rms x seeds 0-2.",
+    Study(STABILITY_BUDGET, "Budgets: nanoGPT CPU model at 150, 300 and 2000 iterations, none/ln/rms x seeds 0-2.",
           "stability", lambda: grid("stability-budget", "nanogpt-cpu", ABC, range(3),
                                     axes={"max_iters": [150, 300, 2000]}),
           status="exploratory", amendment=1,
