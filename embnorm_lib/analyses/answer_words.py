@@ -12,14 +12,12 @@ import numpy as np
 
 from ..publishing.templating import effect, pick
 
-REGIMES = ("seeds-final", "nanogpt-cpu")  # the registered study's regimes, the headline's first
+# the studies quoted, by role: the registered regimes (the headline's first), the answer's studies, the data ladder
+from ..studies.answer_sources import DATA_LADDER, REGIMES, STUDIES_QUOTED  # noqa: F401 (answer.py reads them here)
+
 NORMS = ("ln", "rms")
 # the registered family's calibration endpoints (secondary; lower is better), in the order the answer says them
 CALIBRATION = {"brier": "the Brier score", "ece_equal_width": "ECE"}
-# the studies the answer quotes (the figure's footer names each one's runs.csv by sha256)
-STUDIES_QUOTED = ("main", "stability-budget", "stability-budget-v2", "stability-scale-v2", "stability-lr-v2",
-                  "stability-h1b-v2", "ladder", "ladder-data")
-DATA_LADDER = ("ladder-data-lr", "ladder-data")  # the adequate-data ladder (issue 76): tuning, then confirmatory
 
 
 def headline_words(d: dict) -> dict:

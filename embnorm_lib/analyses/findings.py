@@ -15,6 +15,7 @@ from ..runner.results import has_index, load_runs
 from ..stats import p_text
 from ..studies import STUDIES, headline_studies
 from ..studies.findings_groups import FINDINGS_GROUPS
+from ..studies.paper_sources import BPE_REP, LADDER, LADDER_BPE, LADDER_DATA, PRELIM
 from ..studies.seed_study import SEED_STUDY_TABLE1
 from .ladder_findings import (
     REPLICATIONS,
@@ -27,7 +28,7 @@ from .ladder_findings import (
 
 
 def replication_table(prelim: pd.DataFrame) -> pd.DataFrame:
-    """Seed study Table 1 beside our seeds-prelim runs (mean ± SD over our seeds)."""
+    """Seed study Table 1 beside our replication of its protocol (paper_sources.PRELIM; mean ± SD over our seeds)."""
     rows = []
     for variant, theirs in SEED_STUDY_TABLE1.items():
         ours = prelim[prelim["variant"] == variant]
@@ -61,7 +62,7 @@ def replication_sentence(rep: pd.DataFrame) -> str:
     verdict = ("replicates" if ours < 0 and abs(ours) >= 0.5 * abs(theirs)
                else "does not replicate")
     return (f"The seed study reports a {abs(theirs):.1%} lower validation perplexity with LayerNorm than without; "
-            f"in our seeds-prelim runs LayerNorm changes it by {ours:+.1%}, so the claimed gain {verdict} "
+            f"in our {PRELIM} runs LayerNorm changes it by {ours:+.1%}, so the claimed gain {verdict} "
             f"under our defaults (GPT-2 init, N(0, 0.02) embeddings).")
 
 
@@ -137,8 +138,8 @@ def findings_groups(out_dir=None, studies=FINDINGS_STUDIES) -> dict[str, list[st
     groups: dict[str, list[str]] = {g: [] for g in FINDINGS_GROUPS}
     scopes = _scopes(out, studies)
     lines = [f"- {scope_sentence(study, scope, out, several)}" for study, scope, several in scopes]
-    if has_index("seeds-prelim", out):
-        lines.append("- " + replication_sentence(replication_table(load_runs("seeds-prelim", out))))
+    if has_index(PRELIM, out):
+        lines.append("- " + replication_sentence(replication_table(load_runs(PRELIM, out))))
     if lines:
         groups["accuracy"].append("\n".join(lines))
     budget_line = budget_finding(out)
@@ -188,7 +189,7 @@ def data_bound_caveat(out: Path, study: str) -> list[str]:
     from .answer_words import size_words
     from .ladder import LE_SCAO_PARAMS
 
-    if study != "ladder":
+    if study != LADDER:
         return []
     words = size_words(size_data(out))
     if not words["plateau_params"]:
@@ -202,8 +203,8 @@ def data_bound_caveat(out: Path, study: str) -> list[str]:
 def ladder_paragraphs(out: Path) -> list[str]:
     """The size ladders, their trends, the subword replications and LR checks, in the order they were registered."""
     paragraphs = []
-    for study, what, amendments in (("ladder", "The size ladder", "amendments 4-6"),
-                                    ("ladder-bpe", "The subword ladder (BPE tokens, at the LR checked on characters)",
+    for study, what, amendments in ((LADDER, "The size ladder", "amendments 4-6"),
+                                    (LADDER_BPE, "The subword ladder (BPE tokens, at the LR checked on characters)",
                                      "amendments 4 and 7")):
         ladder_lines = ladder_findings(out, study)
         scale_lines = ladder_scale_findings(out, study)
@@ -225,7 +226,7 @@ def ladder_paragraphs(out: Path) -> list[str]:
         if replication:
             paragraphs.append(f"The subword replication{what}, confirmatory (docs/PROTOCOL.md amendment {amendment}; "
                               f"[`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)): "
-                              + ("the size where the subword ladder's seeds split" if study == "ladder-bpe-rep" else
+                              + ("the size where the subword ladder's seeds split" if study == BPE_REP else
                                  "the size where the subword ladder's rung-1 gain turned into an unresolved cost")
                               + ", on fresh seeds, analysed alone:\n\n" + "\n".join(replication))
     paragraphs += [subword_check_paragraph(out, study) for study in later_checks]
@@ -241,7 +242,7 @@ def data_ladder_paragraph(out: Path) -> str:
     from . import ladder
     from . import ladder_data_words as analysis
 
-    study = "ladder-data"
+    study = LADDER_DATA
     lines = analysis.quoted_lines(load_runs(study, out)) if has_index(study, out) else []
     if not lines:
         return ""
@@ -362,8 +363,8 @@ def budget_finding(out: Path) -> str:
 
 
 def zeroshot_findings(out: Path) -> list[str]:
-    """Suite v2's macro endpoint, one line per regime, on the largest paired study it has scored (main contains
-    seeds-final's seeds)."""
+    """Suite v2's macro endpoint, one line per regime, on the largest paired study it has scored (the registered
+    study contains the first regime's earlier seeds)."""
     from ..analyses import zeroshot
 
     for study in reversed(FINDINGS_STUDIES):
