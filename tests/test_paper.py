@@ -297,7 +297,7 @@ def test_the_paper_leads_with_the_trained_ladder_and_keeps_its_scope(tmp_path, f
         assert overclaim not in text, overclaim
     assert text.count(fresh_data["external"]["lescao_scale"]) == 2  # related work (their models) and Limitations
     limitations = text[text.index("6. Limitations"):text.index("Bibliography")]
-    assert len(limitations.split()) >= 300 and "from data-bound rungs" in limitations
+    assert len(limitations.split()) >= 300 and "from data-bound sizes" in limitations
     statuses = {claim["status"] for claim in fresh_data["registration"]}
     for status, words in (("before", "before its data existed"), ("after", "after the data were seen"),
                           ("exploratory", "exploratory")):

@@ -5,6 +5,9 @@ here too. Functions are named "module:function" and imported only when the engin
 from __future__ import annotations
 
 from ..runner.registry import ANALYSES, Analysis, Section, Site, register_site
+from ..studies.ladder import LADDER_KIND
+from ..studies.ladder_data import DATA_LADDER_KIND
+from ..studies.prose import PROSE_KIND
 
 ANALYSES.register(
     Analysis("paired", publish="analyses.publishers:paired", section="paired", headline_only=True),
@@ -16,9 +19,9 @@ ANALYSES.register(
     Analysis("scale", publish="analyses.publishers:scale", partial=True, section="listed"),
     Analysis("budget", publish="analyses.publishers:budget", partial=True, section="listed"),
     Analysis("h1b", publish="analyses.publishers:h1b", partial=True, section="listed"),
-    Analysis("ladder", publish="analyses.publishers:ladder", partial=True, section="listed"),
-    Analysis("ladder-data", publish="analyses.publishers:ladder_data", partial=True, section="listed"),
-    Analysis("prose", publish="analyses.publishers:prose", partial=True, section="listed"),
+    Analysis(LADDER_KIND, publish="analyses.publishers:ladder", partial=True, section="listed"),
+    Analysis(DATA_LADDER_KIND, publish="analyses.publishers:ladder_data", partial=True, section="listed"),
+    Analysis(PROSE_KIND, publish="analyses.publishers:prose", partial=True, section="listed"),
 )
 
 register_site(Site(

@@ -21,9 +21,10 @@ from ..core.io import read_json, repo_root, runs_root
 from ..core.rundir import study_dir_for
 from ..publishing.templating import macro
 from ..runner.results import has_index, load_runs
+from ..studies.paper_sources import BOUNDARY_KEYS, LADDER, MAIN
 from .answer_words import CALIBRATION, DATA_LADDER, NORMS, REGIMES, STUDIES_QUOTED, answer_record, data_ladder_record
 
-REGISTERED_STUDY = "main"  # the registered paired study: both training regimes, seeds-final's seeds included
+REGISTERED_STUDY = MAIN  # the registered paired study: both regimes, the seed study's final plan's runs included
 RECORD = "answer.json"  # under runs/: the answer's record, written by site.update_readme
 TEMPLATE = "answer.md.j2"  # the answer's prose: the README's first screen and FINDINGS.md's opening
 PROTOCOL = Path("docs") / "PROTOCOL.md"
@@ -172,13 +173,14 @@ def init_data(out: Path) -> dict:
 
 
 def seed_study_data() -> dict:
-    """What is known of the seed study's setup: its model and budget (the `seeds-prelim` preset reproduces its Table
-    1 protocol) and the embedding norm it published for `none`. Its embedding init is not published; a norm near
-    √d is what N(0, 1) embeddings (PyTorch's nn.Embedding default) give, N(0, 0.02) ones give about 0.02·√d."""
+    """What is known of the seed study's setup: its model and budget (the preset named after our replication study
+    reproduces its Table 1 protocol) and the embedding norm it published for `none`. Its embedding init is not
+    published; a norm near √d is what N(0, 1) embeddings (PyTorch's nn.Embedding default) give, N(0, 0.02) ones give
+    about 0.02·√d."""
     from ..core.config import PRESETS
-    from ..studies.seed_study import SEED_STUDY_TABLE1
+    from ..studies.seed_study import SEED_STUDY_TABLE1, TABLE1_PRESET
 
-    preset = PRESETS["seeds-prelim"]
+    preset = PRESETS[TABLE1_PRESET]
     return {"layers": preset["n_layer"], "width": preset["n_embd"], "iters": preset["max_iters"],
             "embedding_norm": SEED_STUDY_TABLE1["none"]["embedding_norm"],
             "ln_lowered_ppl": SEED_STUDY_TABLE1["ln"]["val_ppl"] < SEED_STUDY_TABLE1["none"]["val_ppl"],
@@ -193,7 +195,7 @@ def failure_data(out: Path) -> dict:
     from . import h1b
     from .boundary import phase_table
 
-    study = "stability-lr-v2"
+    study = BOUNDARY_KEYS["clip"]
     runs = load_runs(study, out)
     phase = phase_table(runs)
     intervals = [binomtest(int(r.failed), int(r.runs)).proportion_ci(method="exact") for r in phase.itertuples()]
@@ -252,8 +254,8 @@ def size_data(out: Path) -> dict:
     from ..studies import registered_seeds
     from . import ladder, ladder_sections
 
-    runs = load_runs("ladder", out)
-    table = ladder.finished(ladder.primary(ladder.rung_table(runs)), registered_seeds("ladder"))
+    runs = load_runs(LADDER, out)
+    table = ladder.finished(ladder.primary(ladder.rung_table(runs)), registered_seeds(LADDER))
     table = table[(table["tokenizer"] == "char") & table["variant"].isin(NORMS)]
     table = table.assign(rung=[int(p.split("-")[1]) for p in table["preset"]])
     budget = ladder_sections.budget_table(runs)

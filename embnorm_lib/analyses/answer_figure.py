@@ -12,6 +12,7 @@ import numpy as np
 from ..core.io import fingerprint, repo_root, runs_root
 from ..core.rundir import study_dir_for
 from ..publishing.templating import effect, millions, model, pick
+from ..studies.paper_sources import LADDER_DATA
 from .answer_words import (
     NORMS,
     STUDIES_QUOTED,
@@ -219,7 +220,7 @@ def write_curves_figure(w: dict, out_dir=None, figures_dir=None) -> Path | None:
     out = runs_root(out_dir)
     fig = curves_figure(w)
     stem = Path(figures_dir) / "learning_curves" if figures_dir else repo_root() / "figures" / "learning_curves"
-    png, _ = save(fig, stem, f"embnorm · learning curves · ladder-data runs.csv "
-                             f"{fingerprint(study_dir_for('ladder-data', out).index)}")
+    png, _ = save(fig, stem, f"embnorm · learning curves · {LADDER_DATA} runs.csv "
+                             f"{fingerprint(study_dir_for(LADDER_DATA, out).index)}")
     plt.close(fig)
     return png

@@ -1,6 +1,6 @@
 """Stability v2, the learning-rate boundary (issue 16): where does each arm stop training, and what grows first?
 
-    python -m embnorm_lib publish stability-lr-v2   # runs/stability-lr-v2/BOUNDARY.md; also -noclip-, -bf16-, -deep-v2
+    python -m embnorm_lib publish <study>   # runs/<study>/BOUNDARY.md of an LR search (clipped, unclipped, bf16, deep)
 
 Exploratory (docs/PROTOCOL.md amendment 1: the search for a regime in which the baseline is unstable). A run
 **failed** if its loss became non-finite or its final validation loss is above its loss at initialisation
@@ -27,10 +27,11 @@ from ..publishing.render import PARTIAL, compact_markdown
 from ..publishing.study_header import header_lines
 from ..runner.results import has_index, load_runs, load_series
 from ..studies import STUDIES, studies_of
+from ..studies.paper_sources import BOUNDARY_KEYS
 from . import plots as analysis_plots
 from .stability import VARIANT_ORDER, _order, best_lr_paired, capped_loss, lr_sensitivity, paired_sensitivity, with_holm
 
-STUDY = "stability-lr-v2"
+STUDY = BOUNDARY_KEYS["clip"]  # the first LR search (with clipping), the one the others vary
 BOUNDARY_STUDIES = tuple(studies_of("boundary"))  # the LR searches, in registry order (the first is STUDY)
 WORTSMAN_RANGE = (3e-4, 3e-1)  # the LR range over which Wortsman et al. 2023 measure sensitivity
 

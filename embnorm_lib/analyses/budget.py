@@ -1,9 +1,9 @@
 """Stability v2, the budget trend (issue 16, item 5): does the cost of an embedding norm vanish with training?
 
-    python -m embnorm_lib.analyses.budget      # runs/stability-budget-v2/BUDGET.md, figures/stability-v2/budget_trend.png
+    python -m embnorm_lib.analyses.budget      # the v2 budget study's BUDGET.md, figures/stability-v2/budget_trend.png
 
-Exploratory (docs/PROTOCOL.md amendment 1). The nanoGPT CPU model at 150, 300, 2000 (`stability-budget`), 4000 and
-8000 (`stability-budget-v2`) iterations: per budget, each arm's paired difference from `none` in final and in best
+Exploratory (docs/PROTOCOL.md amendment 1). The nanoGPT CPU model at 150, 300, 2000 (the v1 budget study), 4000 and
+8000 (its v2 extension) iterations: per budget, each arm's paired difference from `none` in final and in best
 validation loss (95% t interval over seeds; one Holm family per loss over the whole table), with the epochs of
 the training split seen (tiny Shakespeare repeats after about one epoch)."""
 from __future__ import annotations
@@ -24,11 +24,12 @@ from ..publishing import plots
 from ..publishing.render import PARTIAL, compact_markdown
 from ..runner.results import has_index, load_runs
 from ..studies import STUDIES as REGISTRY
+from ..studies.stability import BUDGET_SERIES, STABILITY_BUDGET_V2
 from . import plots as analysis_plots
 from .stability import VARIANT_ORDER
 
-STUDIES = ("stability-budget", "stability-budget-v2")
-REPORT_STUDY = "stability-budget-v2"
+STUDIES = BUDGET_SERIES
+REPORT_STUDY = STABILITY_BUDGET_V2
 
 
 def budget_table(runs: pd.DataFrame, train_chars: int) -> pd.DataFrame:

@@ -5,7 +5,7 @@ norm costs steps; the reverse share says the same from the norm's side). The mea
 interval. A share counts steps of a run whose learning-rate schedule ends at its last step, so it compares runs as
 trained, not what a shorter schedule would reach.
 
-    curves_record("ladder-data", runs)   # JSON-safe: per size and variant, the curve and the shares"""
+    curves_record(study, runs, presets)   # JSON-safe: per size and variant, the curve and the shares"""
 from __future__ import annotations
 
 import math

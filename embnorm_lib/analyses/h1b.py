@@ -1,14 +1,14 @@
 """Stability v2, H1b confirmatory (issue 16, docs/PROTOCOL.md amendment 2): where the baseline fails, does an
 embedding norm buy stability, and at what accuracy cost?
 
-    python -m embnorm_lib.analyses.h1b     # runs/stability-h1b-v2/H1B.md, figures/stability-v2/h1b_*.png
+    python -m embnorm_lib.analyses.h1b     # the H1b study's H1B.md (runs/<study>/), figures/stability-v2/h1b_*.png
 
-The exploratory search (`stability-lr-v2`, `stability-noclip-v2`, seeds 0-2) found `none` failing at peak LR 1
-with and without gradient clipping. `stability-h1b-v2` repeats that regime on fresh seeds 3-7, and trains every arm
-at its own best LR of the search for the **tuned cost**. Per regime (clipping on / off) at LR 1 the registered
-family is variant x {failures (Fisher), spikes after the warm-up, loss of non-failed pairs, tuned cost (paired t)},
-Holm within the regime; decision rule 3 judges the cost by the tuned cost. LR 0.3 and the tables pooling the
-search's seeds are exploratory. The analysis returns data; `write_report` renders it."""
+The exploratory LR search (with and without gradient clipping, seeds 0-2) found `none` failing at peak LR 1 in
+both. The H1b study repeats that regime on fresh seeds 3-7, and trains every arm at its own best LR of the search for
+the **tuned cost**. Per regime (clipping on / off) at LR 1 the registered family is variant x {failures (Fisher),
+spikes after the warm-up, loss of non-failed pairs, tuned cost (paired t)}, Holm within the regime; decision rule 3
+judges the cost by the tuned cost. LR 0.3 and the tables pooling the search's seeds are exploratory. The analysis
+returns data; `write_report` renders it."""
 from __future__ import annotations
 
 import sys
@@ -27,13 +27,15 @@ from ..publishing import plots
 from ..publishing.render import PARTIAL, compact_markdown
 from ..runner.results import has_index, load_runs
 from ..studies import H1B_BEST_LR, H1B_CLIPS, H1B_LRS, STUDIES
+from ..studies.paper_sources import H1B
+from ..studies.stability import H1B_SEARCH
 from . import plots as analysis_plots
 from .boundary import final_out_logits, fisher_vs_none, h1b_family, phase_table
 from .stability import VARIANT_ORDER, _order
 
-STUDY = "stability-h1b-v2"
+STUDY = H1B
 CONFIRMATORY_LR = H1B_LRS[0]  # where none failed in the search
-SEARCH = {1.0: "stability-lr-v2", 0.0: "stability-noclip-v2"}  # the search that found each regime
+SEARCH = H1B_SEARCH  # the search that found each regime
 REGIME_NAMES = {1.0: "clipping at 1.0", 0.0: "no clipping"}
 
 
@@ -192,7 +194,7 @@ def write_report(out_dir=None, figures_dir=None, study: str = STUDY, answer: lis
                   compact_markdown(d["tuned"].groupby(["variant", "cfg.lr"], sort=False)["val_loss"]
                                    .agg(["count", "mean", "std"]).reset_index()), ""]
     lines += ["## Exploratory: failures at the two LRs bracketing the boundary, search and fresh seeds", "",
-              "Failures out of runs among the search's seeds (0-2, from `stability-lr-v2` / `stability-noclip-v2`), "
+              f"Failures out of runs among the search's seeds (0-2, from `{SEARCH[1.0]}` / `{SEARCH[0.0]}`), "
               "the fresh seeds and both; Fisher's exact test of the pooled count against none's, Holm within each "
               "regime. Exploratory: the search's seeds chose this regime.", "",
               compact_markdown(d["bracket"]), ""]

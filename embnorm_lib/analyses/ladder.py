@@ -15,15 +15,10 @@ from scipy import stats as scipy_stats
 
 from .. import stats
 from ..core.config import non_embedding_params
+from ..studies.ladder import CONFIRMATORY_PEAKS, LR_CHECKS, SUBWORD_LR_CHECKS  # noqa: F401 (read through here too)
 
-# the exploratory subword LR checks, each with the amendment that registered it (rung 1; rung 2)
-SUBWORD_LR_CHECKS = {"ladder-bpe-lr": 8, "ladder-bpe-lr2": 13}
-LR_CHECKS = ("ladder-lr", *SUBWORD_LR_CHECKS)  # the studies that check the LR rule (on characters, on subwords)
 LE_SCAO_PARAMS = 1.3e9  # the model size of Le Scao et al. 2022's embedding-norm ablation
 METRICS = ("val_loss", "val_loss_per_char", "best_val_loss")  # per token, per character (BPE runs), best
-# the studies whose gradient-norm peaks are a registered test (docs/PROTOCOL.md, by amendment); in every other
-# ladder report the peak table is an exploratory reading beside the registered loss comparison
-CONFIRMATORY_PEAKS = {"ladder-bpe-rep2": 11}
 TREND_MIN_SIZES = 3  # the fewest sizes a trend line is fitted to: two leave no residual degree of freedom
 
 
@@ -104,11 +99,11 @@ def loss_per_char(runs: pd.DataFrame) -> np.ndarray:
 
 
 def lr_check(runs: pd.DataFrame) -> pd.DataFrame:
-    """An LR check (ladder-lr, ladder-bpe-lr): per tokenizer, rung, arm and LR factor, the final validation loss
-    over the check's seeds (mean, SD, runs failed as docs/PROTOCOL.md amendment 1 defines it: a non-finite loss or a
-    final loss above the loss at initialisation), with the factor relative to the width rule. The loss is per token;
-    within one tokenizer per character is a fixed multiple of it (the same validation text), so the ranking of
-    factors is the same on either scale."""
+    """An LR check (the character ladder's or a subword one): per tokenizer, rung, arm and LR factor, the final
+    validation loss over the check's seeds (mean, SD, runs failed as docs/PROTOCOL.md amendment 1 defines it: a
+    non-finite loss or a final loss above the loss at initialisation), with the factor relative to the width rule.
+    The loss is per token; within one tokenizer per character is a fixed multiple of it (the same validation text),
+    so the ranking of factors is the same on either scale."""
     frame = _with_factors(runs).assign(failed=stats.failed_runs(runs))
     rows = []
     for (tokenizer, preset, variant, factor), sub in frame.groupby(["tokenizer", "cfg.preset", "variant", "factor"],
@@ -141,10 +136,10 @@ def best_factors(check: pd.DataFrame, seeds: int = 2) -> pd.DataFrame:
 
 
 def beside_ladder_factor(best: pd.DataFrame, check: pd.DataFrame | None = None) -> pd.DataFrame:
-    """best_factors' rows with the factor the ladder runs each arm at (`ladder_factor`: ladder-lr's registered one,
-    rms at ln's), so a subword check's best reads beside the character-checked factor it may differ from. Given the
-    check itself, also the mean loss at that factor (`ladder_factor_val_loss`) and how much higher it is than the
-    best (`gap_to_best`, zero where they agree), so a different best reads with its size."""
+    """best_factors' rows with the factor the ladder runs each arm at (`ladder_factor`: the character LR check's
+    registered one, rms at ln's), so a subword check's best reads beside the character-checked factor it may differ
+    from. Given the check itself, also the mean loss at that factor (`ladder_factor_val_loss`) and how much higher it
+    is than the best (`gap_to_best`, zero where they agree), so a different best reads with its size."""
     from ..studies import ladder_factor
 
     if not len(best):

@@ -1,8 +1,8 @@
 """LADDER-DATA.md: the adequate-data ladder's report (docs/PROTOCOL.md amendment 16).
 
-For `ladder-data-lr`: per rung and arm, the mean final validation loss of each LR over the tuning seeds, the best,
-whether it is bracketed, and the grid point the registered rule asks for next. For `ladder-data`: per rung with
-every registered run finished, the paired comparison (Holm within the rung), the MDE at the seeds used, the
+For its LR tuning: per rung and arm, the mean final validation loss of each LR over the tuning seeds, the best,
+whether it is bracketed, and the grid point the registered rule asks for next. For its confirmatory study: per rung
+with every registered run finished, the paired comparison (Holm within the rung), the MDE at the seeds used, the
 data-bound check, and the trend across the rungs that pass it (exploratory)."""
 from __future__ import annotations
 
@@ -280,7 +280,7 @@ def compute_table(runs: pd.DataFrame, cells) -> pd.DataFrame:
 
 def spend_table(runs: pd.DataFrame, tuning: pd.DataFrame, cells, confirmatory: pd.DataFrame | None = None
                 ) -> pd.DataFrame:
-    """Per rung, the whole ladder's core-hours beside amendment 16 item 8's estimate: tuning spent (`ladder-data-lr`,
+    """Per rung, the whole ladder's core-hours beside amendment 16 item 8's estimate: tuning spent (the LR tuning study,
     grid extensions included), confirmatory spent and still needed (compute_table; seeds 5-9 included where added),
     their sum, the estimate (tuning before any extension, 5 confirmatory seeds) and the ratio of the two."""
     confirmatory = compute_table(runs, cells) if confirmatory is None else confirmatory
@@ -331,10 +331,11 @@ def lr_margins(out) -> dict:
     best in tuning (ladder_data.runner_up_margin: paired over the tuning seeds, with its SE; exploratory)."""
     from ..runner.results import has_index, load_runs
     from ..studies.ladder_data import ARMS_TUNED, RUNGS, best_lrs
+    from ..studies.paper_sources import LADDER_DATA_LR
 
-    if not has_index("ladder-data-lr", out):
+    if not has_index(LADDER_DATA_LR, out):
         return {}
-    tuning = load_runs("ladder-data-lr", out)
+    tuning = load_runs(LADDER_DATA_LR, out)
     found = {}
     for rung in range(len(RUNGS)):
         best = best_lrs(tuning, rung)

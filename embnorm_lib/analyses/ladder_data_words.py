@@ -8,6 +8,7 @@ import pandas as pd
 
 from .. import stats
 from ..studies import ladder_data
+from ..studies.paper_sources import LADDER_DATA_LR
 from .ladder_data import (
     FAMILY_ALPHA,
     compute_table,
@@ -145,19 +146,19 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     out = runs_root(out_dir)
     runs = load_runs(study, out)
     planned = len(STUDIES[study].cells())
-    if study != "ladder-data-lr":  # the whole confirmatory design, not only the rungs whose LRs are tuned yet
+    if study != LADDER_DATA_LR:  # the whole confirmatory design, not only the rungs whose LRs are tuned yet
         planned = max(planned, ladder_data.confirmatory_runs_planned())
     record = ladder_data.corpus_record()
     from ..publishing.study_header import header_lines
 
-    if study == "ladder-data-lr":
+    if study == LADDER_DATA_LR:
         answer = [line for line in tuning_lines(runs) if line.startswith("- ")]
     else:
         answer = rung_lines(runs) + pending_lines(runs, STUDIES[study].cells())
     lines = [f"# The adequate-data ladder (`{study}`)", "", *header_lines(study, answer),
              f"Written by `python -m embnorm_lib publish {study}` at commit {git_commit()[:12]} from "
              f"`runs/{study}/runs.csv` (sha256 {fingerprint(study_dir_for(study, out).index)}; {len(runs)} of {planned} "
-             f"{'registered' if study == 'ladder-data-lr' else 'designed (amendment 16)'} runs finished"
+             f"{'registered' if study == LADDER_DATA_LR else 'designed (amendment 16)'} runs finished"
              + ("; **partial**" if len(runs) < planned else "") + "). Registered in docs/PROTOCOL.md amendment 16.",
              "", " ".join(filter(None, [STUDIES[study].description, STUDIES[study].note])), "",
              f"Corpus: open English (`python -m embnorm_lib opencorpus`), {record['train_chars']:,} training and "
@@ -166,7 +167,7 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     lines += [f"| {r} | {n_layer} x {n_embd} | {ladder_data.non_embedding_params(r):,} | {ladder_data.iters(r):,} | "
               f"{ladder_data.passes(r):.2f} |" for r, (n_layer, n_embd, _) in enumerate(ladder_data.RUNGS)]
     lines.append("")
-    if study == "ladder-data-lr":
+    if study == LADDER_DATA_LR:
         table = tuning_table(runs)
         lines += ["## LR tuning per rung", ""] + tuning_lines(runs) + [""]
         shown = table[table["seeds"] > 0] if len(table) else table
@@ -196,8 +197,8 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     cells = STUDIES[study].cells()
     spent = compute_table(runs, cells)  # the compute section and, for the confirmatory study, the core-hours one
     lines += compute_lines(runs, cells, spent)
-    if study != "ladder-data-lr":
-        tuning = load_runs("ladder-data-lr", out)
+    if study != LADDER_DATA_LR:
+        tuning = load_runs(LADDER_DATA_LR, out)
         lines += lr_margin_lines(tuning) + spend_lines(runs, tuning, cells, spent)
     return write_text_stable(study_dir_for(study, out).root / "LADDER-DATA.md", "\n".join(lines).rstrip("\n") + "\n")
 
@@ -224,7 +225,7 @@ def lr_margin_lines(tuning: pd.DataFrame) -> list[str]:
     if not lines:
         return []
     return ["## How sharply the LRs were chosen (exploratory)", "",
-            "Each tuned arm's registered LR led the next best on its grid in tuning (`ladder-data-lr`) by this much "
+            f"Each tuned arm's registered LR led the next best on its grid in tuning (`{LADDER_DATA_LR}`) by this much "
             f"final validation loss (nats/char, paired over the {len(ladder_data.TUNING_SEEDS)} tuning seeds): a "
             "difference between arms of about this size may partly reflect where each arm's LR fell on its grid.",
             "", *lines, "", *one_step_off_lines(tuning)]
@@ -313,9 +314,10 @@ def spend_lines(runs: pd.DataFrame, tuning: pd.DataFrame, cells, confirmatory: p
     places = {c: 2 for c in table.columns if "hours" in c} | {"ratio": 1}
     total, estimate = table["total_hours"].sum(), table["estimated_hours"].sum()
     return ["## Core-hours against the estimate", "",
-            "The whole ladder per rung: LR tuning (`ladder-data-lr`, with its grid extensions), the confirmatory runs "
-            "spent and still needed (seeds 5-9 included where item 6 added them), and amendment 16 item 8's estimate "
-            "(one-thread step times of the 1 MB ladder, tuning before any extension, 5 confirmatory seeds).", "",
+            f"The whole ladder per rung: LR tuning (`{LADDER_DATA_LR}`, with its grid extensions), the confirmatory "
+            "runs spent and still needed (seeds 5-9 included where item 6 added them), and amendment 16 item 8's "
+            "estimate (one-thread step times of the 1 MB ladder, tuning before any extension, 5 confirmatory seeds).",
+            "",
             compact_markdown(table, places), "",
             f"Total: {total:.1f} core-hours ({table['tuning_hours'].sum():.1f} tuning, "
             f"{table['confirmatory_hours'].sum():.1f} confirmatory spent, {table['confirmatory_hours_left'].sum():.1f} "

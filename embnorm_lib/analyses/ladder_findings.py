@@ -11,6 +11,8 @@ from ..publishing.render import percent
 from ..runner.results import arm_order, has_index, load_runs
 from ..stats import p_text
 from ..studies import STUDIES
+from ..studies.ladder import REPLICATIONS, SUBWORD_LR_CHECK_WHERE  # noqa: F401 (REPLICATIONS: read through here)
+from ..studies.paper_sources import BPE_LR, BPE_SCALE, LADDER
 
 
 def subword_check_paragraph(out: Path, study: str) -> str:
@@ -23,12 +25,6 @@ def subword_check_paragraph(out: Path, study: str) -> str:
     return (f"\n\nThe subword LR check{SUBWORD_LR_CHECK_WHERE.get(study, '')}, exploratory (docs/PROTOCOL.md "
             f"amendment {SUBWORD_LR_CHECKS[study]}; [`runs/{study}/LADDER.md`](runs/{study}/LADDER.md)); it changes no "
             "registered analysis:\n\n" + "\n".join(check_lines))
-
-
-# how the README names a subword LR check beyond the first (ladder.SUBWORD_LR_CHECKS holds them and their amendments)
-SUBWORD_LR_CHECK_WHERE = {"ladder-bpe-lr2": " at rung 2"}
-# the confirmatory replications of a ladder size on fresh seeds: study, its amendment, how the README names it
-REPLICATIONS = (("ladder-bpe-rep", 9, ""), ("ladder-bpe-rep2", 11, " at rung 2"))
 
 
 def ladder_peak_findings(out: Path, study: str) -> list[str]:
@@ -57,7 +53,7 @@ def ladder_peak_findings(out: Path, study: str) -> list[str]:
     return lines
 
 
-def subword_lr_findings(out: Path, study: str = "ladder-bpe-lr") -> list[str]:
+def subword_lr_findings(out: Path, study: str = BPE_LR) -> list[str]:
     """One line per rung and tokenizer whose subword LR check is complete: each arm's best factor (two seeds)
     beside the factor the subword ladder ran at (checked on characters)."""
     from ..analyses import ladder
@@ -81,7 +77,7 @@ def subword_lr_findings(out: Path, study: str = "ladder-bpe-lr") -> list[str]:
     return lines
 
 
-def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
+def ladder_findings(out: Path, study: str = LADDER) -> list[str]:
     """One line per finished rung (and tokenizer) of a ladder study: each arm's LR and its paired difference from
     none in final validation loss per character (ladder.primary), worded by the Holm decision within the size."""
     from ..analyses import ladder
@@ -112,7 +108,7 @@ def ladder_findings(out: Path, study: str = "ladder") -> list[str]:
     return lines
 
 
-def subword_scale_findings(out: Path, study: str = "ladder-bpe-scale") -> list[str]:
+def subword_scale_findings(out: Path, study: str = BPE_SCALE) -> list[str]:
     """Once finished: each arm's difference from none (ladder_findings), then how much of ln's difference
     normalizing alone (ln_matched) and rescaling alone (scaled_unit) carry, as a share (a description)."""
     from ..analyses import ladder
@@ -134,7 +130,7 @@ def subword_scale_findings(out: Path, study: str = "ladder-bpe-scale") -> list[s
     return lines
 
 
-def ladder_scale_findings(out: Path, study: str = "ladder") -> list[str]:
+def ladder_scale_findings(out: Path, study: str = LADDER) -> list[str]:
     """Once three sizes of a ladder have finished: per tokenizer and arm, whether the difference from none shrinks,
     grows or flips with size (ladder.scale_answer: exploratory, worded by what its tests resolve)."""
     from ..analyses import ladder

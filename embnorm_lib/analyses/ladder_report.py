@@ -1,7 +1,7 @@
 """LADDER.md, the size ladder's report (the only writer of that file), and its LR checks' reports.
 
-    python -m embnorm_lib publish ladder          # or ladder-bpe, ...: the registered comparison per size, the trend
-    python -m embnorm_lib publish ladder-lr       # or ladder-bpe-lr, ladder-bpe-lr2: an LR check's report
+    python -m embnorm_lib publish <study>   # a ladder study: the registered comparison per size, the trend;
+                                            # one of its LR checks (characters, subwords): that check's report
 
 ladder.py computes the tables and the trend, ladder_sections.py the exploratory sections; this module places them
 under the study's header and writes the page and its figures."""
@@ -14,6 +14,9 @@ import pandas as pd
 
 from ..core.cli import report_main
 from ..core.errors import entry
+from ..studies.figure_sources import LADDER_FOLDER
+from ..studies.ladder import LADDER_KIND
+from ..studies.paper_sources import LADDER, LADDER_LR
 from .ladder import (
     LE_SCAO_PARAMS,
     LR_CHECKS,
@@ -46,7 +49,7 @@ def unchecked_rungs(runs: pd.DataFrame) -> list[tuple[int, str]]:
 
 
 
-def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: list[str] | None = None) -> Path:
+def write_report(study: str = LADDER, out_dir=None, figures_dir=None, answer: list[str] | None = None) -> Path:
     """LADDER.md; `answer`: the lines its header quotes (ladder_findings.ladder_answer, passed in by its publisher:
     ladder_findings imports this module, so this module does not import it)."""
     import matplotlib.pyplot as plt
@@ -61,7 +64,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: 
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
-    figures = Path(figures_dir or default_figures_dir(out, "ladder"))
+    figures = Path(figures_dir or default_figures_dir(out, LADDER_FOLDER))
     footer = f"embnorm · {study} · runs.csv {fingerprint(study_dir_for(study, out).index)}"
     if study in LR_CHECKS:
         if len(runs):
@@ -106,7 +109,7 @@ def write_report(study: str = "ladder", out_dir=None, figures_dir=None, answer: 
     lines += budget_section(runs) + fit_section(runs) + peak_section(runs, study) + norm_loss_section(runs)
     unchecked = unchecked_rungs(runs)
     lines += [f"- **rung {r} ran `{v}` at the width rule's LR without a completed check** (amendment 5 asks for "
-              f"`ladder-lr` at that rung first)." for r, v in unchecked] + ([""] if unchecked else [])
+              f"`{LADDER_LR}` at that rung first)." for r, v in unchecked] + ([""] if unchecked else [])
     if not across_sizes:
         return write_text_stable(study_dir_for(study, out).root / "LADDER.md", "\n".join(lines).rstrip("\n") + "\n")
     lines += ["## Trend across sizes (exploratory)", "",
@@ -178,10 +181,10 @@ def _unfinished_rungs(study: str, runs: pd.DataFrame) -> str:
 
 
 
-def lr_check_report(runs: pd.DataFrame, study: str = "ladder-lr") -> str:
-    """ladder-lr registers each arm's best factor for the ladder (amendment 5); the subword checks (ladder-bpe-lr,
-    ladder-bpe-lr2) are exploratory and only say whether the subword ladder's factor, checked on characters, is also
-    best on subwords."""
+def lr_check_report(runs: pd.DataFrame, study: str = LADDER_LR) -> str:
+    """The character ladder's LR check registers each arm's best factor for the ladder (amendment 5); the subword
+    checks (at rungs 1 and 2) are exploratory and only say whether the subword ladder's factor, checked on
+    characters, is also best on subwords."""
     from ..core.io import git_commit
     from ..publishing.render import compact_markdown
     from ..publishing.study_header import header_lines
@@ -244,7 +247,7 @@ def main(argv=None) -> int:
     from ..studies import studies_of
 
     # every study the registry analyses as a ladder, the size ladder itself the default
-    return report_main(argv, __doc__, sorted(studies_of("ladder"), key=lambda s: s != "ladder"),
+    return report_main(argv, __doc__, sorted(studies_of(LADDER_KIND), key=lambda s: s != LADDER),
                        lambda study, a: write_own_report(study, a.out_dir, a.figures_dir))
 
 

@@ -274,9 +274,9 @@ def norm_loss_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Per tokenizer, rung and arm: does a seed whose embedding entered block 1 at a larger scale end with a lower
     or a higher loss? Kendall's tau between each seed's final mean norm of block 1's input and its final validation
     loss per character, across the arm's seeds, with scipy's p (exact and two-sided at these n when no value ties).
-    An exploratory reading of a lead seen in ladder-bpe-rep (the normed seeds that gained least on `none` ended
-    with the lowest block-1 norms): no Holm family, no decision, and no direction of cause (a seed that trains
-    worse may simply grow its norm's gain less)."""
+    An exploratory reading of a lead seen in the subword replication at rung 1 (the normed seeds that gained least
+    on `none` ended with the lowest block-1 norms): no Holm family, no decision, and no direction of cause (a seed
+    that trains worse may simply grow its norm's gain less)."""
     if runs.empty or "final_block1_input_norm" not in runs or not runs["final_block1_input_norm"].notna().any():
         return pd.DataFrame()
     frame = runs.assign(tokenizer=tokenizers_of(runs), loss_per_char=loss_per_char(runs))

@@ -11,6 +11,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from ..core.variants import arm_variant
+from ..studies.paper_sources import BOUNDARY_KEYS
 
 
 def position_deltas(positions: pd.DataFrame, variant_of=arm_variant) -> pd.DataFrame:
@@ -101,7 +102,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
              *header_lines(STUDY, band_lines(band_summary(deltas)), question=QUESTION,
                            status="**Exploratory** (a description of the confirmatory study's tuned runs; no test)"),
              f"Written by `python -m embnorm_lib.analyses.length` at commit {git_commit()[:12]} from the positions.json of "
-             f"`{STUDY}`'s tuned runs (every arm at its own best LR of `stability-lr-v2`, clipping on; seeds "
+             f"`{STUDY}`'s tuned runs (every arm at its own best LR of `{BOUNDARY_KEYS['clip']}`, clipping on; seeds "
              f"{', '.join(map(str, sorted(positions['seed'].unique())))}). Figure: "
              "`figures/stability-v2/length_tuned.png`.", "",
              "Each position p is the final validation pass's loss of predicting the p-th character of a window from "

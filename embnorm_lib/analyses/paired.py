@@ -1,6 +1,6 @@
 """A study's statistical analysis, as registered in docs/PROTOCOL.md, and the files it produces.
 
-    python -m embnorm_lib.analyses.paired seeds-final        # tables, figures, decision, REPORT.md
+    python -m embnorm_lib.analyses.paired <study>            # tables, figures, decision, REPORT.md
 
 Per scope (one preset/training regime of the study): paired comparisons of every variant with
 `none`, Holm-adjusted across (variant x metric); the results table (markdown + LaTeX); a forest

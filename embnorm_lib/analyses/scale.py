@@ -1,7 +1,7 @@
 """Stability v2, scale vs normalization (issue 16, item 4): does an embedding LayerNorm act by normalizing or by
 rescaling what enters block 1, in each init regime?
 
-    python -m embnorm_lib.analyses.scale     # runs/stability-scale-v2/SCALE.md
+    python -m embnorm_lib.analyses.scale     # SCALE.md in the scale-vs-normalization study's runs/<study>/
 
 Exploratory (docs/PROTOCOL.md amendment 1). Regimes: embedding init std (0.02, GPT-2; 1.0, PyTorch's default) x
 output head tied / untied (with a tied head, std-1 embeddings also make the output logits huge). Arms: `ln`
@@ -24,14 +24,15 @@ from ..core.rundir import study_dir_for
 from ..publishing.render import compact_markdown
 from ..runner.results import load_runs, load_series
 from ..studies import STUDIES
+from ..studies.paper_sources import SCALE
 from .stability import VARIANT_ORDER
 
-STUDY = "stability-scale-v2"
+STUDY = SCALE
 REGIME = ["cfg.emb_init_std", "cfg.tie_embeddings"]
 
 
 def with_regime(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs written before `tie_embeddings` existed (the copies of stability-init's runs) had a tied head."""
+    """Runs written before `tie_embeddings` existed (the copies of the v1 init-scale study's runs) had a tied head."""
     tie = runs["cfg.tie_embeddings"] if "cfg.tie_embeddings" in runs else pd.Series(True, index=runs.index)
     return runs.assign(**{"cfg.tie_embeddings": tie.fillna(True).astype(bool)})
 

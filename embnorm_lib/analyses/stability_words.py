@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..studies.paper_sources import BOUNDARY_KEYS, SCALE
+from ..studies.stability import STABILITY_BUDGET_V2
+
 
 def effect_words(row, verbs=("costs", "gains", "does not resolve"), verb_last: bool = False) -> str:
     """'costs +0.120 [+0.10, +0.14]' / 'gains …' / 'does not resolve …' from a paired Δ (lower is better), its 95%
@@ -119,7 +122,7 @@ def stress_line(decision: dict) -> str:
                 "(each still diverges or spikes as often): an embedding norm is not a cure there.")
     return ("- Even the stress regime leaves the baseline stable (no failure, < 1 spike/run after the warm-up), "
             "so that regime has no instability for an embedding norm to fix (stability v2's LR search "
-            "finds where the baseline fails: `runs/stability-lr-v2/BOUNDARY.md`).")
+            f"finds where the baseline fails: `runs/{BOUNDARY_KEYS['clip']}/BOUNDARY.md`).")
 
 
 def setup_words(runs: pd.DataFrame, table: pd.DataFrame, what: str) -> str:
@@ -138,8 +141,8 @@ def budget_line(decision: dict, setup: str = "") -> str | None:
     if costs and not gains:
         return (f"- **Otherwise keep the baseline**{setup}: in a stable regime LayerNorm costs validation loss at "
                 f"every budget where the difference is resolved ({', '.join(map(str, costs))} iterations); "
-                "`stability-budget-v2` re-tests these budgets with longer ones added, in a larger family "
-                "(`runs/stability-budget-v2/BUDGET.md`, the answer's budget rows).")
+                f"`{STABILITY_BUDGET_V2}` re-tests these budgets with longer ones added, in a larger family "
+                f"(`runs/{STABILITY_BUDGET_V2}/BUDGET.md`, the answer's budget rows).")
     if gains and not costs:
         return (f"- LayerNorm improves validation loss at {', '.join(map(str, gains))} iterations in the "
                 f"stable regime as well.")
@@ -184,8 +187,8 @@ def verdict(sections: dict) -> str:
         hurts = ", ".join(f"{k:g}" for k, v in by.items() if v == "hurts")
         lines.append(f"- **The embedding's init scale decides the sign**{sections.get('init_setup', '')}: LayerNorm "
                      f"helps with embeddings initialised at std {helps} and hurts at std {hurts}; in that regime, "
-                     "check the embedding scale before adding a norm. `stability-scale-v2` re-tests these cells, with "
-                     "tied and untied heads, in a larger family (`runs/stability-scale-v2/SCALE.md`, the answer's init "
+                     f"check the embedding scale before adding a norm. `{SCALE}` re-tests these cells, with "
+                     f"tied and untied heads, in a larger family (`runs/{SCALE}/SCALE.md`, the answer's init "
                      "rows).")
     if "init" in sections:
         best = lowest_init_cell(sections["init"])

@@ -20,6 +20,8 @@ from ..core.io import read_json
 from ..core.rundir import finished_run_dirs
 from ..publishing.render import percent
 from ..runner.results import study_dir
+from ..studies.paired import ZEROSHOT_V2_CONFIRMATORY
+from ..studies.paper_sources import H1B, MAIN
 
 
 def item_matrix(study: str, out: Path, shots: str = "0shot") -> dict[str, dict[str, dict[int, np.ndarray]]]:
@@ -134,7 +136,7 @@ def measured_mde(table: pd.DataFrame, n_seeds: int = 10) -> pd.DataFrame:
                          for r in macro.itertuples()])
 
 
-REGISTERED = ("seeds-prelim", "seeds-final", "main")  # amendment 1, item 6: zero-shot v2 is confirmatory here
+REGISTERED = ZEROSHOT_V2_CONFIRMATORY  # amendment 1, item 6: zero-shot v2 is confirmatory here
 CHANCE, MARGIN = 0.25, 0.05  # four choices per item; issue 17's "well between chance and ceiling"
 
 
@@ -162,7 +164,7 @@ def difficulty(runs: pd.DataFrame, baseline: str = "none", suite: str = "v2") ->
 
 # the axes that belong to the arm in a study, not to its regime: H1b's tuned runs put each arm at its own best LR
 # (studies.H1B_BEST_LR), so none at 1e-2 pairs with ln at 3e-3
-ARM_AXES = {"stability-h1b-v2": ("lr",)}
+ARM_AXES = {H1B: ("lr",)}
 
 
 def regime_of(runs: pd.DataFrame, arm_axes=()) -> pd.Series:
@@ -235,7 +237,7 @@ def largest_regime(study: str, out: Path) -> dict | None:
     return max(found.values(), key=lambda d: len(d["seeds"])) if found else None
 
 
-def task_breakdown_lines(out: Path, study: str = "main") -> list[str]:
+def task_breakdown_lines(out: Path, study: str = MAIN) -> list[str]:
     """Per variant: each task's difference and the share of the macro difference it carries, largest share first."""
     d = largest_regime(study, out)
     if d is None or not len(d["family"]):
@@ -251,7 +253,7 @@ def task_breakdown_lines(out: Path, study: str = "main") -> list[str]:
     return lines
 
 
-def reconciliation_words(out: Path, study: str = "main", d: dict | None = None) -> str:
+def reconciliation_words(out: Path, study: str = MAIN, d: dict | None = None) -> str:
     """Why suite v1 is superseded by v2 (amendment 3), from the same runs: v1's tasks against chance and ceiling,
     its items per task, and both suites' minimum detectable macro difference at the same seeds. `d`: the study's
     `largest_regime`, where the caller has it."""
@@ -279,7 +281,7 @@ def reconciliation_words(out: Path, study: str = "main", d: dict | None = None) 
             f"{v1_mde:.4f}, v2's {v2_mde:.4f}.")
 
 
-def reconciliation(out: Path, study: str = "main") -> str:
+def reconciliation(out: Path, study: str = MAIN) -> str:
     """reconciliation_words, leading into suite v1's rows (FINDINGS.md lists them after it)."""
     d = largest_regime(study, out)
     words = reconciliation_words(out, study, d)
@@ -317,7 +319,7 @@ def macro_lines(found: dict[str, dict]) -> list[str]:
     return lines
 
 
-TITLES = {"stability-h1b-v2": "every arm at its own best LR (the tuned runs)"}
+TITLES = {H1B: "every arm at its own best LR (the tuned runs)"}
 QUESTION = ("Does an embedding norm change zero-shot accuracy on suite v2's four multiple-choice tasks (the registered "
             "zero-shot suite, docs/PROTOCOL.md amendment 3)?")
 
@@ -375,7 +377,7 @@ def main(argv=None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("study", nargs="?", default="stability-h1b-v2")
+    p.add_argument("study", nargs="?", default=H1B)
     p.add_argument("--out-dir", default=None)
     args = p.parse_args(argv)
     print(write_report(args.study, args.out_dir).read_text())

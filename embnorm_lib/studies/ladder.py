@@ -6,7 +6,19 @@ from __future__ import annotations
 import functools
 
 from ..runner.registry import ABC, Cell, Study, grid
+from .paper_sources import BPE_LR, BPE_LR2, BPE_REP, BPE_REP2, BPE_SCALE, LADDER, LADDER_BPE, LADDER_LR
 from .stability import SCALE_VS_NORM
+
+LADDER_KIND = "ladder"  # the analysis kind every study here is read as (analyses/__init__.py registers its plugin)
+# the ladders' studies by role, as the analyses read them (their names: paper_sources.py)
+SUBWORD_LR_CHECKS = {BPE_LR: 8, BPE_LR2: 13}  # the exploratory subword LR checks, each with its amendment
+LR_CHECKS = (LADDER_LR, *SUBWORD_LR_CHECKS)  # the studies that check the LR rule (on characters, on subwords)
+SUBWORD_LR_CHECK_WHERE = {BPE_LR2: " at rung 2"}  # how the README names a subword LR check beyond the first
+# the confirmatory replications of a ladder size on fresh seeds: study, its amendment, how the README names it
+REPLICATIONS = ((BPE_REP, 9, ""), (BPE_REP2, 11, " at rung 2"))
+# the studies whose gradient-norm peaks are a registered test (docs/PROTOCOL.md, by amendment); in every other
+# ladder report the peak table is an exploratory reading beside the registered loss comparison
+CONFIRMATORY_PEAKS = {BPE_REP2: 11}
 
 # best of stability-lr-v2 (none 1e-2; ln, rms 3e-3), scaled by 128 / width (Adam's LR falls with width)
 LADDER_LR_AT_128 = {"none": 1e-2, "ln": 3e-3, "rms": 3e-3}
@@ -101,30 +113,30 @@ def _ladder_cells(study: str, rungs, variants, seeds, tokenizers=("char",), fact
 
 ENTRIES = (
     # -- the size ladder (issue 18; docs/PROTOCOL.md amendment 1: per size the paired family, the trend exploratory)
-    Study("ladder-lr", "Ladder LR check: rungs 0-4 (0.1M-14M non-embedding parameters, char, block 128, batch 32, "
-                       "the ladder's budget), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1 "
-                       "(amendment 5; from rung 3, the rung below's best factor times 1/2, 1 and 2, amendment 14), "
-                       "and on by factors of two where an arm's best sits at the grid's edge (amendment 6).",
-          "ladder", lambda: _ladder_cells("ladder-lr", range(5), ["none", "ln"], range(2), factors=LADDER_LR_FACTORS),
+    Study(LADDER_LR, "Ladder LR check: rungs 0-4 (0.1M-14M non-embedding parameters, char, block 128, batch 32, "
+                     "the ladder's budget), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1 "
+                     "(amendment 5; from rung 3, the rung below's best factor times 1/2, 1 and 2, amendment 14), "
+                     "and on by factors of two where an arm's best sits at the grid's edge (amendment 6).",
+          LADDER_KIND, lambda: _ladder_cells(LADDER_LR, range(5), ["none", "ln"], range(2), factors=LADDER_LR_FACTORS),
           note="Checks the LR rule: each arm's best factor at a rung becomes that rung's LR in the ladder "
                "(studies.LADDER_LR_CHECKED, docs/PROTOCOL.md amendment 5).",
           status="tuning", amendment=5,
           question=("Is the width rule's learning rate each arm's best at every size of the ladder, and if not, which "
                     "factor is?")),
-    Study("ladder", "Size ladder: rungs 0-4 (0.1M-14M non-embedding parameters; char, block 128, batch 32; 20 "
-                    "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
-                    "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rungs 3-4 "
-                    "train on a CPU across sessions (amendments 14-15; minutes per run: the budget table); on a GPU, "
-                    "sweep --pack on.", "ladder",
-          lambda: _ladder_cells("ladder", range(5), ABC, LADDER_SEEDS), waits_for=ladder_rung_waits,
+    Study(LADDER, "Size ladder: rungs 0-4 (0.1M-14M non-embedding parameters; char, block 128, batch 32; 20 "
+                  "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
+                  "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rungs 3-4 "
+                  "train on a CPU across sessions (amendments 14-15; minutes per run: the budget table); on a GPU, "
+                  "sweep --pack on.", LADDER_KIND,
+          lambda: _ladder_cells(LADDER, range(5), ABC, LADDER_SEEDS), waits_for=ladder_rung_waits,
           status="confirmatory", amendment=4,
           question=("Does an embedding norm's effect on validation loss change with model size, at each arm's checked "
                     "learning rate?")),
-    Study("ladder-bpe", "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
-                        "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
-                        "token. Rung 3 trains on a CPU across sessions (amendment 15; minutes per run: the budget "
-                        "table); on a GPU, sweep --pack on.", "ladder",
-          lambda: _ladder_cells("ladder-bpe", range(1, 4), ABC, LADDER_SEEDS, tokenizers=("bpe-512", "bpe-4096")),
+    Study(LADDER_BPE, "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
+                      "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
+                      "token. Rung 3 trains on a CPU across sessions (amendment 15; minutes per run: the budget "
+                      "table); on a GPU, sweep --pack on.", LADDER_KIND,
+          lambda: _ladder_cells(LADDER_BPE, range(1, 4), ABC, LADDER_SEEDS, tokenizers=("bpe-512", "bpe-4096")),
           note="Each arm runs at the character ladder's LR for its rung (ladder_factor): ladder-lr checked the LR "
                "on characters only and no subword LR check is registered, so a subword difference may partly "
                "reflect an LR tuned for another tokenization. `ladder-bpe-lr` (exploratory, amendment 8) checks "
@@ -132,37 +144,37 @@ ENTRIES = (
           status="confirmatory", amendment=7,
           question=("With subword tokens instead of characters, does an embedding norm change the validation loss per "
                     "character at each size?")),
-    Study("ladder-bpe-lr", "Subword LR check, exploratory (amendment 8): rung 1 with BPE tokens (bpe-4096 first, "
-                           "then bpe-512), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1, "
-                           "at ladder-bpe's budget.", "ladder",
-          lambda: _ladder_cells("ladder-bpe-lr", [1], ["none", "ln"], range(2), tokenizers=("bpe-4096", "bpe-512"),
+    Study(BPE_LR, "Subword LR check, exploratory (amendment 8): rung 1 with BPE tokens (bpe-4096 first, "
+                  "then bpe-512), none and ln at 1/4, 1/2, 1, 2 and 4 times the width rule's LR x seeds 0-1, "
+                  "at ladder-bpe's budget.", LADDER_KIND,
+          lambda: _ladder_cells(BPE_LR, [1], ["none", "ln"], range(2), tokenizers=("bpe-4096", "bpe-512"),
                                 factors=LADDER_LR_FACTORS),
           note="Asks whether the LR checked on characters (the factor ladder-bpe runs at) is also best on subwords; "
                "it does not change ladder-bpe's registered analysis (amendment 7).",
           status="exploratory", amendment=8,
           question='Is the learning rate checked on characters also the best one on subword tokens?'),
-    Study("ladder-bpe-lr2", "Subword LR check at rung 2, exploratory (amendment 13): rung 2 with bpe-4096 tokens, "
-                            "none and ln at the character check's factors there (1/4 to 4 times the width rule's LR, "
-                            "and 1/8 for none) x seeds 0-1, at ladder-bpe's budget.", "ladder",
-          lambda: _ladder_cells("ladder-bpe-lr2", [2], ["none", "ln"], range(2), tokenizers=("bpe-4096",),
+    Study(BPE_LR2, "Subword LR check at rung 2, exploratory (amendment 13): rung 2 with bpe-4096 tokens, "
+                   "none and ln at the character check's factors there (1/4 to 4 times the width rule's LR, "
+                   "and 1/8 for none) x seeds 0-1, at ladder-bpe's budget.", LADDER_KIND,
+          lambda: _ladder_cells(BPE_LR2, [2], ["none", "ln"], range(2), tokenizers=("bpe-4096",),
                                 factors=LADDER_LR_FACTORS),
           note="Asks whether the LR checked on characters (the factor ladder-bpe and ladder-bpe-rep2 run at) is also "
                "best on subwords at rung 2, where ladder-bpe-rep2 resolved a cost of both norms; it changes no "
                "registered analysis (amendment 13).",
           status="exploratory", amendment=13,
           question='At the next size, is the learning rate checked on characters also the best one on subword tokens?'),
-    Study("ladder-bpe-rep", "Subword replication, confirmatory (amendment 9): rung 1 with bpe-4096 tokens, "
-                            "none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", "ladder",
-          lambda: _ladder_cells("ladder-bpe-rep", [1], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
+    Study(BPE_REP, "Subword replication, confirmatory (amendment 9): rung 1 with bpe-4096 tokens, "
+                   "none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", LADDER_KIND,
+          lambda: _ladder_cells(BPE_REP, [1], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
           note="Asks again, on ten seeds that did not prompt the question, whether an embedding norm changes the "
                "final loss per character where ladder-bpe's five seeds split into two levels (amendment 9); "
                "analysed alone, seeds 0-4 not pooled in.", waits_for=ladder_rung_waits,
           status="confirmatory", amendment=9,
           question=("On fresh seeds, does an embedding norm change the validation loss per character where the subword "
                     "ladder's seeds split?")),
-    Study("ladder-bpe-rep2", "Subword replication at rung 2, confirmatory (amendment 11): rung 2 with bpe-4096 "
-                             "tokens, none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", "ladder",
-          lambda: _ladder_cells("ladder-bpe-rep2", [2], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
+    Study(BPE_REP2, "Subword replication at rung 2, confirmatory (amendment 11): rung 2 with bpe-4096 "
+                    "tokens, none/ln/rms at ladder-bpe's LRs and budget, fresh seeds 5-14.", LADDER_KIND,
+          lambda: _ladder_cells(BPE_REP2, [2], ABC, LADDER_REP_SEEDS, tokenizers=("bpe-4096",)),
           note="Asks again, on ten seeds that did not prompt the question, whether an embedding norm changes the "
                "final loss per character at the size where ladder-bpe's rung-1 gain turned into an unresolved "
                "cost, and whether it raises the peak gradient norm after the warm-up (the exploratory reading that "
@@ -171,10 +183,10 @@ ENTRIES = (
           status="confirmatory", amendment=11,
           question=("On fresh seeds at the next size, does an embedding norm cost validation loss per character, and "
                     "does it raise the gradient-norm peak after the warm-up?")),
-    Study("ladder-bpe-scale", "Scale vs normalization on subwords, exploratory (amendment 10): rung 1 with bpe-4096 "
-                              "tokens, none/ln/ln_matched/scaled_unit at ladder-bpe's LRs (ln_matched at ln's, "
-                              "scaled_unit at none's) and budget, seeds 5-9.", "ladder",
-          lambda: _ladder_cells("ladder-bpe-scale", [1], ["none", "ln", *SCALE_VS_NORM], range(5, 10),
+    Study(BPE_SCALE, "Scale vs normalization on subwords, exploratory (amendment 10): rung 1 with bpe-4096 "
+                     "tokens, none/ln/ln_matched/scaled_unit at ladder-bpe's LRs (ln_matched at ln's, "
+                     "scaled_unit at none's) and budget, seeds 5-9.", LADDER_KIND,
+          lambda: _ladder_cells(BPE_SCALE, [1], ["none", "ln", *SCALE_VS_NORM], range(5, 10),
                                 tokenizers=("bpe-4096",)),
           note="Where ladder-bpe-rep found both norms lowering the loss, asks which part carries it: normalizing "
                "(ln_matched: LayerNorm whose gain starts so that block 1's input norm at init is none's) or "

@@ -22,6 +22,9 @@ from ..core.presets import (  # noqa: F401 (CORPUS_RECORD, corpus_record: read t
     data_ladder_preset,
 )
 from ..runner import registry
+from .paper_sources import LADDER_DATA, LADDER_DATA_LR
+
+DATA_LADDER_KIND = "ladder-data"  # the analysis kind both studies here are read as (analyses/__init__.py registers it)
 
 # the shapes, the budget rule and the corpus record are presets (core/presets.py), read here under these names
 RUNGS, TOKENS_PER_ITER, TOKENS_PER_PARAM = DATA_RUNGS, DATA_TOKENS_PER_ITER, DATA_TOKENS_PER_PARAM
@@ -190,19 +193,19 @@ def _data_ladder_cells(study: str, tuning: bool) -> list[registry.Cell]:
 
 ENTRIES = (
     # -- the adequate-data ladder (issue 76; docs/PROTOCOL.md amendment 16): ~57M training characters of open English
-    registry.Study("ladder-data-lr", "Adequate-data ladder, LR tuning (amendment 16): rungs 2x64, 3x96, 4x128, 6x160 "
+    registry.Study(LADDER_DATA_LR, "Adequate-data ladder, LR tuning (amendment 16): rungs 2x64, 3x96, 4x128, 6x160 "
                             "(0.1M-1.8M non-embedding parameters) on the open-English corpus, 20 tokens per "
                             "parameter (at most 4 passes); none and ln on a sqrt(2) LR grid x tuning seeds "
-                            "100-102, a grid extended past any edge where the best sits.", "ladder-data",
-          lambda: _data_ladder_cells("ladder-data-lr", tuning=True),
+                            "100-102, a grid extended past any edge where the best sits.", DATA_LADDER_KIND,
+          lambda: _data_ladder_cells(LADDER_DATA_LR, tuning=True),
           note="Tuning seeds are never confirmatory seeds. A rung's grid is centred on the rung below's "
                "registered LR scaled by width (ladder_data.centre).",
           status="tuning", amendment=16,
           question="Which learning rate is each arm's best at each size of the adequate-data ladder?"),
-    registry.Study("ladder-data", "Adequate-data ladder, confirmatory (amendment 16): none/ln/rms x fresh seeds 0-4 per "
+    registry.Study(LADDER_DATA, "Adequate-data ladder, confirmatory (amendment 16): none/ln/rms x fresh seeds 0-4 per "
                          "rung (5-9 added where item 6's rule asks), each arm at its tuned LR (rms at ln's), on the "
-                         "open-English corpus.", "ladder-data",
-          lambda: _data_ladder_cells("ladder-data", tuning=False),
+                         "open-English corpus.", DATA_LADDER_KIND,
+          lambda: _data_ladder_cells(LADDER_DATA, tuning=False),
           note="Per rung: paired differences, 95% t intervals, Holm within the rung; the trend across rungs is "
                "exploratory and covers only rungs that pass the data-bound check.",
           status="confirmatory", amendment=16,

@@ -3,6 +3,7 @@ the analyses name no study). A study quoted in a new role is one line here."""
 from __future__ import annotations
 
 MAIN = "main"  # the registered regimes' runs
+FINAL = "seeds-final"  # the seed study's final plan (its seeds 0-4 are MAIN's first regime's)
 REGIMES = ("seeds-final", "nanogpt-cpu")  # its two regimes (presets), each analysed as a scope of MAIN
 PRELIM = "seeds-prelim"  # the small study's protocol, replicated
 SCALE = "stability-scale-v2"  # the scale-versus-normalization grid
@@ -10,10 +11,12 @@ H1B = "stability-h1b-v2"  # the registered stability test
 LADDER = "ladder"  # the 1 MB character ladder (and the data.json section that carries every ladder)
 LADDER_LR = "ladder-lr"  # its learning-rate check
 LADDER_BPE = "ladder-bpe"  # the subword ladder on the same megabyte
+BPE_LR, BPE_LR2 = "ladder-bpe-lr", "ladder-bpe-lr2"  # its learning-rate checks on subwords at rung 1 and rung 2
 BPE_REP = "ladder-bpe-rep"  # its registered replication at rung 1 (amendment 9)
 BPE_REP2 = "ladder-bpe-rep2"  # ... and at rung 2 (amendment 11)
 BPE_SCALE = "ladder-bpe-scale"  # what carries the subword gain (amendment 10, exploratory)
 LADDER_DATA = "ladder-data"  # the open-English ladder (amendment 16)
+LADDER_DATA_LR = "ladder-data-lr"  # its learning-rate tuning
 BOUNDARY_KEYS: dict[str, str] = {  # the learning-rate searches, by their key in the paper's data
     "clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2",
     "deep32": "stability-deep32-v2", "bf16": "stability-bf16-v2"}

@@ -42,6 +42,7 @@ COMPUTE_LIMIT_HOURS = 200  # issue 112: the whole study within ~200 core-hours o
 SCORED_STUDIES = ("prose", "prose-budget")  # scored on suite v3 after training (lm_eval=True; amendment 20)
 TUNING_STUDY = "prose-lr"
 CONFIRM_STUDY, BUDGET_STUDY = SCORED_STUDIES  # the budget control is read beside the confirmatory size 0-x4
+PROSE_KIND = "prose"  # the analysis kind the three studies here are read as (analyses/__init__.py registers it)
 
 # Filled in by the registered rule as tuning runs land (tested against the runs):
 # (recipe, level) -> arm -> extra LRs beyond an edge where the best sat; and -> arm -> the bracketed best LR.
@@ -195,7 +196,7 @@ _WHAT = ("three sizes (2x64, 3x96, 4x128; 0.1M-0.8M non-embedding parameters) x 
 ENTRIES = (
     registry.Study("prose-lr", f"Prose ladder, LR tuning (amendments 17 and 19): {_WHAT}; every arm on a sqrt(2) LR "
                                "grid x tuning seeds 100-102, extended past any edge where the best sits; 2x64 is "
-                               "tuned at both its budgets (480 iterations for the budget control).", "prose",
+                               "tuned at both its budgets (480 iterations for the budget control).", PROSE_KIND,
                    lambda: _cells("prose-lr", "tuning"),
                    note="Tuning seeds are never confirmatory seeds. A level's grid is centred on the level before's "
                         "registered LR for the same recipe and arm, scaled by width (prose.centre).",
@@ -203,7 +204,7 @@ ENTRIES = (
                    question="Which learning rate is each arm's best for each recipe and size of the prose ladder?"),
     registry.Study("prose", f"Prose ladder, confirmatory (amendments 17, 19 and 20): {_WHAT}; fresh seeds 0-9 per "
                             "cell (6-9 added by the MDE rule), each arm at its tuned LR, each run scored on the "
-                            "zero-shot prose suite v3 after training.", "prose",
+                            "zero-shot prose suite v3 after training.", PROSE_KIND,
                    lambda: _cells("prose", "confirmatory"),
                    note="Per recipe and size: paired differences in bits per byte and in zero-shot macro accuracy, "
                         "95% t intervals, Holm, TOST against +-0.01, the compute multiplier.",
@@ -214,7 +215,7 @@ ENTRIES = (
                                    "confirmatory tokens (480 iterations, 20 per non-embedding parameter), both "
                                    "recipes x none/ln/rms x seeds 0-5, each arm at the LR tuned for that budget, "
                                    "scored on suite v3 after training (amendment 20).",
-                   "prose", lambda: _cells("prose-budget", "budget"),
+                   PROSE_KIND, lambda: _cells("prose-budget", "budget"),
                    note="Tells a change with size from a change with budget: the same model, only the tokens differ "
                         "(4x), each arm tuned at each budget.",
                    status="exploratory", amendment=20,  # amendment 19 item 5: exploratory whatever its level

@@ -1,6 +1,7 @@
 """The seed study that prompted embnorm, as published: figures quoted for comparison, never computed here (report.py
 sets ours beside them; answer.py reads what they say about its setup)."""
 
+TABLE1_PRESET = "seeds-prelim"  # the preset that reproduces its Table 1 protocol (the replication study's name too)
 # Table 1 of the seed study (3 seeds x 150 iterations, 8 x 128 char GPT): published figures,
 # quoted for comparison; ours are computed from runs/seeds-prelim.
 SEED_STUDY_TABLE1 = {

@@ -4,10 +4,13 @@ scale-vs-normalization and budget-trend studies."""
 from __future__ import annotations
 
 from ..runner.registry import ABC, ABCD, INTERIM_EVAL, Cell, Study, grid, seed_major
+from .paper_sources import BOUNDARY_KEYS, H1B, SCALE
 
 # The v1 stability studies, analysed together (analyses/stability.py reads each by its role)
 STABILITY_LR, STABILITY_INIT = "stability-lr", "stability-init"
 STABILITY_STRESS, STABILITY_BUDGET = "stability-stress", "stability-budget"
+STABILITY_BUDGET_V2 = "stability-budget-v2"  # the budget trend: STABILITY_BUDGET's series at longer budgets
+BUDGET_SERIES = (STABILITY_BUDGET, STABILITY_BUDGET_V2)  # analysed together into the latter's BUDGET.md
 SCALE_VS_NORM = ("ln_matched", "scaled_unit")  # normalize without rescaling, rescale without normalizing
 # Stability v2's learning-rate grid: half-decade steps over [1e-4, 1], covering Wortsman et al.'s [3e-4, 3e-1]
 LR_GRID_V2 = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0]
@@ -19,6 +22,7 @@ LR_V2_NOTE = ("Failure (amendment 1): non-finite loss, or final validation loss 
 H1B_LRS = [1.0, 0.3]  # where none failed, and the grid point below it
 H1B_CLIPS = [1.0, 0.0]  # the recipe's clipping, and none
 H1B_BEST_LR = {"none": 1e-2, "ln": 3e-3, "rms": 3e-3, "scaled": 3e-3}
+H1B_SEARCH = {1.0: BOUNDARY_KEYS["clip"], 0.0: BOUNDARY_KEYS["noclip"]}  # by grad_clip: the search that found it
 
 
 def _h1b_cells(study: str, seeds) -> list[Cell]:
@@ -119,19 +123,19 @@ ENTRIES = (
           status="exploratory", amendment=1,
           question="Does doubling the depth again move any arm's failures down to a lower learning rate?"),
     # H1b, confirmatory (docs/PROTOCOL.md amendment 2): fresh seeds in the regime the search found
-    Study("stability-h1b-v2", "H1b, confirmatory: stability-lr-v2's model and budget, fresh seeds 3-7, "
-                              "none/ln/rms/scaled x gradient clipping {1.0, off} x peak LR {1, 0.3}, plus every arm "
-                              "at its own best LR of stability-lr-v2 (none 1e-2; ln, rms, scaled 3e-3; clipping on).",
-          "h1b", lambda: _h1b_cells("stability-h1b-v2", range(3, 8)),
+    Study(H1B, "H1b, confirmatory: stability-lr-v2's model and budget, fresh seeds 3-7, "
+               "none/ln/rms/scaled x gradient clipping {1.0, off} x peak LR {1, 0.3}, plus every arm "
+               "at its own best LR of stability-lr-v2 (none 1e-2; ln, rms, scaled 3e-3; clipping on).",
+          "h1b", lambda: _h1b_cells(H1B, range(3, 8)),
           note=LR_V2_NOTE + " Confirmatory endpoints, family and decision rule: docs/PROTOCOL.md amendment 2.",
           status="confirmatory", amendment=2,
           question=("H1b: where the baseline fails, does an embedding norm remove the failures, and what does it cost "
                     "at each arm's own best learning rate?")),
-    Study("stability-scale-v2", "Scale vs normalization: the 8 x 128 model at 150 iterations, none/ln/rms/scaled "
-                                "plus ln_matched (LayerNorm whose gain starts at block 1's input norm of none) and "
-                                "scaled_unit (token embedding at unit RMS) x seeds 0-2 x emb_init_std in {0.02, 1.0} x "
-                                "output head tied / untied.", "scale",
-          lambda: grid("stability-scale-v2", "seeds-prelim", ABCD + SCALE_VS_NORM, range(3),
+    Study(SCALE, "Scale vs normalization: the 8 x 128 model at 150 iterations, none/ln/rms/scaled "
+                 "plus ln_matched (LayerNorm whose gain starts at block 1's input norm of none) and "
+                 "scaled_unit (token embedding at unit RMS) x seeds 0-2 x emb_init_std in {0.02, 1.0} x "
+                 "output head tied / untied.", "scale",
+          lambda: grid(SCALE, "seeds-prelim", ABCD + SCALE_VS_NORM, range(3),
                        axes={"emb_init_std": [1.0, 0.02], "tie_embeddings": [False, True]}),
           note="stability-init's evaluation plan (every window at every evaluation), so its tied none/ln/rms/scaled "
                "runs are copied, not retrained. Cells run std 1.0 before 0.02 and untied before tied (the "
@@ -139,9 +143,9 @@ ENTRIES = (
           status="exploratory", amendment=1,
           question=("Which half of LayerNorm carries its effect, normalizing or rescaling what enters block 1, and does"
                     " that depend on the embedding's init scale and a tied output head?")),
-    Study("stability-budget-v2", "Budget trend: the nanoGPT CPU model at 4000 and 8000 iterations (stability-budget "
-                                 "has 150, 300 and 2000), none/ln/rms x seeds 0-2.", "budget",
-          lambda: grid("stability-budget-v2", "nanogpt-cpu", ABC, range(3), axes={"max_iters": [4000, 8000]}),
+    Study(STABILITY_BUDGET_V2, "Budget trend: the nanoGPT CPU model at 4000 and 8000 iterations (stability-budget "
+                               "has 150, 300 and 2000), none/ln/rms x seeds 0-2.", "budget",
+          lambda: grid(STABILITY_BUDGET_V2, "nanogpt-cpu", ABC, range(3), axes={"max_iters": [4000, 8000]}),
           note="Every evaluation scores the whole validation split (not studies.INTERIM_EVAL): the trend reports the "
                "best validation loss as well as the final one, on the same windows as stability-budget.",
           status="exploratory", amendment=1,
