@@ -115,7 +115,23 @@ def paper_data(out: Path) -> dict:
         data[LADDER] = ladder_data(out)
         data["design_limits"] = design_limits(out)
     data["registration"] = registration_data(out)
+    data["recipes"] = recipes_data(out)
     return published(data)  # rounded: the same data.json on every CPU
+
+
+def recipes_data(out: Path) -> dict:
+    """The training recipe of the studies the paper quotes (paper_sources.RECIPE_ROWS), as runs/RECIPES.md reads it
+    from their configs: one row per study and preset, and the settings every committed run shares."""
+    from ..publishing.recipe_table import COLUMNS, recipe_table, shared_settings
+    from ..studies.paper_sources import RECIPE_ROWS
+
+    table = recipe_table(out)
+    shared = shared_settings(table)
+    rows = table[table["study"].isin(list(RECIPE_ROWS))]
+    shown = [c for c in COLUMNS if c not in shared and c != "precision"]
+    return {"shared": {k: str(v) for k, v in shared.items()}, "columns": shown,
+            "rows": [{"role": RECIPE_ROWS[r["study"]], "runs": int(r["runs"]),
+                      **{c: str(r[c]).replace("`", "") for c in shown}} for r in rows.to_dict("records")]}
 
 
 def registration_data(out: Path) -> list[dict]:

@@ -17,6 +17,9 @@ BPE_REP2 = "ladder-bpe-rep2"  # ... and at rung 2 (amendment 11)
 BPE_SCALE = "ladder-bpe-scale"  # what carries the subword gain (amendment 10, exploratory)
 LADDER_DATA = "ladder-data"  # the open-English ladder (amendment 16)
 LADDER_DATA_LR = "ladder-data-lr"  # its learning-rate tuning
+# the studies whose training recipe the paper's recipe table shows, each under the words the paper calls it by
+RECIPE_ROWS = {MAIN: "registered regimes", LADDER_DATA: "open-English ladder", H1B: "registered stability test",
+               SCALE: "scale vs normalization"}
 BOUNDARY_KEYS: dict[str, str] = {  # the learning-rate searches, by their key in the paper's data
     "clip": "stability-lr-v2", "noclip": "stability-noclip-v2", "deep": "stability-deep-v2",
     "deep32": "stability-deep32-v2", "bf16": "stability-bf16-v2"}
