@@ -655,7 +655,7 @@ def test_the_answer_gives_the_baselines_loss_and_the_reading_note_says_what_gpt2
 
     main = runs_of("main")
     head = main[(main["cfg.preset"] == "seeds-final") & (main["variant"] == "none")]
-    assert f"where no norm ends at {head['val_loss'].mean():.3f} against a count bigram's" in first_screen()
+    assert f"no norm {head['val_loss'].mean():.3f}, a count bigram " in first_screen()
     tied = {RunConfig.load(REPO / "runs" / "main" / r / "config.json").tie_embeddings for r in head["run_dir"]}
     stds = set(head["cfg.emb_init_std"])
     assert len(tied) == len(stds) == 1
@@ -704,7 +704,7 @@ def test_the_advices_trend_is_fitted_without_the_untrained_smallest_size():
     assert a["trend"]["rungs"] == len(a["rungs"]) == fit["rungs"]
     assert a["trend"]["slope_ci_low"] == fit["slope_ci_low"] and a["trend"]["slope_ci_high"] == fit["slope_ci_high"]
     resolved = fit["slope_ci_high"] < 0 or fit["slope_ci_low"] > 0
-    assert ("no trend with size is resolved" in advice) == (not resolved)
+    assert ("no size trend is resolved" in advice) == (not resolved)
 
 
 @pytest.mark.committed

@@ -26,6 +26,7 @@ ARM_NAMES = {"none": "no norm", "ln": "LayerNorm", "rms": "RMSNorm", "scaled": "
 
 
 def _errorbars(ax, x, rows: list[dict], variant: str, y: str = "mean_diff", joined: bool = True):
+    """An exploratory grid's points: open markers throughout (a description, no registered decision to fill them)."""
     from ..publishing.plots import arm_color, variant_style
 
     color, (ls, marker) = arm_color(variant), variant_style(variant)
@@ -33,8 +34,6 @@ def _errorbars(ax, x, rows: list[dict], variant: str, y: str = "mean_diff", join
     ys = np.array([r[y] for r in rows], float)
     err = np.vstack([ys - [r["ci_low"] for r in rows], np.array([r["ci_high"] for r in rows]) - ys])
     ax.errorbar(x, ys, yerr=err, fmt=marker, ls=ls, color=color, capsize=2, mfc="white", label=ARM_NAMES[variant])
-    sig = [k for k, r in enumerate(rows) if r.get("significant")]
-    ax.plot(np.asarray(x, float)[sig], ys[sig], marker, color=color, zorder=3)
 
 
 def _budget_panel(ax, d: dict):
@@ -64,9 +63,10 @@ def _init_panel(ax, d: dict):
     ax.axhline(0, color="0.5", lw=0.8)
     ax.set_xticks(range(len(cats)), [f"N(0, {s:g})\n{h} head" for s, h in cats], fontsize=9)
     ax.set(xlabel="embedding init and output head", ylabel="Δ final val loss vs no norm (nats/char)")
-    ax.set_title(f"Init grid (exploratory; {model(i)}, {i['iters']} it, {i['seeds']} seeds): in this grid the init\n"
-                 f"scale may set the sign, untied head {effect(iw['small'])} at std {iw['small']['emb_init_std']:g}, "
-                 f"{effect(iw['large'])} at {iw['large']['emb_init_std']:g}", fontsize=9)
+    ax.set_title(f"Init grid (exploratory; {model(i)}, {i['iters']} it, {i['seeds']} seeds): the init scale\n"
+                 f"may set the sign; with an untied head LayerNorm {effect(iw['small'])} at std "
+                 f"{iw['small']['emb_init_std']:g}, {effect(iw['large'])} at {iw['large']['emb_init_std']:g}",
+                 fontsize=9)
 
 
 OPEN_ENGLISH_MARKERS = {"ln": "o", "rms": "D"}  # the adequate-data ladder's points, apart from the 1 MB ladder's
@@ -102,9 +102,12 @@ def _advice_panel(ax, w: dict, tokens_per_param: int):
         err = np.vstack([ys - [r["ci_low"] for r in rows], np.array([r["ci_high"] for r in rows]) - ys])
         marker, color = OPEN_ENGLISH_MARKERS[variant], arm_color(variant)
         ax.errorbar(x, ys, yerr=err, fmt=marker, ls=":", color=color, capsize=2, mfc="white", label=ARM_NAMES[variant])
-        # filled where the registered decision is resolved: a difference (Holm) or equivalence within ±MEI (TOST)
-        sig = [j for j, r in enumerate(rows) if r["significant"] or r.get("equivalent")]
-        ax.plot(x[sig], ys[sig], marker, color=color, zorder=3)
+        # the registered decision: filled where a difference is resolved (Holm), grey where the TOST puts it inside
+        # ±MEI (equivalent: the opposite reading, so not drawn like a cost), open where neither
+        differ = [j for j, r in enumerate(rows) if r["significant"] and not r.get("equivalent")]
+        same = [j for j, r in enumerate(rows) if r.get("equivalent")]
+        ax.plot(x[differ], ys[differ], marker, color=color, zorder=3)
+        ax.plot(x[same], ys[same], marker, color=color, mfc="0.6", zorder=3)
     ax.axhline(0, color="0.5", lw=0.8)
     ax.set_xscale("log")
     ax.set_xticks([r["params"] for r in rungs], [f"{millions(r['params'])}\n{r['shape']}"
@@ -151,8 +154,11 @@ def reach_words(shares: dict) -> str:
 def answer_figure(d: dict, w: dict) -> plt.Figure:
     """Four panels. Top, the advice's evidence: Δ val loss against size for trained, tuned models on open English
     inside the ±MEI band, and the largest size's learning curves. Bottom, where the answer changes: Δ against the
-    training budget and against the embedding's init scale on tiny Shakespeare. Open markers: not resolved after Holm;
-    filled: resolved."""
+    training budget and against the embedding's init scale on tiny Shakespeare. Top left, the registered decision:
+    filled, a difference resolved after Holm; grey, equivalent within ±MEI; open, not resolved. The bottom panels are
+    exploratory: open markers throughout."""
+    from ..stats import MEI
+
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.6))
     _advice_panel(axes[0][0], w, d["size"]["data_ladder"]["tokens_per_param"])
     _curves_panel(axes[0][1], w)
@@ -161,9 +167,10 @@ def answer_figure(d: dict, w: dict) -> plt.Figure:
     for a in axes.flat:
         a.legend(fontsize=8, loc="best")
         a.tick_params(labelsize=9)
-    fig.suptitle("Δ final validation loss, embedding norm minus no norm (nats/char; lower is better; 95% t intervals; "
-                 "filled marker = resolved after Holm)\nTop: open English, ~20 tokens per parameter, each arm tuned. "
-                 "Bottom: tiny Shakespeare grids at one shared LR, where the answer changes", fontsize=10.5)
+    fig.suptitle("Δ final validation loss, embedding norm minus no norm (nats/char; lower is better; 95% t intervals)\n"
+                 "Top: open English, ~20 tokens per parameter, each arm tuned (filled: a difference resolved after "
+                 f"Holm; grey: equivalent within ±{MEI:g}; open: not resolved).\nBottom: exploratory tiny Shakespeare "
+                 "grids at one shared LR, where the answer changes (open markers: a description)", fontsize=10.5)
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     return fig
 
