@@ -69,6 +69,10 @@ def committed(part: str) -> dict:
         from embnorm_lib.analyses.curves import curves_data
 
         return curves_data(default_runs_dir())
+    if part == "prose":
+        from embnorm_lib.analyses.prose import confirmatory_result
+
+        return confirmatory_result(default_runs_dir())
     return getattr(answer, f"{part}_data")(default_runs_dir())
 
 
@@ -79,7 +83,7 @@ def answer_data() -> dict:
 
     corpus = load_corpus()
     parts = {"registered": "registered", "zeroshot": "zeroshot", "budget": "budget", "init": "init",
-             "failures": "failure", "size": "size", "curves": "curves"}
+             "failures": "failure", "size": "size", "curves": "curves", "prose": "prose"}
     return {"corpus": {"chars": len(corpus.train) + len(corpus.val)}, "baselines": answer.baseline_data(),
             **{k: committed(v) for k, v in parts.items()}}
 
@@ -742,3 +746,27 @@ def test_each_open_english_size_states_how_sharply_its_lrs_were_chosen():
                 f"registered LRs, the sign changing in {shift['sign_changes']} of {shift['moves']} moves"
                 ) in " ".join(answer_detail().split())
     assert margins  # every quoted size of the finished ladder has its margins
+
+
+def test_the_prose_ladder_leads_the_first_screen_once_a_size_is_complete_and_trained():
+    """Issue 113 item 4: the prose ladder's record slots into the first screen without rewriting it; a recipe and
+    size leads once it is complete and trained, with its registered words; before that the page is as it was."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_prose_confirm import planted
+
+    from embnorm_lib.analyses.answer import first_screen
+    from embnorm_lib.analyses.prose_confirm import confirmatory_record
+
+    rec = json.loads((REPO / "runs" / "answer.json").read_text())
+    before = first_screen({**rec, "d": {**rec["d"], "prose": None}}, "figures/answer.png")
+    prose = json.loads(json.dumps(confirmatory_record(planted({"ln": 0.05}, {}), 2.0, 0.10)))
+    led = first_screen({**rec, "d": {**rec["d"], "prose": prose}}, "figures/answer.png")
+    lead = led.split("## TL;DR", 1)[1].strip().split("\n")[0]
+    assert lead.startswith("**On natural prose with subword tokens**") and "LayerNorm **costs** in bits per byte" in lead
+    assert "with the GPT-2 / nanoGPT recipe (" in lead and "(10 seeds)" in lead.replace("\n", " ")
+    assert led.replace(lead + "\n\n", "") == before  # nothing else moves
+    partial = {**prose, "cells": [{**c, "complete": False} for c in prose["cells"]]}
+    assert first_screen({**rec, "d": {**rec["d"], "prose": partial}}, "figures/answer.png") == before

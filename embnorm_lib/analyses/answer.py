@@ -336,13 +336,15 @@ def answer_data(out_dir=None) -> dict:
     """Every number the README's first screen quotes, from the committed studies."""
     from ..core.data import load_corpus
     from .curves import curves_data
+    from .prose import confirmatory_result
 
     out = runs_root(out_dir)
     corpus = load_corpus()
     return {"corpus": {"chars": len(corpus.train) + len(corpus.val)}, "baselines": baseline_data(),
             "registered": registered_data(out), "zeroshot": zeroshot_data(out), "budget": budget_data(out),
             "init": init_data(out), "failures": failure_data(out), "size": size_data(out),
-            "curves": curves_data(out)}
+            "curves": curves_data(out), "prose": confirmatory_result(out)}
+
 
 
 def available(out_dir=None) -> bool:

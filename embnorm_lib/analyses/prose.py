@@ -75,6 +75,16 @@ def _paired_lead(rows, best: float, runner_up: float) -> tuple[float, float]:
     return float(diff.mean()), se
 
 
+def confirmatory_result(out: Path) -> dict | None:
+    """The ladder's confirmatory record as its report wrote it (runs/<study>/result.json; this module is its one
+    writer) once it has runs, else None: the README's first screen leads with its trained, complete cells."""
+    from ..core.io import read_json
+
+    path = Path(out) / prose.CONFIRM_STUDY / "result.json"
+    found = read_json(path) if path.is_file() else None
+    return found if found and found.get("kind") == "prose-confirmatory" else None
+
+
 def _confirmatory(study: str, runs, out) -> dict:
     """The confirmatory record of the ladder (with the budget control beside size 0-x4 where it has runs) or of the
     budget control itself (its one size, exploratory: amendment 19 item 5)."""

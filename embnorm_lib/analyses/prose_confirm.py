@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..core.recipes import RECIPES
 from ..stats import compare, comparison_family, t_interval
 from ..stats.equivalence import EQUIVALENT_WORDS, MARGINS
 from ..studies import prose
@@ -139,7 +140,9 @@ def cell_record(runs: pd.DataFrame, recipe: str, level: str, bigram_bits_per_byt
                  for v in NORMS for m in SECONDARY if m in sub and sub[m].notna().any()]
     trained_below = bigram_bits_per_byte * (1 - margin)
     none_mean = float(none_bpb.mean()) if len(none_bpb) else None
-    return {"recipe": recipe, "level": level, "preset": prose.preset_name(recipe, level), "seeds": list(seeds),
+    return {"recipe": recipe, "recipe_words": RECIPES[recipe].description, "level": level,
+            "params": prose.non_embedding_params(prose.rung_of(level)), "preset": prose.preset_name(recipe, level),
+            "seeds": list(seeds),
             "complete": complete, "runs": int(len(sub)), "none_bits_per_byte": none_mean,
             "trained": none_mean is not None and none_mean <= trained_below, "trained_below": trained_below,
             "family": rows, "secondary": secondary,
