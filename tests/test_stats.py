@@ -284,3 +284,17 @@ def test_tost_words_follow_the_interval_and_a_planted_difference_flips_them():
     small, planted = family(-0.004), family(0.05)
     assert small["significant"] and small["equivalent"] and effect_word(small) == "equivalent within ±0.01"
     assert planted["significant"] and not planted["equivalent"] and effect_word(planted) == "costs"
+
+
+def test_every_accuracy_metric_counts_higher_as_better():
+    """prob_improvement reads METRIC_DIRECTION: an accuracy missing from it was scored as if lower were better (suite
+    v2's macro accuracy was); every *_acc metric a family can hold is listed, higher-is-better."""
+    import pandas as pd
+
+    from embnorm_lib import stats
+
+    for metric in ("val_acc", "lm_macro_acc", "lm2_macro_acc", "lm3_macro_acc"):
+        assert stats.METRIC_DIRECTION[metric] is False, metric
+        runs = pd.DataFrame([{"variant": v, "seed": s, metric: 0.5 + (0.01 * (s + 1) if v == "ln" else 0.0)}
+                             for v in ("none", "ln") for s in range(5)])
+        assert stats.compare(runs, metric, "ln").prob_improvement == 1.0  # every seed higher: every seed better

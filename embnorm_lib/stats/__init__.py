@@ -24,7 +24,7 @@ MDE_POWER = 0.8  # the power at which minimum detectable effects and seeds neede
 
 # metric -> True when lower is better
 METRIC_DIRECTION: dict[str, bool] = {
-    "val_loss": True, "val_acc": False, "ece_equal_width": True, "brier": True, "lm_macro_acc": False,
+    "val_loss": True, "val_acc": False, "ece_equal_width": True, "brier": True, "lm_macro_acc": False, "lm2_macro_acc": False,
     "lm3_macro_acc": False, "val_bits_per_byte": True,
     "final_grad_norm": True, "peak_grad_norm": True, "spike_count": True,
     "peak_grad_norm_post_warmup": True, "spike_count_post_warmup": True,
