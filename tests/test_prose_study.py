@@ -245,3 +245,16 @@ def test_amendment_20_precedes_every_confirmatory_and_budget_run():
             assert descends_from(json.loads(path.read_text())["git_commit"], ancestor), f"{path}: before amendment 20"
     if not ancestor:
         pytest.skip("amendment 20 not committed yet")
+
+
+def test_the_corpus_feeds_no_rung_past_its_four_passes():
+    """The data can feed the model (issue 112 item 4): every registered size's budget stays within 4 passes, and the
+    largest model the split feeds at 20 tokens per parameter is 4 x train tokens / 20, under 10M parameters for this
+    corpus (so issue 112 item 9's >= 10M rung needs more text, not a GPU alone)."""
+    from embnorm_lib.core.presets import PROSE_RUNGS, prose_params, prose_records
+    from embnorm_lib.studies.prose_setup import largest_fed
+
+    train_tokens = prose_records()[1]["train_tokens"]
+    assert largest_fed(train_tokens) == 4 * train_tokens // 20 and largest_fed(1000) == 200
+    assert all(prose_params(rung) <= largest_fed() for rung in range(len(PROSE_RUNGS)))
+    assert largest_fed() < 10_000_000

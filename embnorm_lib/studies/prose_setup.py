@@ -157,6 +157,16 @@ def landed_wall_seconds() -> dict[str, list[float]]:
     return found
 
 
+def largest_fed(train_tokens: int | None = None) -> int:
+    """The most parameters (counted as the budget counts them) the training split feeds at PROSE_TOKENS_PER_PARAM
+    tokens each within PROSE_MAX_PASSES passes: a larger rung, on a GPU too, would repeat the text more often than
+    the protocol allows (issue 112 item 9 asks for >= 10M non-embedding parameters)."""
+    from ..core.presets import PROSE_MAX_PASSES, PROSE_TOKENS_PER_PARAM, prose_records
+
+    tokens = prose_records()[1]["train_tokens"] if train_tokens is None else train_tokens
+    return PROSE_MAX_PASSES * tokens // PROSE_TOKENS_PER_PARAM
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=("tokenizer", "steptimes", "estimate"))
@@ -186,6 +196,8 @@ def main(argv=None) -> int:
         every = projection(json.loads(STEP_TIMES.read_text()), landed_wall_seconds(), every_level_added=True)
         print(f"With seeds 6-9 at every size: {every['total']:.1f} core-hours (the limit for adding them at size 2: "
               f"{prose.COMPUTE_LIMIT_HOURS})")
+        print(f"The training split feeds at most {largest_fed():,} counted parameters at 20 tokens each within 4 "
+              "passes (largest_fed): a larger rung needs more text, on any device.")
     return 0
 
 
