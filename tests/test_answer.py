@@ -83,7 +83,7 @@ def answer_data() -> dict:
 
     corpus = load_corpus()
     parts = {"registered": "registered", "zeroshot": "zeroshot", "budget": "budget", "init": "init",
-             "failures": "failure", "size": "size", "curves": "curves", "prose": "prose"}
+             "failures": "failure", "size": "size", "curves": "curves", "prose_ladder": "prose"}
     return {"corpus": {"chars": len(corpus.train) + len(corpus.val)}, "baselines": answer.baseline_data(),
             **{k: committed(v) for k, v in parts.items()}}
 
@@ -761,12 +761,12 @@ def test_the_prose_ladder_leads_the_first_screen_once_a_size_is_complete_and_tra
     from embnorm_lib.analyses.prose_confirm import confirmatory_record
 
     rec = json.loads((REPO / "runs" / "answer.json").read_text())
-    before = first_screen({**rec, "d": {**rec["d"], "prose": None}}, "figures/answer.png")
+    before = first_screen({**rec, "d": {**rec["d"], "prose_ladder": None}}, "figures/answer.png")
     prose = json.loads(json.dumps(confirmatory_record(planted({"ln": 0.05}, {}), 2.0, 0.10)))
-    led = first_screen({**rec, "d": {**rec["d"], "prose": prose}}, "figures/answer.png")
+    led = first_screen({**rec, "d": {**rec["d"], "prose_ladder": prose}}, "figures/answer.png")
     lead = led.split("## TL;DR", 1)[1].strip().split("\n")[0]
     assert lead.startswith("**On natural prose with subword tokens**") and "LayerNorm **costs** in bits per byte" in lead
     assert "with the GPT-2 / nanoGPT recipe (" in lead and "(10 seeds)" in lead.replace("\n", " ")
     assert led.replace(lead + "\n\n", "") == before  # nothing else moves
     partial = {**prose, "cells": [{**c, "complete": False} for c in prose["cells"]]}
-    assert first_screen({**rec, "d": {**rec["d"], "prose": partial}}, "figures/answer.png") == before
+    assert first_screen({**rec, "d": {**rec["d"], "prose_ladder": partial}}, "figures/answer.png") == before

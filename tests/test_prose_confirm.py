@@ -164,3 +164,25 @@ def test_the_effects_figure_draws_the_record(tmp_path):
     assert any(abs(y - ln_row["mean_diff"]) < 1e-9 for y in ys)
     paths = save(fig, tmp_path / "effects")
     assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
+
+
+def test_findings_carry_the_ladder_as_far_as_it_has_come(tmp_path):
+    """FINDINGS.md's prose paragraph reads the two records: tuning progress always, a size's registered words once it
+    is complete and trained, and nothing before the tuning study has a record."""
+    import json
+
+    from embnorm_lib.analyses.prose import findings_paragraphs
+
+    assert findings_paragraphs(tmp_path) == []
+    tuning = {"study": "prose-lr", "finished": 10, "planned": 20,
+              "cells": [{"bracketed": True}, {"bracketed": False}, {"bracketed": None}]}
+    (tmp_path / "prose-lr").mkdir()
+    (tmp_path / "prose-lr" / "result.json").write_text(json.dumps(tuning))
+    (text,) = findings_paragraphs(tmp_path)
+    assert "10 of 20 registered runs finished; 1 of the 3 learning-rate grids" in text
+    assert "answers nothing so far" in text
+    record = json.loads(json.dumps(confirmatory_record(planted({"ln": 0.05}, {}), 2.0, 0.10)))
+    (tmp_path / "prose").mkdir()
+    (tmp_path / "prose" / "result.json").write_text(json.dumps(record))
+    (text,) = findings_paragraphs(tmp_path)
+    assert "gpt2 at size 1 (10 seeds): ln costs in bits per byte (+0.05" in text and "answers nothing" not in text

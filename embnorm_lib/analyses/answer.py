@@ -343,7 +343,7 @@ def answer_data(out_dir=None) -> dict:
     return {"corpus": {"chars": len(corpus.train) + len(corpus.val)}, "baselines": baseline_data(),
             "registered": registered_data(out), "zeroshot": zeroshot_data(out), "budget": budget_data(out),
             "init": init_data(out), "failures": failure_data(out), "size": size_data(out),
-            "curves": curves_data(out), "prose": confirmatory_result(out)}
+            "curves": curves_data(out), "prose_ladder": confirmatory_result(out)}
 
 
 

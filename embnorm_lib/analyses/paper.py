@@ -61,7 +61,8 @@ def paper_data(out: Path) -> dict:
     """Everything the paper quotes, computed from the committed studies."""
     from ..analyses.budget import budget_table, load_budget_runs
     from ..core.data import load_corpus
-    from .findings import SEED_STUDY_TABLE1, replication_table
+    from ..studies.seed_study import SEED_STUDY_TABLE1
+    from .replication import replication_table
 
     main_runs = load_runs(MAIN, out)
     data: dict = {"runs_commits": sorted({str(c)[:12] for c in main_runs["git_commit"]}), "regimes": {}}

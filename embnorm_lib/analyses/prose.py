@@ -75,6 +75,17 @@ def _paired_lead(rows, best: float, runner_up: float) -> tuple[float, float]:
     return float(diff.mean()), se
 
 
+def findings_paragraphs(out: Path) -> list[str]:
+    """FINDINGS.md's paragraph on the ladder (templates/prose_findings.md.j2): how far its tuning has come and, per
+    complete and trained recipe and size, the registered words; [] before the tuning study has a record."""
+    path = Path(out) / prose.TUNING_STUDY / "result.json"
+    if not path.is_file():
+        return []
+    from ..core.io import read_json
+
+    return [render("prose_findings.md.j2", {"tuning": read_json(path), "confirm": confirmatory_result(out)}).strip()]
+
+
 def confirmatory_result(out: Path) -> dict | None:
     """The ladder's confirmatory record as its report wrote it (runs/<study>/result.json; this module is its one
     writer) once it has runs, else None: the README's first screen leads with its trained, complete cells."""

@@ -80,7 +80,7 @@ def markdown_arm_table(table: pd.DataFrame, metrics=("val_loss", "val_ppl", "val
 
 
 def replication_markdown(rep: pd.DataFrame) -> str:
-    """analyses.findings.replication_table as markdown: the seed study's Table 1 beside our runs."""
+    """analyses.replication.replication_table as markdown: the seed study's Table 1 beside our runs."""
     return to_markdown(pd.DataFrame({
         "variant": rep.index,
         "seed study PPL": [f"{v:.2f}" for v in rep["seed_study_val_ppl"]],
