@@ -606,3 +606,16 @@ def test_one_step_off_moves_each_arm_one_grid_step_and_counts_sign_changes():
     assert "none of the moves" in "\n".join(words.one_step_off_lines(runs))
     # an arm whose tuning is unfinished leaves the rung out
     assert analysis.one_step_off(runs[runs["cfg.seed"] != 101], rung).empty
+
+
+@pytest.mark.committed
+def test_findings_put_the_trend_without_the_untrained_rung_beside_the_four_rung_trend():
+    """Issue 113: wherever the ladder's trend appears, the fit without rung 0 (not trained) stands beside it, so a
+    reader sees that the resolved 4-rung slope rests on the untrained rung."""
+    from embnorm_lib.analyses.ladder_data_words import quoted_lines
+    from embnorm_lib.runner.results import load_runs
+
+    lines = quoted_lines(load_runs("ladder-data"))
+    four = [x for x in lines if x.startswith("- trend (exploratory)")]
+    three = [x for x in lines if x.startswith("- trend without rung 0")]
+    assert len(four) == len(three) == 2 and all("3 rungs)" in x for x in three) and all("4 rungs)" in x for x in four)

@@ -40,7 +40,11 @@ def quoted_lines(runs: pd.DataFrame) -> list[str]:
                      f"{first['lr_none']:g}, {lrs}): final val loss vs `none` "
                      + "; ".join(_words(r) for _, r in part.iterrows()) + "."
                      + why_not_resolved([r for _, r in part.iterrows()]))
-    return lines + trend_bullets(trend_table(runs), "trend (exploratory), ") if lines else lines
+    if not lines:
+        return lines
+    # the 4-rung line includes rung 0, which is not trained; the line without it stands beside it (issue 113)
+    return (lines + trend_bullets(trend_table(runs), "trend (exploratory), ")
+            + trend_bullets(trend_table(runs, checked_only=True), "trend without rung 0 (not trained; exploratory), "))
 
 
 MEI_WORDS = f"within the MEI (±{stats.MEI:g})"  # FINDINGS quotes these words without defining the MEI
