@@ -77,12 +77,15 @@ def paper_data(out: Path) -> dict:
             "params_none": int(runs.loc[runs["variant"] == "none", "n_params"].iloc[0])}
     from .. import stats
     from ..core import calibration
+    from ..core.config import RunConfig
     from ..core.data import TRAIN_FRACTION
 
     data["protocol"] = {"mei": stats.MEI, "alpha": stats.ALPHA, "ece_bins": calibration.N_BINS,
                         "train_percent": round(100 * TRAIN_FRACTION), "ci_percent": 95,
                         "p_floor": 0.001,  # smaller p-values are written "p < 0.001"
-                        "power_percent": round(100 * stats.MDE_POWER)}
+                        "power_percent": round(100 * stats.MDE_POWER),
+                        # a loss spike: a training loss above this factor times the median of the window's steps before
+                        "spike_factor": RunConfig.spike_factor, "spike_window": RunConfig.spike_window}
     data["external"] = EXTERNAL_FACTS
     prelim = load_runs(PRELIM, out)
     rep = replication_table(prelim)
