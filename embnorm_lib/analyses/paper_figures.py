@@ -1,5 +1,4 @@
-"""The paper's figures (issue 19), each drawn from paper/data.json's data alone: the forest of registered
-differences, the budget grid, the size ladders and the LR boundary. PAPER_FIGURES names them for the build
+"""The paper's figures (issue 19), each drawn from paper/data.json's data alone: the budget grid, the size ladders and the LR boundary. PAPER_FIGURES names them for the build
 (publishing.paper.write_paper_inputs writes SVG for typst and PDF for the LaTeX export)."""
 from __future__ import annotations
 
@@ -9,44 +8,11 @@ import pandas as pd
 
 from ..studies.paper_sources import LADDER
 
-# the metrics the forest shows, with their axis labels
+# the registered family's metrics (paper.py reads them for data.json), with their axis labels
 FAMILY_METRICS = ("val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc")
 METRIC_LABELS = {"val_loss": "validation loss (nats/char)", "val_acc": "next-char accuracy",
                  "ece_equal_width": "ECE (15 bins)", "brier": "Brier score",
                  "lm_macro_acc": "zero-shot macro acc. (suite v1)", "lm2_macro_acc": "zero-shot macro acc. (suite v2)"}
-
-
-def forest_figure(data: dict) -> plt.Figure:
-    """Paired difference from none per metric and arm, both regimes: mean and 95% t interval; filled = significant
-    after Holm (within the regime's family; suite v2's macro rows within its own family, amendment 3)."""
-    from ..publishing.plots import arm_color, interval_error
-
-    rows_of = {m: {k: [r for r in e["family"] if r["metric"] == m] for k, e in data["regimes"].items()}
-               for m in FAMILY_METRICS if m != "brier"}
-    if data.get("zeroshot_v2"):
-        rows_of["lm2_macro_acc"] = {k: [r for r in data["zeroshot_v2"].get(k, {}).get("family", [])
-                                        if r["task"] == "macro"] for k in data["regimes"]}
-    slots = [(regime, v) for regime in data["regimes"] for v in ("ln", "rms")]  # one row per arm, every panel
-    # each row named by its regime as Table 2 names it (layers x width, iterations), not by its study's code name
-    shapes = {k: f"{e['n_layer']}×{e['n_embd']}, {e['iters']} it." for k, e in data["regimes"].items()}
-    labels = [f"{v}, {shapes[regime]}" for regime, v in slots]
-    fig, axes = plt.subplots(1, len(rows_of), figsize=(2.1 * len(rows_of), 2.6))
-    for ax, (metric, by_regime) in zip(axes, rows_of.items(), strict=True):
-        for regime, rows in by_regime.items():
-            for row in rows:
-                color = arm_color(row["variant"])
-                ax.errorbar(row["mean_diff"], slots.index((regime, row["variant"])), xerr=interval_error(row),
-                            fmt="o", color=color, mfc=color if row["significant"] else "white", capsize=2)
-        ax.axvline(0, color="0.6", lw=0.8)
-        ax.set_yticks(range(len(slots)), labels if ax is axes[0] else [""] * len(slots), fontsize=7)
-        ax.set_title(METRIC_LABELS[metric], fontsize=8)
-        ax.tick_params(axis="x", labelsize=7)
-        ax.xaxis.set_major_locator(plt.MaxNLocator(3))  # narrow panels: labels that do not run together
-        ax.set_ylim(len(slots) - 0.5, -0.5)  # the first regime on top
-    fig.supxlabel("paired difference from none (95% t interval; filled: significant after Holm)", fontsize=8)
-    fig.tight_layout()
-    return fig
-
 
 
 def budget_figure(data: dict) -> plt.Figure:
@@ -231,5 +197,5 @@ def data_ladder_figure(data: dict) -> plt.Figure:
     return fig
 
 
-PAPER_FIGURES = {"forest": forest_figure, "budget": budget_figure, "boundary": boundary_figure,
+PAPER_FIGURES = {"budget": budget_figure, "boundary": boundary_figure,
                  LADDER: ladder_figure, "data_ladder": data_ladder_figure}
