@@ -73,7 +73,9 @@ EXTENSIONS: dict[tuple[str, str], dict[str, list[float]]] = {
     # gpt2, size 1: none's best sat at its grid's high edge, 0.00868 (mean 1.750 bits per byte over seeds 100-102;
     # runner-up 0.00614 by 0.0336 ± 0.0173 nats/token); ln's at its high edge, 0.00434 (mean 1.751; runner-up 0.00307
     # by 0.0212 ± 0.0243; runs/prose-lr/PROSE.md)
-    ("gpt2", "1"): {"none": [0.0123], "ln": [0.00614]},
+    # ... and ln's again at the extension, 0.00614 (mean 1.747; runner-up 0.00434 by 0.0101 ± 0.0127 nats/token:
+    # runs/prose-lr/PROSE.md)
+    ("gpt2", "1"): {"none": [0.0123], "ln": [0.00614, 0.00868]},
 }
 BEST_LR: dict[tuple[str, str], dict[str, float]] = {
     # speedrun, size 0: none's best 0.0065 is bracketed (mean 2.294 bits per byte over seeds 100-102; runner-up 0.0046
