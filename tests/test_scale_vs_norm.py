@@ -55,6 +55,25 @@ def test_normalizings_share_is_given_only_where_layernorms_difference_is_resolve
     assert [by.loc[1.0, "scale_share"], by.loc[0.02, "scale_share"]] == pytest.approx([1.0, 0.0], abs=0.05)  # as planted
 
 
+
+def test_each_half_is_compared_with_layernorm_itself_paired_by_seed():
+    runs = synthetic_runs()
+    shares = scale_vs_norm.normalizing_share(scale_vs_norm.regime_table(runs), runs).set_index("emb_init_std")
+    # std 1, tied: ln and scaled_unit gain 0.5 each, ln_matched nothing, so ln_matched sits 0.5 above ln, resolved,
+    # and scaled_unit within noise of it (rescaling alone reproduces the norm there, as planted)
+    assert shares.loc[1.0, "ln_matched_vs_ln"] == pytest.approx(0.5, abs=0.01)
+    assert shares.loc[1.0, "ln_matched_vs_ln_low"] > 0 and shares.loc[1.0, "ln_matched_vs_ln_seeds"] == 5
+    assert abs(shares.loc[1.0, "scaled_unit_vs_ln"]) < 0.01
+    # std 0.02: ln costs 0.1, both halves nothing, so each half lies 0.1 below ln
+    assert shares.loc[0.02, "ln_matched_vs_ln"] == pytest.approx(-0.1, abs=0.01)
+    assert shares.loc[0.02, "scaled_unit_vs_ln_high"] < 0
+    # the same pairs as stats.compare gives for the half against ln on that regime's runs
+    tied = scale_vs_norm.with_regime(runs)
+    tied = tied[(tied["cfg.emb_init_std"] == 0.02) & tied["cfg.tie_embeddings"]]
+    c = scale_vs_norm.stats.compare(tied, "val_loss", "ln_matched", baseline="ln")
+    assert (shares.loc[0.02, "ln_matched_vs_ln_low"], shares.loc[0.02, "ln_matched_vs_ln_high"]) == (c.ci_low, c.ci_high)
+    assert "ln_matched_vs_ln" not in scale_vs_norm.normalizing_share(scale_vs_norm.regime_table(runs))  # no runs given
+
 @pytest.mark.committed
 def test_the_modules_command_line_writes_the_report_publish_writes(tmp_path):
     """`python -m embnorm_lib.analyses.scale`, which SCALE.md names as its writer, writes what `publish` committed

@@ -278,15 +278,15 @@ def length_data(out: Path) -> dict:
 def scale_data(out: Path) -> dict:
     """Exploratory: per init regime (embedding std x tied/untied head) each arm's paired difference from none, with
     block 1's input norm at init; normalizing (ln_matched) against rescaling (scaled_unit, scaled)."""
-    from ..analyses.scale import SMALL_SHARE, STUDY, init_input_norms, normalizing_share, regime_table
+    from ..analyses.scale import STUDY, init_input_norms, normalizing_share, regime_table
 
     runs = load_runs(STUDY, out)
     table = regime_table(runs, init_input_norms(STUDY, out))
-    shares = normalizing_share(table)
+    shares = normalizing_share(table, runs)
     keep = [c for c in ("emb_init_std", "head", "variant", "seeds", "init_block1_input_norm", "delta_vs_none",
                         "ci_low", "ci_high", "p_holm", "significant") if c in table]
     return {"runs": len(runs), "planned": len(STUDIES[STUDY].cells()), "rows": json_records(table, keep),
-            "shares": json_records(shares, list(shares.columns)), "small_share": SMALL_SHARE}
+            "shares": json_records(shares, list(shares.columns))}
 
 
 def zeroshot_data(out: Path, study: str = MAIN) -> dict:

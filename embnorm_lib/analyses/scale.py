@@ -99,16 +99,27 @@ def attribution_lines(attributed: pd.DataFrame) -> list[str]:
             for _, r in attributed.iterrows()]
 
 
-def normalizing_share(table: pd.DataFrame) -> pd.DataFrame:
+def normalizing_share(table: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per regime where LayerNorm's difference from none is resolved (Holm): its difference, normalizing alone's
     (ln_matched), the share |ln_matched| / |ln|, and block 1's input norm at init for none and for ln; where the study
     ran scaled_unit (rescaling without normalizing), its difference, its input norm at init and `scale_share`,
-    scaled_unit / ln with its sign (negative where rescaling alone moves the loss the other way)."""
+    scaled_unit / ln with its sign (negative where rescaling alone moves the loss the other way). The shares are
+    ratios of two noisy means, a description; with `runs`, each half's own paired difference from `ln` (final val
+    loss, by seed, 95% t interval) says whether that half is resolved apart from the whole norm."""
     rows = []
     for (std, head), sub in table.groupby(["emb_init_std", "head"], sort=False):
         by = {r["variant"]: r for _, r in sub.iterrows()}
         if not {"none", "ln", "ln_matched"} <= set(by) or not bool(by["ln"].get("significant", False)):
             continue
+        gaps = {}
+        if runs is not None:
+            regime = with_regime(runs)
+            regime = regime[(regime["cfg.emb_init_std"] == std) & (regime["cfg.tie_embeddings"] == (head == "tied"))]
+            for half in ("ln_matched", "scaled_unit"):
+                if half in by:
+                    c = stats.compare(regime, "val_loss", half, baseline="ln")
+                    gaps.update({f"{half}_vs_ln": c.mean_diff, f"{half}_vs_ln_low": c.ci_low,
+                                 f"{half}_vs_ln_high": c.ci_high, f"{half}_vs_ln_seeds": c.n})
         rows.append({"emb_init_std": std, "head": head, "ln_delta": by["ln"]["delta_vs_none"],
                      "ln_matched_delta": by["ln_matched"]["delta_vs_none"],
                      "share": abs(by["ln_matched"]["delta_vs_none"] / by["ln"]["delta_vs_none"]),
@@ -117,11 +128,8 @@ def normalizing_share(table: pd.DataFrame) -> pd.DataFrame:
                      **({"scaled_unit_delta": by["scaled_unit"]["delta_vs_none"],
                          "scaled_unit_input_norm": by["scaled_unit"].get("init_block1_input_norm", np.nan),
                          "scale_share": by["scaled_unit"]["delta_vs_none"] / by["ln"]["delta_vs_none"] + 0.0}  # no "-0%"
-                        if "scaled_unit" in by else {})})
+                        if "scaled_unit" in by else {}), **gaps})
     return pd.DataFrame(rows)
-
-
-SMALL_SHARE = 0.1  # "normalizing alone carries under a tenth of LayerNorm's difference"
 
 
 def write_report(out_dir=None, study: str = STUDY, answer: list[str] | None = None) -> Path:
@@ -147,12 +155,15 @@ def write_report(out_dir=None, study: str = STUDY, answer: list[str] | None = No
              "## Which half of LayerNorm carries its effect", "",
              "Each arm's difference from none in words, only where the Holm decision of its regime resolves it.", "",
              compact_markdown(attribution(table)), ""]
-    shares = normalizing_share(table)
+    shares = normalizing_share(table, runs)
     if len(shares):
         lines += ["## Normalizing alone and rescaling alone, as shares of LayerNorm's difference", "",
                   "Regimes where LayerNorm's difference is resolved: `share` = |ln_matched| / |ln|, beside block 1's "
                   "input norm at init without a norm and with LayerNorm; `scale_share` = scaled_unit / ln (signed), "
-                  "beside the input norm scaled_unit gives block 1 at init (a description: no test of the shares).",
+                  "beside the input norm scaled_unit gives block 1 at init (a description: no test of the shares). "
+                  "`ln_matched_vs_ln` and `scaled_unit_vs_ln`: each half's paired difference from `ln` itself "
+                  "(by seed, with its 95% t interval): where the interval excludes 0, that half alone does not "
+                  "reproduce the whole norm's loss.",
                   "", compact_markdown(shares), ""]
     return write_text_stable(study_dir_for(study, out).root / "SCALE.md", "\n".join(lines))
 
