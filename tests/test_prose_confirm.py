@@ -87,12 +87,12 @@ def test_the_report_renders_every_row_from_the_record():
 
 
 def test_share_to_reach_interpolates_between_evaluations():
-    from embnorm_lib.analyses.prose_confirm import share_to_reach
+    from embnorm_lib.analyses.prose_confirm import interpolated_share_to_reach
 
     steps, loss = np.array([0.0, 10.0, 20.0]), np.array([3.0, 2.0, 1.0])
-    assert share_to_reach(steps, loss, 1.5) == pytest.approx(0.75)
-    assert share_to_reach(steps, loss, 3.5) == 0.0  # reached at the first evaluation
-    assert math.isnan(share_to_reach(steps, loss, 0.5))  # never reached
+    assert interpolated_share_to_reach(steps, loss, 1.5) == pytest.approx(0.75)
+    assert interpolated_share_to_reach(steps, loss, 3.5) == 0.0  # reached at the first evaluation
+    assert math.isnan(interpolated_share_to_reach(steps, loss, 0.5))  # never reached
 
 
 def planted_curves(slow: float, seeds=(0, 1, 2)) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -298,3 +298,18 @@ def test_every_accuracy_metric_counts_higher_as_better():
         runs = pd.DataFrame([{"variant": v, "seed": s, metric: 0.5 + (0.01 * (s + 1) if v == "ln" else 0.0)}
                              for v in ("none", "ln") for s in range(5)])
         assert stats.compare(runs, metric, "ln").prob_improvement == 1.0  # every seed higher: every seed better
+
+
+def test_mean_interval_is_the_t_interval_of_the_finite_values():
+    from scipy import stats as sps
+
+    from embnorm_lib.stats import mean_interval
+
+    values = [0.61, 0.72, float("nan"), 0.55, 0.8]
+    found = mean_interval(values)
+    v = np.array([0.61, 0.72, 0.55, 0.8])
+    half = sps.t.ppf(0.975, 3) * v.std(ddof=1) / np.sqrt(4)
+    assert found["n"] == 4 and found["mean"] == pytest.approx(v.mean())
+    assert (found["ci_low"], found["ci_high"]) == pytest.approx((v.mean() - half, v.mean() + half), rel=1e-12)
+    assert mean_interval([0.5]) == {"mean": 0.5, "ci_low": None, "ci_high": None, "n": 1}
+    assert mean_interval([]) == {"mean": None, "ci_low": None, "ci_high": None, "n": 0}

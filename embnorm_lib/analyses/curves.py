@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..core.io import runs_root
 from ..core.rundir import study_dir_for
 from ..core.steplog import step_log_frame
+from ..stats import mean_interval
 
 WINDOW_SHARE = 0.01  # the rolling mean's window, as a share of the run's steps (at least 1 step)
 POINTS = 60  # points kept per curve for the record and the figure
@@ -35,13 +35,10 @@ def share_to_reach(curve: np.ndarray, target: float) -> float:
 
 
 def _mean_ci(values: list[float]) -> dict:
-    v = np.array([x for x in values if np.isfinite(x)])
-    if len(v) < 2:
-        return {"mean": float(v.mean()) if len(v) else None, "ci_low": None, "ci_high": None, "pairs": len(v),
-                "of": len(values)}
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-    return {"mean": float(v.mean()), "ci_low": float(v.mean() - half), "ci_high": float(v.mean() + half),
-            "pairs": len(v), "of": len(values)}
+    """The mean share over seed pairs with its t interval; `pairs` of `of` pairs reach the target."""
+    found = mean_interval(values)
+    return {"mean": found["mean"], "ci_low": found["ci_low"], "ci_high": found["ci_high"], "pairs": found["n"],
+            "of": len(values)}
 
 
 def size_curves(study: str, runs: pd.DataFrame, preset: str, variants=("ln", "rms"), out_dir=None) -> dict:

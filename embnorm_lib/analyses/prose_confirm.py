@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.recipes import RECIPES
-from ..stats import compare, comparison_family, t_interval
+from ..stats import compare, comparison_family, mean_interval
 from ..stats.equivalence import EQUIVALENT_WORDS, MARGINS
 from ..studies import prose
 
@@ -51,7 +51,7 @@ def interim_curve(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return subset["step"].to_numpy(float), subset["val_loss"].to_numpy(float)
 
 
-def share_to_reach(steps: np.ndarray, loss: np.ndarray, target: float) -> float:
+def interpolated_share_to_reach(steps: np.ndarray, loss: np.ndarray, target: float) -> float:
     """The share of the steps to its last interim evaluation at which a run's loss, interpolated linearly between
     evaluations, first reaches `target` (nan where it never does)."""
     hit = np.flatnonzero(loss <= target)
@@ -82,19 +82,12 @@ def compute_multiplier(runs: pd.DataFrame, evals: pd.DataFrame) -> dict:
             continue
         found[norm] = {}
         for key, (runner, target) in {"none_to_norm": ("none", norm), "norm_to_none": (norm, "none")}.items():
-            shares = [share_to_reach(*curves[(runner, s)], curves[(target, s)][1][-1]) for s in seeds]
+            shares = [interpolated_share_to_reach(*curves[(runner, s)], curves[(target, s)][1][-1]) for s in seeds]
             reached = [x for x in shares if math.isfinite(x)]
-            found[norm][key] = {**mean_interval(reached), "reached": len(reached), "of": len(seeds)}
+            mean = mean_interval(reached)
+            found[norm][key] = {"mean": mean["mean"], "ci_low": mean["ci_low"], "ci_high": mean["ci_high"],
+                                "reached": mean["n"], "of": len(seeds)}
     return found
-
-
-def mean_interval(values: list[float]) -> dict:
-    """Mean and 95% t interval of values (None where there are too few for one)."""
-    if not values:
-        return {"mean": None, "ci_low": None, "ci_high": None}
-    low, high = t_interval(np.array(values))
-    return {"mean": float(np.mean(values)), "ci_low": None if math.isnan(low) else low,
-            "ci_high": None if math.isnan(high) else high}
 
 
 def _by_seed(runs: pd.DataFrame, metric: str, norm: str) -> pd.Series:

@@ -115,6 +115,15 @@ def t_interval(diffs: np.ndarray, confidence: float = 0.95) -> tuple[float, floa
     return float(ci.low), float(ci.high)
 
 
+def mean_interval(values) -> dict:
+    """The mean of the finite values and its 95% t interval (None where fewer than 2 values give no interval; a
+    mean of None where there are none), with `n`, how many values it rests on: the one helper for a mean over seeds
+    that is not a paired difference (a share of steps, a change between two differences)."""
+    v = np.array([x for x in values if np.isfinite(x)], dtype=float)
+    low, high = t_interval(v)
+    return {"mean": float(v.mean()) if len(v) else None, "ci_low": None if math.isnan(low) else low,
+            "ci_high": None if math.isnan(high) else high, "n": len(v)}
+
 def wilcoxon_min_p(n: int) -> float:
     """Smallest two-sided p of the exact signed-rank test with n untied pairs: every sign agreeing, 2 / 2^n
     (0.25 at n = 3, 0.0625 at n = 5): below n = 6 it can never reach 0.05."""
