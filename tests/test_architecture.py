@@ -301,3 +301,22 @@ def test_no_module_of_the_package_is_over_400_lines():
     over = [f"{p.relative_to(PACKAGE)} {n}" for p in sorted(PACKAGE.rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
     assert over == []
+
+
+def test_every_plugin_is_a_function_not_a_name():
+    """Issue 114 item 5: a plugin is referenced by its object, so renaming or moving it breaks at import, not when a
+    page is published; reading the registry still imports neither matplotlib nor the paper's typst."""
+    import subprocess
+    import sys
+
+    from embnorm_lib.runner.registry import ANALYSES, STUDIES, site
+
+    for analysis in ANALYSES.values():
+        assert callable(analysis.publish) and (analysis.publish_group is None or callable(analysis.publish_group))
+    assert all(callable(s.entry) for s in site().sections)
+    assert callable(site().readme) and callable(site().findings) and callable(site().paper)
+    assert all(s.readme_extra is None or callable(s.readme_extra) for s in STUDIES.values())
+    loaded = subprocess.run([sys.executable, "-c", "import sys; from embnorm_lib.runner.registry import ANALYSES, site;"
+                             "len(ANALYSES); site(); print(sorted(m for m in ('matplotlib', 'typst') if m in sys.modules))"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"

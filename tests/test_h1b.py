@@ -94,12 +94,12 @@ def test_the_report_renders_from_a_runs_index(tmp_path):
 
 
 def test_publish_knows_the_plugin_of_every_registered_study():
-    from embnorm_lib.runner.registry import ANALYSES, analysis_of, resolve
+    from embnorm_lib.runner.registry import ANALYSES, analysis_of
     from embnorm_lib.studies import STUDIES
 
     for study in STUDIES:
         plugin = analysis_of(study)
-        assert plugin.kind == STUDIES[study].analysis and callable(resolve(plugin.publish)), study
+        assert plugin.kind == STUDIES[study].analysis and callable(plugin.publish), study
     assert analysis_of("an-adhoc-grid").kind == "paired"  # a study outside the registry is a paired one
     assert ANALYSES["h1b"].partial and not ANALYSES["paired"].partial
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..publishing.publish import run_analysis_notebooks
 from ..publishing.render import markdown_arm_table
 from ..publishing.report import arm_table, layouts, planned
-from ..runner.registry import Section, check_registered_runs, resolve
+from ..runner.registry import Section, check_registered_runs
 from ..runner.results import build_index, has_index, load_positions, load_runs, study_provenance
 from ..studies import STUDIES
 
@@ -134,7 +134,7 @@ def paired_entry(study: str, out: Path, section: Section) -> list[str]:
     if (out / study / "ZEROSHOT.md").is_file():
         parts += _zeroshot_paragraph(study, out)
     if STUDIES[study].readme_extra:
-        parts += resolve(STUDIES[study].readme_extra)(runs)
+        parts += STUDIES[study].readme_extra(runs)
     return parts
 
 

@@ -34,7 +34,7 @@ from ..core.io import (
 )
 from ..runner.design import check_design
 from ..runner.kernels import execute_notebook
-from ..runner.registry import ANALYSES, analysis_of, headline_studies, resolve, site
+from ..runner.registry import ANALYSES, analysis_of, headline_studies, site
 from .recipe_table import write_recipes
 from .report import write_runs_readme
 
@@ -166,13 +166,13 @@ def publish(study: str, out_dir=None, figures_dir=None) -> dict[str, Path]:
                           f"{publishable_names(out, groups)}")
     with transaction(out):
         if study in groups:
-            written = resolve(groups[study].publish_group)(out, figures)
+            written = groups[study].publish_group(out, figures)
             pages = True
         else:
             plugin = analysis_of(study)
             check_design(study, out, publishing=True)  # exactly the registered design, no sweep holding it
             try:
-                written = resolve(plugin.publish)(study, out, figures)
+                written = plugin.publish(study, out, figures)
             except (ConfigError, RunDirError, DataError) as e:
                 if not plugin.group:
                     raise
@@ -199,8 +199,8 @@ def quoting_pages(out: Path, refresh: bool) -> dict[str, Path]:
     and the paper, which quote it."""
     written = {"runs/README.md": write_runs_readme(out), "runs/RECIPES.md": write_recipes(out)}
     if refresh:
-        written.update({path.relative_to(repo_root()).as_posix(): path for path in resolve(site().readme)(out)})
-        written["paper.pdf"] = resolve(site().paper)(out)
+        written.update({path.relative_to(repo_root()).as_posix(): path for path in site().readme(out)})
+        written["paper.pdf"] = site().paper(out)
     return written
 
 
@@ -224,9 +224,9 @@ def main(argv=None) -> int:
         if args.study in ("paper", "readme"):
             with transaction(runs_root(args.out_dir)):
                 if args.study == "paper":
-                    written = {"paper.pdf": resolve(site().paper)(args.out_dir)}
+                    written = {"paper.pdf": site().paper(args.out_dir)}
                 else:
-                    written = {path.name: path for path in resolve(site().readme)(args.out_dir)}
+                    written = {path.name: path for path in site().readme(args.out_dir)}
         else:
             written = publish(args.study, args.out_dir, args.figures_dir)
     except (*BRIEF_ERRORS, OSError) as e:  # nothing of the publication was kept (a transaction)

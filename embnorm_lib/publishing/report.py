@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..core.errors import entry
 from ..core.io import runs_root, write_bytes_if_changed
-from ..runner.registry import ANALYSES, STUDIES, Section, resolve, site, study_cells
+from ..runner.registry import ANALYSES, STUDIES, Section, site, study_cells
 from ..runner.results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .render import compact_markdown, layouts_text, markdown_arm_table
 
@@ -118,7 +118,7 @@ def runs_readme(out_dir: str | Path | None = None) -> str:
     parts = list(HEADER)
     for section in site().sections:
         parts += list(section.heading)
-        entry_lines = resolve(section.entry)
+        entry_lines = section.entry
         for kind in (a.kind for a in ANALYSES.values() if a.section == section.key):
             for study in (s.name for s in STUDIES.values() if s.analysis == kind):
                 parts += entry_lines(study, out, section)

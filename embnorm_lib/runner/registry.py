@@ -119,23 +119,24 @@ class Study:
     # the README's headline studies: their zero-shot and paired findings lead, and publishing one rewrites the pages
     headline: bool = False
     default: bool = False  # the study a command runs when given none (the README's main job)
-    readme_extra: str = ""  # "module:function" (runs) -> lines that runs/README.md adds under the study's table
+    readme_extra: Callable | None = None  # (runs) -> lines that runs/README.md adds under the study's table
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """A kind of analysis: how a study of that kind is published and listed. Functions are named as
-    "module:function" under embnorm_lib and imported only when called, so looking a kind up stays cheap."""
+    """A kind of analysis: how a study of that kind is published and listed. Its functions are the plugin's own
+    objects; a plugin whose module is costly to import (matplotlib, the paper) registers a small function that
+    imports it when called, so looking a kind up stays cheap."""
 
     kind: str
-    publish: str  # (study, out, figures_dir) -> {name: path}: the study's index, report(s) and their extras
+    publish: Callable  # (study, out, figures_dir) -> {name: path}: the study's index, report(s) and their extras
     partial: bool = False  # its report counts finished runs, so a study still training may be published
     # publishing one of its studies rewrites the README's pages always, or only for a headline study (the pages
     # quote no other study of the kind)
     headline_only: bool = False
     section: str = ""  # which section of runs/README.md lists its studies (SITE.sections)
     group: str = ""  # a publish target that names all of its studies together ("" for none)
-    publish_group: str = ""  # (out, figures_dir) -> {name: path}: that target's publication
+    publish_group: Callable | None = None  # (out, figures_dir) -> {name: path}: that target's publication
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class Section:
     """A section of runs/README.md: its heading and opening lines, and how each of its studies is listed."""
 
     key: str
-    entry: str  # "module:function" (study, out, section) -> markdown lines of one study
+    entry: Callable  # (study, out, section) -> markdown lines of one study
     heading: tuple[str, ...] = ()  # lines before its first study (none: each study brings its own heading)
     links: tuple[str, ...] = ()  # the report files an entry links where a study has them, in this order
 
@@ -153,16 +154,10 @@ class Site:
     """What the study layer publishes beyond each study's reports: the pages quoting them all, and the paper."""
 
     sections: tuple[Section, ...]
-    readme: str  # (out_dir) -> [paths]: the README's first screen, FINDINGS.md, the figure index
-    findings: str  # (out_dir, studies) -> markdown: the findings of the given studies
-    paper: str  # (out_dir) -> path: paper/paper.pdf
+    readme: Callable  # (out_dir) -> [paths]: the README's first screen, FINDINGS.md, the figure index
+    findings: Callable  # (out_dir, studies) -> markdown: the findings of the given studies
+    paper: Callable  # (out_dir) -> path: paper/paper.pdf
     default_kind: str  # the analysis of a study outside the registry (a grid given on the command line)
-
-
-def resolve(ref: str) -> Callable:
-    """A registered "module:function" (module under embnorm_lib), imported now."""
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.{module}"), name)
 
 
 class Registry(MutableMapping):
@@ -261,7 +256,7 @@ def analysis_of(study: str) -> Analysis:
 def write_own_report(study: str, out_dir=None, figures_dir=None) -> Path:
     """A report module's own command line: the study's pages written by its kind's plugin, as `publish` writes them
     (the answer its header quotes included), without the pages that quote it; the report's path (the plugin's first)."""
-    written = resolve(analysis_of(study).publish)(study, runs_root(out_dir), Path(figures_dir) if figures_dir else None)
+    written = analysis_of(study).publish(study, runs_root(out_dir), Path(figures_dir) if figures_dir else None)
     return next(iter(written.values()))
 
 

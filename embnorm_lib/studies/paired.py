@@ -6,13 +6,21 @@ from ..runner.registry import ABC, WITH_LM_EVAL, Study, grid
 from .paper_sources import FINAL, MAIN, PRELIM
 from .seed_study import TABLE1_PRESET
 
+
+def replication_lines(runs) -> list[str]:
+    """The seed study's perplexities beside ours under runs/README.md's table (analyses/replication.py)."""
+    from ..analyses.replication import replication_lines
+
+    return replication_lines(runs)
+
+
 ZEROSHOT_V2_CONFIRMATORY = (PRELIM, FINAL, MAIN)  # amendment 1, item 6: zero-shot v2 is confirmatory in these studies
 
 ENTRIES = (
     Study(PRELIM, "The seed study's Table 1 protocol: variants none/ln/rms x seeds 0-2 x 150 iterations "
                   "of the 8-layer x 128 model (batch 16, block 128, AdamW 3e-4, warmup + cosine).", "paired",
           lambda: grid(PRELIM, TABLE1_PRESET, ABC, range(3), fixed=WITH_LM_EVAL),
-          status="confirmatory", amendment=0, readme_extra="analyses.replication:replication_lines",
+          status="confirmatory", amendment=0, readme_extra=replication_lines,
           question=("Does the seed study's reported gain from a LayerNorm after the embedding replicate under its own "
                     "short protocol, and does an embedding norm change the final validation loss there?")),
     Study(FINAL, "The seed study's final plan: none/ln/rms x seeds 0-4 x 300 iterations, same model.",

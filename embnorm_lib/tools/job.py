@@ -26,7 +26,7 @@ from ..core.steplog import read_step_log
 from ..publishing.publish import publish
 from ..runner import sweep
 from ..runner.kernels import execute_notebook
-from ..runner.registry import default_study, resolve, site, study_cells
+from ..runner.registry import default_study, site, study_cells
 from ..runner.results import load_runs
 
 TIMING_KEYS = {"step_ms", "wall_s", "eval_s"}
@@ -253,7 +253,7 @@ def main(argv=None) -> int:
         written = publish(args.study, out, out / "figures" / args.study if separate else None)
         print(f"published: {', '.join(shown_path(p) for p in written.values())}")
         print(f"\nFindings ({args.study}, from {shown_path(out / args.study / 'REPORT.md')}):")
-        print(resolve(site().findings)(out, (args.study,)))
+        print(site().findings(out, (args.study,)))
         if args.fresh:
             ours, theirs = load_runs(args.study, out), load_runs(args.study, committed_out)
             merged = ours.merge(theirs, on="run_dir", suffixes=("", "_committed"))
