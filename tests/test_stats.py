@@ -313,3 +313,22 @@ def test_mean_interval_is_the_t_interval_of_the_finite_values():
     assert (found["ci_low"], found["ci_high"]) == pytest.approx((v.mean() - half, v.mean() + half), rel=1e-12)
     assert mean_interval([0.5]) == {"mean": 0.5, "ci_low": None, "ci_high": None, "n": 1}
     assert mean_interval([]) == {"mean": None, "ci_low": None, "ci_high": None, "n": 0}
+
+
+def test_every_compared_metric_is_registered_once_with_its_direction_and_labels():
+    """Issue 114 item 5: one metric registry; the directions, labels and words the pages use are read from it."""
+    from embnorm_lib.analyses import answer_words, findings, paired, paper_figures, prose_confirm
+    from embnorm_lib.core.calibration import N_BINS
+    from embnorm_lib.publishing import plots
+    from embnorm_lib.stats.metrics import ECE_BINS, METRICS
+
+    compared = {*paired.DEFAULT_METRICS, *paper_figures.FAMILY_METRICS, *prose_confirm.PRIMARY, *prose_confirm.SECONDARY}
+    assert compared <= set(METRICS), compared - set(METRICS)
+    assert stats.METRIC_DIRECTION == {name: m.lower_is_better for name, m in METRICS.items()}
+    assert not METRICS["lm3_macro_acc"].lower_is_better and METRICS["val_bits_per_byte"].lower_is_better
+    assert set(plots.METRIC_LABELS) | set(paper_figures.METRIC_LABELS) | set(findings.SECONDARY_WORDS) <= set(METRICS)
+    assert set(answer_words.CALIBRATION) == {"brier", "ece_equal_width"} and ECE_BINS == N_BINS
+    # the prose family's words follow the registry: a higher accuracy helps, a higher bits per byte costs
+    row = {"equivalent": False, "significant": True, "mean_diff": 0.02}
+    assert prose_confirm.word({**row, "metric": "lm3_macro_acc"}) == "helps"
+    assert prose_confirm.word({**row, "metric": "val_bits_per_byte"}) == "costs"

@@ -13,6 +13,7 @@ from ..core.io import runs_root
 from ..publishing.render import percent
 from ..runner.results import has_index, load_runs
 from ..stats import p_text
+from ..stats.metrics import METRICS
 from ..studies import STUDIES, headline_studies
 from ..studies.findings_groups import FINDINGS_GROUPS
 from ..studies.paper_sources import BPE_REP, LADDER, LADDER_BPE, LADDER_DATA, PRELIM
@@ -59,9 +60,7 @@ def _where(study: str, scope: str, several: bool) -> str:
     return where + (f" ({overlap})" if overlap else "")
 
 
-SECONDARY_WORDS = {"ece_equal_width": ("top-label ECE (15 equal-width bins)", "worse", "better"),
-                   "brier": ("Brier score", "worse", "better"),
-                   "lm_macro_acc": ("zero-shot macro accuracy, suite v1 (superseded)", "higher", "lower")}
+SECONDARY_WORDS = {name: m.finding_words for name, m in METRICS.items() if m.finding_words}
 
 
 def secondary_sentence(study: str, scope: str, out: Path, several: bool, metrics: tuple[str, ...]) -> str:

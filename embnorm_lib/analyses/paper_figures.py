@@ -6,13 +6,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..stats.metrics import labels
 from ..studies.paper_sources import LADDER
 
 # the registered family's metrics (paper.py reads them for data.json), with their axis labels
 FAMILY_METRICS = ("val_loss", "val_acc", "ece_equal_width", "brier", "lm_macro_acc")
-METRIC_LABELS = {"val_loss": "validation loss (nats/char)", "val_acc": "next-char accuracy",
-                 "ece_equal_width": "ECE (15 bins)", "brier": "Brier score",
-                 "lm_macro_acc": "zero-shot macro acc. (suite v1)", "lm2_macro_acc": "zero-shot macro acc. (suite v2)"}
+METRIC_LABELS = labels("paper_label")
 
 
 def budget_figure(data: dict) -> plt.Figure:

@@ -14,6 +14,7 @@ import pandas as pd
 from ..core.recipes import RECIPES
 from ..stats import compare, comparison_family, mean_interval
 from ..stats.equivalence import EQUIVALENT_WORDS, MARGINS
+from ..stats.metrics import METRICS
 from ..studies import prose
 
 LN2 = math.log(2)
@@ -26,7 +27,6 @@ def bits_per_byte(runs: pd.DataFrame) -> pd.Series:
 PRIMARY = ("val_bits_per_byte", "lm3_macro_acc")  # the registered family's metrics, with their margins
 SECONDARY = ("ece_equal_width", "brier")  # reported with unadjusted intervals, labelled secondary
 NORMS = ("ln", "rms")
-HIGHER_IS_BETTER = {"lm3_macro_acc"}
 
 
 def word(row: dict) -> str:
@@ -35,7 +35,7 @@ def word(row: dict) -> str:
         return EQUIVALENT_WORDS
     if not row["significant"]:
         return "not resolved"
-    better = (row["mean_diff"] > 0) == (row["metric"] in HIGHER_IS_BETTER)
+    better = (row["mean_diff"] < 0) == METRICS[row["metric"]].lower_is_better
     return "helps" if better else "costs"
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..core.io import write_figure_if_changed
 from ..core.variants import VARIANTS, arm_variant, variant_names
+from ..stats.metrics import labels
 
 # No dates in the files: the same data drawn by the same matplotlib gives the same bytes, so re-publishing
 # unchanged runs leaves committed figures untouched (a PDF also where another CPU moved a coordinate's last
@@ -259,11 +260,7 @@ def plot_temperature(calibration: pd.DataFrame) -> plt.Figure:
 
 # -- statistics figures (analysis.py) ----------------------------------------------------------
 
-METRIC_LABELS = {"val_loss": "val loss (nats/char)", "val_acc": "next-char accuracy", "ece_equal_width": "ECE (15 bins)",
-                 "brier": "Brier", "lm_macro_acc": "zero-shot macro acc (suite v1, superseded)", "final_grad_norm": "final grad norm",
-                 "peak_grad_norm": "peak grad norm", "spike_count": "loss spikes",
-                 "peak_grad_norm_post_warmup": "peak grad norm after warm-up",
-                 "spike_count_post_warmup": "loss spikes after warm-up"}
+METRIC_LABELS = labels("plot_label")
 
 
 def plot_forest(fam: pd.DataFrame, label: str, primary: str, mei: float) -> plt.Figure:

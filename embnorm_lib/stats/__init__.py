@@ -14,6 +14,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from .equivalence import MEI, NOISELESS_SPREAD, equivalence_columns, noiseless  # noqa: F401 (re-exported)
+from .metrics import METRICS
 from .multiple import ALPHA, holm, holm_alphas  # noqa: F401 (re-exported)
 
 N_RESAMPLES = 10_000
@@ -22,13 +23,8 @@ BCA_MIN_N = 20  # below this many seeds a BCa interval covers far less than 95% 
 PRIMARY = "val_loss"
 MDE_POWER = 0.8  # the power at which minimum detectable effects and seeds needed are computed
 
-# metric -> True when lower is better
-METRIC_DIRECTION: dict[str, bool] = {
-    "val_loss": True, "val_acc": False, "ece_equal_width": True, "brier": True, "lm_macro_acc": False, "lm2_macro_acc": False,
-    "lm3_macro_acc": False, "val_bits_per_byte": True,
-    "final_grad_norm": True, "peak_grad_norm": True, "spike_count": True,
-    "peak_grad_norm_post_warmup": True, "spike_count_post_warmup": True,
-}
+# metric -> True when lower is better (the metric registry's directions)
+METRIC_DIRECTION: dict[str, bool] = {name: m.lower_is_better for name, m in METRICS.items()}
 
 
 @dataclass
