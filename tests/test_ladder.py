@@ -900,3 +900,22 @@ def test_publishing_an_lr_check_asks_no_size_findings(monkeypatch, tmp_path):
     assert "asked" not in written and all(written[s] is None for s in analysis.LR_CHECKS)
     publishers.ladder("ladder", tmp_path, None)
     assert written["asked"] == "ladder" and written["ladder"] == ["- a"]
+
+
+def test_the_registered_token_counts_are_the_committed_tokenizers_counts_and_listing_cells_tokenizes_nothing(monkeypatch):
+    """Study.cells() has no side effect (issue 114 item 5): the subword ladder's budgets read registered token counts,
+    which equal what the committed tokenizers give for tiny Shakespeare's training split."""
+    from embnorm_lib.core import data
+    from embnorm_lib.core.data import load_corpus
+    from embnorm_lib.studies import STUDIES
+    from embnorm_lib.studies.ladder import TRAIN_TOKENS
+
+    for tokenizer, tokens in TRAIN_TOKENS.items():
+        assert len(load_corpus(tokenizer=tokenizer).train) == tokens, tokenizer
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("listing a study's cells loaded a corpus")
+
+    monkeypatch.setattr(data, "load_corpus", refuse)
+    for study in STUDIES.values():
+        study.cells()
