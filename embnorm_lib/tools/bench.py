@@ -12,7 +12,8 @@ forward beside it), and per run under the committed plan (every pass on every wi
 plan (studies.INTERIM_EVAL). One run through the training notebook, as the sweep runs it: its wall time outside
 the training loop without lm-eval, and lm-eval's time. Packed jobs (packed.py): model-iterations/s of K seeds
 trained as one job in one process using every core, and `packed_speedup` = that / the sweep's default layout, on the
-device measured (the sweep packs by itself only on CUDA)."""
+device measured (the sweep packs by itself only on CUDA). The fleet (fleet.py): member-iterations/s of the three arms
+as one fleet in one process, and `fleet_speedup` = that / the sweep's default layout."""
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ from ..core.train import train
 from ..runner.registry import INTERIM_EVAL, Cell, default_study, study_cells
 
 PACK_SIZES = (2, 4)  # seeds per packed job timed
+FLEET_ARMS = ("none", "ln", "rms")  # the fleet timed: one member per arm
 
 
 def matmul_peak_gflops(n: int = 2048, repeats: int = 10, trials: int = 3) -> float:
@@ -102,6 +104,25 @@ def packed_it_per_s(preset: str, iters: int, members: int, data_path=None) -> fl
             train_packed(cfgs, dirs, data_path, until_step=steps, progress=False)
             seconds[steps] = time.perf_counter() - t
     return members * (iters - 3) / (seconds[iters] - seconds[3])
+
+
+def fleet_it_per_s(preset: str, iters: int, data_path=None) -> float:
+    """Member-iterations/s of one fleet of the three arms (none, ln, rms; seed 0) in this process at its thread count:
+    the time of `iters` steps less that of 3, each a fresh fleet (which cancels building it and its final pass)."""
+    from ..core.fleet import train_fleet
+    from ..core.fleet_ops import fleet_configs
+
+    base = dict(eval_interval=0, eval_at_init=False, checkpoint_interval=0, diag_interval=0, lm_eval=False,
+                torch_threads=torch.get_num_threads(), eval_windows=8)
+    seconds = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for steps in (3, 3, iters):  # the first is a warm-up
+            cfgs = fleet_configs([preset_config(preset, variant=v, seed=0, max_iters=steps, **base)
+                                  for v in FLEET_ARMS])
+            t = time.perf_counter()
+            train_fleet(cfgs, [f"{tmp}/{steps}-{len(seconds)}-{c.variant}" for c in cfgs], data_path)
+            seconds[steps] = time.perf_counter() - t
+    return len(FLEET_ARMS) * (iters - 3) / (seconds[iters] - seconds[3])
 
 
 def precision_ratio(preset: str, iters: int, data_path=None, threads: int = 0, repeats: int = 2) -> dict:
@@ -253,6 +274,7 @@ def measure(args: argparse.Namespace, save: Path) -> dict:
     layouts = parallelism(args.preset, args.iters, args.data_path)
     torch.set_num_threads(threads)
     packed = {str(k): packed_it_per_s(args.preset, args.iters, k, args.data_path) for k in PACK_SIZES}
+    fleet = fleet_it_per_s(args.preset, args.iters, args.data_path)
     per_worker = eval_seconds(args.preset, args.data_path, 1)  # the sweep's default: one thread per worker
     all_threads = eval_seconds(args.preset, args.data_path, threads)
     torch.set_num_threads(threads)
@@ -273,6 +295,9 @@ def measure(args: argparse.Namespace, save: Path) -> dict:
         "packed_speedup": max(packed.values()) / layouts[f"{cores}x1"],
         "packed": {"device": "cpu", "threads": threads, "machine_it_per_s_by_members": packed,
                    "speedup_by_members": {k: v / layouts[f"{cores}x1"] for k, v in packed.items()}},
+        # the fleet against the sweep's default layout, per member-iteration (issue 114 asks for at least 0.8)
+        "fleet_speedup": fleet / layouts[f"{cores}x1"],
+        "fleet": {"device": "cpu", "threads": threads, "arms": list(FLEET_ARMS), "machine_it_per_s": fleet},
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
@@ -299,6 +324,9 @@ def print_result(result: dict, preset: str) -> None:
     print("packed job       " + ", ".join(f"{k} seeds {v:.2f} it/s" for k, v in packed.items())
           + f" in one process at {threads} threads; best / {cores} workers x 1 thread: "
           f"{result['packed_speedup']:.2f}x (the sweep packs on CUDA only)")
+    if "fleet_speedup" in result:
+        print(f"fleet            {result['fleet']['machine_it_per_s']:.2f} member-it/s, {len(result['fleet']['arms'])} "
+              f"arms in one process at {threads} threads; / {cores} workers x 1 thread: {result['fleet_speedup']:.2f}x")
     parts = run["overhead_parts"]
     print(f"run overhead     {run['run_overhead_s']:8.2f} s outside the loop without lm-eval (kernel start + save "
           f"{parts['kernel_start_and_save_s']:.2f}, train cell outside the loop {parts['train_cell_outside_loop_s']:.2f}, "
