@@ -1,4 +1,6 @@
 """Scale vs normalization: per-regime paired tables and the attribution words on a synthetic study."""
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -90,3 +92,16 @@ def test_the_modules_command_line_writes_the_report_publish_writes(tmp_path):
         return re.sub(r"at commit [0-9a-f]{12}", "at commit X", path.read_text())
     assert unstamped(tmp_path / "stability-scale-v2" / "SCALE.md") == unstamped(
         REPO / "runs" / "stability-scale-v2" / "SCALE.md")
+
+
+@pytest.mark.committed
+def test_findings_quote_each_half_against_layernorm_with_its_interval_not_a_share():
+    from embnorm_lib.analyses.findings import scale_finding
+    from embnorm_lib.core.io import runs_root
+
+    line = scale_finding(runs_root())
+    runs = scale_vs_norm.load_runs(scale_vs_norm.STUDY, runs_root())
+    shares = scale_vs_norm.normalizing_share(scale_vs_norm.regime_table(runs), runs)
+    for r in shares.itertuples():
+        assert f"{r.ln_matched_vs_ln:+.3f} [{r.ln_matched_vs_ln_low:+.3f}, {r.ln_matched_vs_ln_high:+.3f}] from `ln`" in line
+    assert not re.search(r"\(\d+%", line) and "paired by seed" in line  # no share of the effect, as "(3%)" was

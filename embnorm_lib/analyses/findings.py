@@ -295,18 +295,25 @@ def scale_finding(out: Path) -> str:
     runs = load_runs(svn.STUDY, out)
     if len(runs) < len(STUDIES[svn.STUDY].cells()):
         return ""
-    shares = svn.normalizing_share(svn.regime_table(runs, svn.init_input_norms(svn.STUDY, out)))
+    shares = svn.normalizing_share(svn.regime_table(runs, svn.init_input_norms(svn.STUDY, out)), runs)
     if shares.empty:
         return ""
+
+    def gap(r, half: str) -> str:
+        return (f"{getattr(r, half + '_vs_ln'):+.3f} [{getattr(r, half + '_vs_ln_low'):+.3f}, "
+                f"{getattr(r, half + '_vs_ln_high'):+.3f}] from `ln`")
+
     parts = [f"std {r.emb_init_std:g} {r.head} head: `ln` {r.ln_delta:+.3f} (block 1's input norm at init "
-             f"{r.none_input_norm:.2f} → {r.ln_input_norm:.2f}), `ln_matched` {r.ln_matched_delta:+.3f} "
-             f"({percent(r.share)})" + (f", `scaled_unit` {r.scaled_unit_delta:+.3f} ({percent(r.scale_share)}; input norm "
-                                   f"{r.scaled_unit_input_norm:.2f})" if "scale_share" in shares else "")
+             f"{r.none_input_norm:.2f} → {r.ln_input_norm:.2f}), `ln_matched` {r.ln_matched_delta:+.3f}, "
+             f"{gap(r, 'ln_matched')}" + (f"; `scaled_unit` {r.scaled_unit_delta:+.3f}, {gap(r, 'scaled_unit')} "
+                                          f"(input norm {r.scaled_unit_input_norm:.2f})" if "scale_share" in shares else "")
              for r in shares.itertuples()]
-    return (f"- In the {len(shares)} embedding-init regimes where LayerNorm's difference in final validation loss is "
-            "resolved, normalizing alone (`ln_matched`, gain starting at `none`'s input norm) carries a share of it"
-            + (" and rescaling alone (`scaled_unit`: the token embedding at unit RMS, not normalized) another"
-               if "scale_share" in shares else "") + ": " + "; ".join(parts) + " (shares described, not tested).")
+    return (f"- In the {len(shares)} embedding-init regimes where LayerNorm's difference in final validation loss from "
+            "`none` is resolved, each half of it against LayerNorm itself (final validation loss minus `ln`'s, paired "
+            "by seed, 95% t interval): normalizing alone (`ln_matched`, gain starting at `none`'s input norm)"
+            + (" and rescaling alone (`scaled_unit`: the token embedding at unit RMS, not normalized)"
+               if "scale_share" in shares else "") + ", each beside its difference from `none`: " + "; ".join(parts)
+            + ".")
 
 
 def budget_finding(out: Path) -> str:
