@@ -1,4 +1,4 @@
-"""How a study of each analysis kind is published (the functions analyses/__init__.py registers): its index checked
+"""How a study of each analysis kind is published (the functions analyses/plugins.py registers): its index checked
 and built, its report written, and the reports that go with it (zero-shot suite v2 where runs were re-scored, the
 length analysis where runs recorded per-position losses). The engine's publish command wraps each in a transaction
 and rewrites what quotes the study afterwards."""

@@ -161,7 +161,7 @@ class Site:
 
 
 class Registry(MutableMapping):
-    """name -> entry, filled by the package of the study layer that registers into it (`package`, under
+    """name -> entry, filled by the module or package of the study layer that registers into it (`package`, under
     embnorm_lib), which is imported the first time the registry is read: the engine never imports the study layer,
     and a command that reads the registry always sees every entry."""
 
@@ -204,7 +204,7 @@ class Registry(MutableMapping):
 
 
 STUDIES = Registry("studies", "study")
-ANALYSES = Registry("analyses", "analysis kind")
+ANALYSES = Registry("analyses.plugins", "analysis kind")
 _SITE: list[Site] = []
 
 
@@ -213,7 +213,7 @@ def register_site(site: Site) -> None:
 
 
 def site() -> Site:
-    ANALYSES._load()  # the analyses package registers the site with its plugins
+    ANALYSES._load()  # analyses/plugins.py registers the site with its plugins
     return _SITE[0]
 
 

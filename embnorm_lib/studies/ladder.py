@@ -7,7 +7,7 @@ from ..runner.registry import ABC, Cell, Study, grid
 from .paper_sources import BPE_LR, BPE_LR2, BPE_REP, BPE_REP2, BPE_SCALE, LADDER, LADDER_BPE, LADDER_LR
 from .stability import SCALE_VS_NORM
 
-LADDER_KIND = "ladder"  # the analysis kind every study here is read as (analyses/__init__.py registers its plugin)
+LADDER_KIND = "ladder"  # the analysis kind every study here is read as (analyses/plugins.py registers its plugin)
 # the ladders' studies by role, as the analyses read them (their names: paper_sources.py)
 SUBWORD_LR_CHECKS = {BPE_LR: 8, BPE_LR2: 13}  # the exploratory subword LR checks, each with its amendment
 LR_CHECKS = (LADDER_LR, *SUBWORD_LR_CHECKS)  # the studies that check the LR rule (on characters, on subwords)

@@ -24,7 +24,7 @@ from ..core.presets import (  # noqa: F401 (CORPUS_RECORD, corpus_record: read t
 from ..runner import registry
 from .paper_sources import LADDER_DATA, LADDER_DATA_LR
 
-DATA_LADDER_KIND = "ladder-data"  # the analysis kind both studies here are read as (analyses/__init__.py registers it)
+DATA_LADDER_KIND = "ladder-data"  # the analysis kind both studies here are read as (analyses/plugins.py registers it)
 
 # the shapes, the budget rule and the corpus record are presets (core/presets.py), read here under these names
 RUNGS, TOKENS_PER_ITER, TOKENS_PER_PARAM = DATA_RUNGS, DATA_TOKENS_PER_ITER, DATA_TOKENS_PER_PARAM

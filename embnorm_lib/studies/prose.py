@@ -42,7 +42,7 @@ COMPUTE_LIMIT_HOURS = 200  # issue 112: the whole study within ~200 core-hours o
 SCORED_STUDIES = ("prose", "prose-budget")  # scored on suite v3 after training (lm_eval=True; amendment 20)
 TUNING_STUDY = "prose-lr"
 CONFIRM_STUDY, BUDGET_STUDY = SCORED_STUDIES  # the budget control is read beside the confirmatory size 0-x4
-PROSE_KIND = "prose"  # the analysis kind the three studies here are read as (analyses/__init__.py registers it)
+PROSE_KIND = "prose"  # the analysis kind the three studies here are read as (analyses/plugins.py registers it)
 
 # Filled in by the registered rule as tuning runs land (tested against the runs):
 # (recipe, level) -> arm -> extra LRs beyond an edge where the best sat; and -> arm -> the bracketed best LR.
