@@ -11,14 +11,14 @@ import math
 import numpy as np
 
 from ..publishing.templating import effect, pick
-from ..stats.metrics import labels
+from ..stats.metrics import METRICS
 
 # the studies quoted, by role: the registered regimes (the headline's first), the answer's studies, the data ladder
 from ..studies.answer_sources import DATA_LADDER, REGIMES, STUDIES_QUOTED  # noqa: F401 (answer.py reads them here)
 
 NORMS = ("ln", "rms")
 # the registered family's calibration endpoints (secondary; lower is better), in the order the answer says them
-CALIBRATION = {name: labels("answer_name")[name] for name in ("brier", "ece_equal_width")}
+CALIBRATION = {name: METRICS[name].answer_name for name in ("brier", "ece_equal_width")}
 
 
 def headline_words(d: dict) -> dict:
