@@ -26,9 +26,7 @@
 # (add `-p smoke True` for a quick check that everything runs: a few iterations, evaluation on a small subset,
 # marked `"comparable": false` in its summary.json)
 # (the sweep, `python -m embnorm_lib sweep`, does this for a whole study and keeps each executed
-# copy in its run directory), or top to bottom in JupyterLab / Kaggle / Colab. On a GPU, where one small
-# model cannot fill the device, `-p pack_seeds 0-4` trains those seeds as one packed job: each seed is still a run
-# of its own (directory, logs, checkpoint, summary), only the arithmetic is batched.
+# copy in its run directory), or top to bottom in JupyterLab / Kaggle / Colab.
 
 # %% tags=["parameters"]
 variant = "ln"          # none | ln | rms (aliases: layernorm, rmsnorm); see embnorm_lib/core/variants.py
@@ -43,8 +41,6 @@ overrides = {}          # any other config field, e.g. {"lr": 1e-3} (pass with p
 run_tag = ""            # sweep axes other than variant/seed, part of the run directory name
 progress = True
 figures = True          # False: no run figure (the sweep; it is redrawn from the logs at will)
-pack_seeds = ""         # "": train `seed` alone; "0-4": these seeds as one packed job (GPUs; see packed.py; `seed`
-                        # then stays 0 or names one of them)
 smoke = False           # True: a quick check that everything runs (notebook.SMOKE: a few iterations, evaluation on a
                         # small subset); its summary.json says it is not comparable with the studies' results
 
@@ -77,7 +73,6 @@ from embnorm_lib.core.notebook import (
     check_switches,
     config_from_parameters,
     existing_run_note,
-    job_configs,
     recorded_time_note,
     run_dir_from_parameters,
 )
@@ -85,18 +80,14 @@ from embnorm_lib.runner.design import check_registered_cell
 
 check_switches(progress=progress, figures=figures)  # `-p figures no` arrives as text, which would read as True
 cfg = config_from_parameters(preset, variant, seed, max_iters, device, overrides, smoke=smoke, data_path=data_path)
-cfgs = job_configs(cfg, pack_seeds)  # [cfg], or one config per seed of a packed job
-run_dirs = [run_dir_from_parameters(c, study, out_dir, run_tag, smoke=smoke) for c in cfgs]
-for c, d in zip(cfgs, run_dirs):  # a registered study takes only its own cells, as registered (issue 117)
-    check_registered_cell(study, c, d, out_dir or None)
-cfg, run_dir = cfgs[0], run_dirs[0]
-for c, d in zip(cfgs, run_dirs):
-    print(f"{c.variant} seed {c.seed} ({c.execution}): {c.n_layer} layers x {c.n_embd}, {c.max_iters} iterations, "
-          f"{c.token_budget:,} training tokens -> {shown_path(d)}")  # relative: no path of this machine kept
-    if note := existing_run_note(c, d):  # a finished run is shown, not retrained; another config's is refused
-        print(note)
-    elif not smoke and (note := recorded_time_note(c)):  # before a run of minutes, how many
-        print(note)
+run_dir = run_dir_from_parameters(cfg, study, out_dir, run_tag, smoke=smoke)
+check_registered_cell(study, cfg, run_dir, out_dir or None)  # a registered study takes only its own cells (issue 117)
+print(f"{cfg.variant} seed {cfg.seed}: {cfg.n_layer} layers x {cfg.n_embd}, {cfg.max_iters} iterations, "
+      f"{cfg.token_budget:,} training tokens -> {shown_path(run_dir)}")  # relative: no path of this machine kept
+if note := existing_run_note(cfg, run_dir):  # a finished run is shown, not retrained; another config's is refused
+    print(note)
+elif not smoke and (note := recorded_time_note(cfg)):  # before a run of minutes, how many
+    print(note)
 
 # %% [markdown]
 # ## Train
@@ -109,9 +100,8 @@ for c, d in zip(cfgs, run_dirs):
 # %%
 from embnorm_lib.core.notebook import eval_printer, train_job
 
-summaries = train_job(cfgs, run_dirs, data_path or None, progress=progress, on_eval=eval_printer(cfg),
-                      out_dir=out_dir or None)
-summary = summaries[0]
+summary = train_job(cfg, run_dir, data_path or None, progress=progress, on_eval=eval_printer(cfg),
+                    out_dir=out_dir or None)
 
 # %% [markdown]
 # ## Zero/few-shot suite (when the config asks: `lm_eval`)
@@ -122,8 +112,8 @@ summary = summaries[0]
 # %%
 from embnorm_lib.core.lm_eval_adapter import score_if_asked
 
-lm_scores = [score_if_asked(c, d, data_path or None) for c, d in zip(cfgs, run_dirs)]
-[s["macro"] if s else "not asked for (lm_eval=False) or the run diverged" for s in lm_scores]
+lm_score = score_if_asked(cfg, run_dir, data_path or None)
+lm_score["macro"] if lm_score else "not asked for (lm_eval=False) or the run diverged"
 
 # %% [markdown]
 # ## Result
@@ -136,7 +126,7 @@ import pandas as pd
 
 keys = ["variant", "seed", "steps", "tokens", "diverged", "val_loss", "val_ppl", "val_bpc", "val_acc",
         "ece_equal_width", "brier", "final_grad_norm", "spike_count", "n_params", "wall_s"]
-pd.DataFrame({f"seed {s.get('seed')}": {k: s.get(k) for k in keys} for s in summaries})
+pd.Series({k: summary.get(k) for k in keys}, name=f"{cfg.variant} seed {cfg.seed}").to_frame()
 
 # %%
 from embnorm_lib.core.notebook import FIGURE_NOT_DRAWN, eval_table, run_table

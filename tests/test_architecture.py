@@ -141,19 +141,6 @@ def test_training_scoring_and_indexing_write_only_their_own_files(writers, tmp_p
     check_owners(writers)
 
 
-def test_a_packed_job_writes_each_members_files_through_the_same_owners(writers, tmp_path, data_path):
-    from embnorm_lib.core.config import preset_config
-    from embnorm_lib.core.packed import pack_configs, train_packed
-
-    cfgs = pack_configs(preset_config("tiny", variant="ln", max_iters=4, eval_interval=2, checkpoint_interval=2,
-                                      eval_windows=8), [0, 1])
-    dirs = [tmp_path / "ln" / f"seed{c.seed}" for c in cfgs]
-    train_packed(cfgs, dirs, data_path, until_step=2, progress=False)
-    train_packed(cfgs, dirs, data_path, progress=False)
-    assert {"ckpt.pt", "summary.json", "config.json", "metrics.jsonl", "model.pt"} <= set(writers)
-    check_owners(writers)
-
-
 def test_the_owner_check_fails_on_a_second_writer():
     with pytest.raises(AssertionError, match="runs.csv"):
         check_owners({"runs.csv": {"embnorm_lib.runner.results", "embnorm_lib.runner.sweep"}})

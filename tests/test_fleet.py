@@ -9,6 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from embnorm_lib import studies
 from embnorm_lib.analyses import paired as analysis
+from embnorm_lib.core import variants
 from embnorm_lib.core.data import BatchSampler
 from embnorm_lib.core.device import Precision
 from embnorm_lib.core.errors import ConfigError
@@ -36,6 +37,26 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def _scale_norm(x: torch.Tensor, p: dict, eps: float) -> torch.Tensor:
+    """ScaleNorm (Nguyen & Salazar 2019): one learned scalar gain times x over its L2 norm."""
+    return p["weight"] * x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
+
+
+SCALE_NORM = variants.EmbeddingNorm("ScaleNorm", _scale_norm,
+                                    lambda bias: (variants.NormParameter("weight", lambda d: (1,), gain=True),), 1e-5)
+
+
+@pytest.fixture
+def scalenorm(monkeypatch):
+    """A test-only variant added as one registry entry, as a user would add one: its gain a scalar starting at
+    sqrt(d), so `emb_norm.weight` has shape (1,) here and (d,) in rms (a layout merged by name initialised it wrong)."""
+    entry = variants.EmbeddingVariant("scalenorm", "test only: ScaleNorm(tok + pos), gain sqrt(d)", SCALE_NORM,
+                                      gain_init=lambda d, std: d ** 0.5)
+    monkeypatch.setitem(VARIANTS, "scalenorm", entry)
+    monkeypatch.setitem(variants._ALIASES, "scalenorm", "scalenorm")
+    return "scalenorm"
+
+
 def _fleet(corpus, cfgs) -> Fleet:
     return Fleet(fleet_configs(cfgs), corpus, CPU, Precision("fp32", CPU))
 
@@ -47,13 +68,13 @@ def _every_arm(**overrides):
 
 
 @pytest.mark.parametrize("tie,bias", [(True, True), (False, False)])
-def test_initial_values_and_batches_are_bitwise_those_of_the_single_runs(corpus, tie, bias):
+def test_initial_values_and_batches_are_bitwise_those_of_the_single_runs(corpus, tie, bias, scalenorm):
     fleet = _fleet(corpus, _every_arm(tie_embeddings=tie, bias=bias))
     offsets = torch.arange(fleet.cfg.block_size + 1)
     for k, cfg in enumerate(fleet.cfgs):
         single = GPT(cfg)
         for name, p in single.named_parameters():
-            assert torch.equal(fleet.params[name][k], p), (cfg.variant, name)
+            assert torch.equal(fleet.params[fleet.layout.keys[cfg.variant][name]][k], p), (cfg.variant, name)
         assert ("lm_head.weight" in fleet.params) == (not tie)  # a tied head is the token embedding's view
         sampler = BatchSampler(corpus.train, cfg.block_size, cfg.batch_size, cfg.seed)
         for step in range(cfg.max_iters):
@@ -63,7 +84,7 @@ def test_initial_values_and_batches_are_bitwise_those_of_the_single_runs(corpus,
 
 
 @pytest.mark.parametrize("tie", [True, False])
-def test_fleet_forward_equals_each_members_own_forward(corpus, tie):
+def test_fleet_forward_equals_each_members_own_forward(corpus, tie, scalenorm):
     fleet = _fleet(corpus, _every_arm(tie_embeddings=tie))
     idx = torch.randint(0, 65, (fleet.K, 4, 32), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -273,13 +294,31 @@ def test_a_fleet_writes_each_members_files_through_the_same_owners(writers, tmp_
     check_owners(writers)
 
 
-def _ladder_shape(**overrides):
+def _ladder_shape(arms=("none", "ln", "rms"), **overrides):
     """ladder-data-2's model, batch and recipe (clipping at 1.0 is active there) on the tests' corpus."""
     from embnorm_lib.core.presets import PRESETS
 
     preset = {k: v for k, v in PRESETS["ladder-data-2"].items() if k not in ("corpus_sha256", "vocab_size",
                                                                             "train_chars")}
-    return [tiny(**{**preset, "variant": v, "seed": 0, "torch_threads": 1, **overrides}) for v in ("none", "ln", "rms")]
+    return [tiny(**{**preset, "variant": v, "seed": 0, "torch_threads": 1, **overrides}) for v in arms]
+
+
+def test_a_test_only_variant_is_one_entry_that_both_engines_build_and_initialise(corpus, scalenorm):
+    """ScaleNorm's scalar gain starts at sqrt(d) in the single model and in every fleet member, beside rms's (d,)
+    gain under the same parameter name; the single model's norm is the entry's own function."""
+    cfgs = [tiny(variant=v, seed=s) for s, v in enumerate(("rms", scalenorm, "none"))]
+    single = GPT(cfgs[1])
+    assert single.emb_norm.weight.shape == (1,) and float(single.emb_norm.weight) == pytest.approx(cfgs[1].n_embd ** 0.5)
+    x = torch.randn(2, 5, cfgs[1].n_embd, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(single.emb_norm(x), _scale_norm(x, {"weight": single.emb_norm.weight}, 1e-5))
+    fleet = _fleet(corpus, cfgs)
+    assert fleet.layout.keys[scalenorm]["emb_norm.weight"] != fleet.layout.keys["rms"]["emb_norm.weight"]
+    for k, cfg in enumerate(fleet.cfgs):
+        for name, p in GPT(cfg).named_parameters():
+            assert torch.equal(fleet.params[fleet.layout.keys[cfg.variant][name]][k], p), (cfg.variant, name)
+    fleet.step()  # trains: the ScaleNorm member's gain moves from its constant
+    k = [c.variant for c in fleet.cfgs].index(scalenorm)
+    assert float(fleet.params[fleet.layout.keys[scalenorm]["emb_norm.weight"]][k]) != pytest.approx(cfgs[1].n_embd ** 0.5)
 
 
 def test_a_fleets_gradient_norm_is_clip_grad_norms_on_a_ladder_shape(corpus):
@@ -297,10 +336,11 @@ def test_a_fleets_gradient_norm_is_clip_grad_norms_on_a_ladder_shape(corpus):
 
 
 @pytest.mark.slow
-def test_fleet_members_follow_their_single_runs_for_150_steps_of_a_ladder_preset(tmp_path, data_path):
-    """Issue 114's parity bar: 150 steps of ladder-data-2's shape with clipping active, every arm: the final
-    validation loss within 1e-5 of its single run's and every logged number within 1e-4 relative (~8 minutes)."""
-    cfgs = _ladder_shape(max_iters=150, eval_interval=150, checkpoint_interval=150, diag_interval=0, eval_windows=64)
+def test_fleet_members_follow_their_single_runs_for_150_steps_of_a_ladder_preset(tmp_path, data_path, scalenorm):
+    """Issue 114's parity bar: 150 steps of ladder-data-2's shape with clipping active, every arm and the test-only
+    ScaleNorm: the final validation loss within 1e-5 of its single run's and every logged number within 1e-4
+    relative (~11 minutes)."""
+    cfgs = _ladder_shape(("none", "ln", "rms", scalenorm), max_iters=150, eval_interval=150, checkpoint_interval=150, diag_interval=0, eval_windows=64)
     dirs = [tmp_path / "fleet" / c.variant for c in cfgs]
     summaries = train_fleet(fleet_configs(cfgs), dirs, data_path)
     for cfg, run_dir, summary in zip(cfgs, dirs, summaries):

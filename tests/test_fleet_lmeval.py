@@ -66,7 +66,10 @@ def test_shared_scoring_refuses_an_unfinished_run_in_one_line(tmp_path):
 def test_a_fleet_sweep_scores_its_runs_together_and_writes_what_a_single_run_writes(tmp_path, data_path, monkeypatch):
     from embnorm_lib.core import fleet_lmeval
     from embnorm_lib.core.io import read_json
+    from embnorm_lib.runner import sweep
     from embnorm_lib.runner.sweep import main as sweep_main
+
+    monkeypatch.setattr(sweep, "check_fleet_device", lambda fleet: None)  # the CLI takes --fleet on CUDA only
 
     calls = []
     real = fleet_lmeval.score_runs

@@ -16,7 +16,6 @@ from conftest import REPO, strip_timing, tiny
 
 from embnorm_lib.core.interrupt import Terminated, TerminatedRun, stop_on_interrupt, stop_on_terminate
 from embnorm_lib.core.io import read_jsonl
-from embnorm_lib.core.packed import pack_configs, train_packed
 from embnorm_lib.core.rundir import RunDir
 from embnorm_lib.core.train import Interrupted, train
 
@@ -106,15 +105,6 @@ def test_kill_of_a_background_training_command_checkpoints_its_last_whole_step(t
     assert "error: terminated (SIGTERM)" in output and "Traceback" not in output
     step = torch.load(run_dir / "ckpt.pt", weights_only=False)["step"]
     assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == list(range(1, step + 1))
-
-
-def test_ctrl_c_stops_a_packed_job_with_every_member_checkpointed(tmp_path, data_path):
-    cfgs = pack_configs(tiny(max_iters=25, checkpoint_interval=0, eval_at_init=False), [0, 1])
-    dirs = [tmp_path / "seed0", tmp_path / "seed1"]
-    with pytest.raises(Interrupted, match="at step 10"):
-        train_packed(cfgs, dirs, data_path, progress=False, on_eval=press_ctrl_c(10))
-    for d in dirs:
-        assert torch.load(RunDir(d).checkpoint, weights_only=False)["step"] == 10 and not RunDir(d).summary.exists()
 
 
 def test_sigterm_is_taken_as_ctrl_c_inside_a_sweep_only_where_it_is_the_default():

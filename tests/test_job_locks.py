@@ -1,4 +1,4 @@
-"""A job that trains several runs at once (packed.py, fleet.py) takes every member's lock through one function
+"""A job that trains several runs at once (fleet.py) takes every member's lock through one function
 (checkpoint.holding_all) and reads a finished member through its seal, never its summary.json alone (issue 75)."""
 import json
 
@@ -9,11 +9,9 @@ from embnorm_lib.core import checkpoint, seal
 from embnorm_lib.core.errors import RunDirError
 from embnorm_lib.core.fleet import fleet_configs, train_fleet
 from embnorm_lib.core.io import RunLock
-from embnorm_lib.core.packed import pack_configs, train_packed
 from embnorm_lib.core.rundir import RunDir
 
-JOBS = {"packed": (lambda cfgs: pack_configs(cfgs[0], [c.seed for c in cfgs]), train_packed),
-        "fleet": (fleet_configs, train_fleet)}
+JOBS = {"fleet": (fleet_configs, train_fleet)}
 
 
 def finished(root, cfg) -> RunDir:

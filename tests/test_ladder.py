@@ -105,7 +105,7 @@ def test_a_ladder_run_at_a_rung_whose_lr_check_is_not_registered_waits_and_the_s
     def must_not_train(*args, **kwargs):
         raise AssertionError("a waiting cell was sent to training")
 
-    monkeypatch.setattr(sweep, "execute_job", must_not_train)
+    monkeypatch.setattr(sweep, "execute_cell", must_not_train)
     said = []
     report = sweep.run_sweep(cells, tmp_path, echo=said.append)
     assert report.waiting == 4 and report.results == [] and said == [f"4 run(s) wait, none trained: {why}"]

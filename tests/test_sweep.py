@@ -1,19 +1,16 @@
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import nbformat
 import pandas as pd
 import pytest
-from conftest import REPO, strip_timing
+from conftest import REPO
 
 from embnorm_lib import studies
 from embnorm_lib.core.io import read_jsonl
 from embnorm_lib.core.notebook import FIGURE_NOT_DRAWN
-from embnorm_lib.core.steplog import read_step_log
 from embnorm_lib.runner import reuse, sweep
 
 # one seed, two variants: every notebook execution costs a kernel start (the seed axis is covered by studies.grid)
@@ -143,63 +140,6 @@ def test_seeds_narrows_a_named_study_to_those_seeds_and_refuses_one_it_does_not_
     assert not (tmp_path / "ladder").exists()
 
 
-@pytest.mark.slow  # ~26 s; tests/test_packed.py covers packed kill/resume in the default suite
-def test_a_killed_packed_sweep_resumes_to_the_uninterrupted_result(tmp_path, data_path):
-    """--pack on (what --pack auto does on CUDA): the seeds of one config train as one packed job, one notebook
-    execution kept by every member; killed mid-run (sweep, worker and kernel), the sweep resumes it to the numbers
-    of an uninterrupted packed job."""
-    import torch
-
-    from embnorm_lib.core.packed import pack_configs, train_packed
-
-    fixed = {"max_iters": 60, "checkpoint_interval": 5, "eval_interval": 200}
-    args = ["tkill", "--preset", "tiny", "--variants", "rms", "--seeds", "0-1", "--pack", "on", "--workers", "1",
-            "--threads", "1", "--out-dir", str(tmp_path / "runs"), "--data-path", data_path,
-            *[x for k, v in fixed.items() for x in ("--set", f"{k}={v}")]]
-    run_dirs = [tmp_path / "runs" / "tkill" / "rms" / f"seed{s}" for s in (0, 1)]
-    proc = subprocess.Popen([sys.executable, "-m", "embnorm_lib", "sweep", *args], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 240
-    while not all((d / "ckpt.pt").exists() for d in run_dirs) and time.time() < deadline:
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)  # the sweep, its worker and the kernel: a hard stop mid-run
-    proc.wait()
-    assert all((d / "ckpt.pt").exists() and not (d / "summary.json").exists() for d in run_dirs)
-    cells = studies.grid("tkill", "tiny", ["rms"], [0, 1], fixed=fixed)
-    assert [sweep.cell_status(c, tmp_path / "runs") for c in cells] == ["partial", "partial"]
-    resumed = subprocess.run([sys.executable, "-m", "embnorm_lib", "sweep", *args], cwd=REPO, capture_output=True,
-                             text=True, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "2 of them in 1 packed job(s)" in resumed.stdout
-    table = pd.read_csv(tmp_path / "runs" / "tkill" / "runs.csv")
-    assert list(table["cfg.execution"]) == ["packed", "packed"] and list(table["seed"]) == [0, 1]
-    notebooks = [(d / "02_train.ipynb").read_bytes() for d in run_dirs]
-    assert notebooks[0] == notebooks[1] and b"(packed)" in notebooks[0]
-    reference = [tmp_path / "reference" / f"seed{s}" for s in (0, 1)]
-    train_packed(pack_configs(cells[0].config().replace(torch_threads=1), [0, 1]), reference, data_path,
-                 progress=False)
-    for run_dir, ref in zip(run_dirs, reference):
-        for log in ("metrics", "evals"):
-            assert strip_timing(read_step_log(run_dir, log)) == strip_timing(read_step_log(ref, log))
-    assert sweep.packing_enabled("auto") == torch.cuda.is_available()
-    with pytest.raises(ValueError, match="invalid pack='gpu'; allowed: auto, on, off"):
-        sweep.packing_enabled("gpu")
-
-
-def test_a_partial_run_resumes_in_the_mode_its_checkpoint_was_written_in(tmp_path):
-    cells = studies.grid("t", "tiny", ["ln"], [0, 1, 2])
-    run = cells[0].run_dir(tmp_path)
-    run.mkdir(parents=True)
-    (run / "config.json").write_text(cells[0].config().to_json())
-    (run / "ckpt.pt").write_bytes(b"")  # a single run's checkpoint
-    assigned = sweep.assign_execution(cells, tmp_path, packing=True)
-    assert [c.config().execution for c in assigned] == ["single", "packed", "packed"]
-    assert [len(j) for j in sweep.plan_jobs(assigned)] == [1, 2]
-    assert sweep.assign_execution(cells, tmp_path, packing=False) == cells
-    lone = sweep.assign_execution(cells[:2], tmp_path, packing=True)  # a pack of one is a single run
-    assert [c.config().execution for c in lone] == ["single", "single"]
-
-
 def test_slim_notebook_keeps_what_a_terminal_shows_and_drops_figures_and_timestamps(tmp_path):
     from embnorm_lib.runner.jobs import FIGURE_NOT_KEPT, slim_notebook
 
@@ -291,3 +231,20 @@ def test_slim_notebook_writes_papermills_paths_relative_to_the_checkout(tmp_path
     nbformat.write(outside, path)
     slim_notebook(path)  # a notebook outside the checkout keeps its path: nothing to be relative to
     assert nbformat.read(path, as_version=4).metadata.papermill == {"input_path": str(tmp_path / "x.ipynb")}
+
+
+def test_a_fleet_is_refused_on_a_machine_without_cuda_in_one_line(tmp_path, capsys, monkeypatch):
+    """On CPU a fleet is slower than the plain sweep (bench's fleet_speedup), so the command line refuses it there."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert sweep.main(["tfleet", "--preset", "tiny", "--seeds", "0", "--fleet", "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid --fleet on a machine without CUDA") and err.count("\n") == 1, err
+    assert "allowed: the same command without --fleet" in err and not (tmp_path / "tfleet").exists()
+    sweep.check_fleet_device(False)  # the plain sweep is never refused
+
+
+def test_the_retired_packing_switch_is_gone():
+    with pytest.raises(SystemExit):
+        sweep.parser().parse_args(["t", "--pack", "on"])

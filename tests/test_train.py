@@ -216,14 +216,12 @@ def test_a_copied_tree_names_its_commit_from_the_environment(tmp_path, monkeypat
     assert git_commit(tmp_path) == "abc123 (copied tree)"
 
 
-@pytest.mark.parametrize("packed", [False, True])
-def test_a_training_step_reads_the_device_once(tmp_path, data_path, monkeypatch, packed):
-    """Per step, one batched transfer of what the log needs (loss, block-1 input norm, gradient norm; for every
-    member of a pack), no .item() syncs: counted as the difference between a 10- and a 20-step run."""
+def test_a_training_step_reads_the_device_once(tmp_path, data_path, monkeypatch):
+    """Per step, one batched transfer of what the log needs (loss, block-1 input norm, gradient norm), no .item()
+    syncs: counted as the difference between a 10- and a 20-step run."""
     import torch
 
     from embnorm_lib.core.notebook import train_job
-    from embnorm_lib.core.packed import pack_configs
 
     counts = {"item": 0, "tolist": 0}
     for name in counts:
@@ -238,8 +236,7 @@ def test_a_training_step_reads_the_device_once(tmp_path, data_path, monkeypatch,
         counts.update(item=0, tolist=0)
         cfg = tiny(max_iters=steps, eval_at_init=False, eval_interval=0, diag_interval=0, checkpoint_interval=0,
                    eval_windows=8, torch_threads=1)
-        cfgs = pack_configs(cfg, [0, 1]) if packed else [cfg]
-        train_job(cfgs, [tmp_path / f"{steps}-{c.seed}" for c in cfgs], data_path, progress=False)
+        train_job(cfg, tmp_path / f"{steps}", data_path, progress=False)
         seen[steps] = dict(counts)
     per_step = {k: (seen[20][k] - seen[10][k]) / 10 for k in counts}
     # the stages after the loop (calibration's temperature search) vary by a read or two between the runs
@@ -296,7 +293,7 @@ def test_a_config_left_by_a_run_that_never_checkpointed_does_not_bar_the_directo
 @pytest.mark.parametrize("changes,message", [
     ({"eval_windows": 100_000_000}, "invalid eval_windows=100000000; allowed: 0 (the whole validation split) or 1 to"),
     ({"interim_eval_windows": 100_000_000}, "invalid interim_eval_windows=100000000"),
-    ({"execution": "packed"}, "invalid execution='packed' for a single run; allowed: 'single'"),
+    ({"execution": "fleet"}, "invalid execution='fleet' for a single run; allowed: 'single'"),
 ])
 def test_settings_a_single_run_would_record_untruly_are_refused_before_any_write(tmp_path, data_path, changes,
                                                                                   message):

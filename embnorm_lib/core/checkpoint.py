@@ -224,7 +224,7 @@ def holding(run: RunDir, is_main: bool) -> Iterator[None]:
 
 @contextlib.contextmanager
 def holding_all(runs: Sequence[RunDir], cfgs: Sequence[RunConfig]) -> Iterator[dict[int, dict]]:
-    """The locks of a job that trains several runs at once (packed.py, fleet.py): each member's lock taken before its
+    """The locks of a job that trains several runs at once (fleet.py): each member's lock taken before its
     directory is judged, and each directory checked to hold the same run; yields the summaries of the members that
     have finished, by position, each verified against its seal (seal.finished_summary: a damaged run is named, never
     passed on as done)."""

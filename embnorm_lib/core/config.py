@@ -26,7 +26,7 @@ from .tokenizer import check_tokenizer
 from .variants import canonical_variant
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-EXECUTIONS = ("single", "packed", "fleet")
+EXECUTIONS = ("single", "fleet")
 MAX_SEED = 2**32 - 1  # numpy's seed range; torch and Python accept it too
 DEVICES = ("auto", "cpu", "cuda", "mps")
 HEAD_INITS = ("normal", "zero")
@@ -83,11 +83,11 @@ class RunConfig:
     precision: str = "auto"
     compile: bool | str = "auto"  # auto: torch.compile on CUDA for large models only (device.resolve_compile)
     torch_threads: int = 0  # 0 leaves torch's default
-    # single: one run per process; packed: trained with other seeds of the same config in one process, the members'
-    # arithmetic batched (packed.py). Like the thread count, it is how a run was computed, not what it is: packed
-    # numbers match single ones to float rounding, not bit for bit, so a checkpoint is resumed in its own mode only
-    # and finished runs are reused for their own mode only. Runs written before this field existed are single runs.
-    # fleet: trained with the other runs of its shape as one batched fleet (fleet.py; whole runs, never checkpointed).
+    # single: one run per process; fleet: trained with the other runs of its shape as one batched fleet (fleet.py).
+    # Like the thread count, it is how a run was computed, not what it is: fleet numbers match single ones to float
+    # rounding, not bit for bit, so a checkpoint is resumed in its own mode only and finished runs are reused for
+    # their own mode only. Runs written before this field existed are single runs. (A third mode, packed seeds of
+    # one config, was retired with packed.py: no committed run used it.)
     execution: str = "single"
     preset: str = ""
 

@@ -52,6 +52,7 @@ from .fleet_ops import (  # noqa: F401 (the fleet's arithmetic, importable from 
     GRAPH_WARMUP_STEPS,
     RING_STEPS,
     SHAPE_FIELDS,
+    ArmNorm,
     Layout,
     Members,
     Slot,
@@ -63,7 +64,6 @@ from .fleet_ops import (  # noqa: F401 (the fleet's arithmetic, importable from 
     fleet_forward,
     fleet_probe,
     groups_of,
-    norm_kind,
     schedule_tables,
     shape_key,
 )
@@ -245,7 +245,7 @@ def train_fleet(cfgs: Sequence[RunConfig], run_dirs: Sequence[str | os.PathLike]
         check_fits_data(cfg, corpora[key])
         if corpora[key].tokenizer == "shards":
             raise ConfigError("invalid tokenizer='shards' here; allowed: one run at a time (`run`, the notebook, a "
-                              "sweep without --fleet or pack_seeds): packed and fleet runs hold the ids in memory")
+                              "sweep without --fleet): a fleet holds the ids in memory")
     threads_before = torch.get_num_threads()
     try:
         with holding_all(runs, cfgs) as done:  # a finished member's summary as its seal vouches for it

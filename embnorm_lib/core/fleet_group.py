@@ -22,6 +22,7 @@ from .fleet_ops import (
     EVAL_ELEMENTS_GPU,
     GRAPH_WARMUP_STEPS,
     RING_STEPS,
+    ArmNorm,
     Layout,
     Members,
     adamw_,
@@ -29,7 +30,6 @@ from .fleet_ops import (
     clip_,
     fleet_forward,
     fleet_probe,
-    norm_kind,
     schedule_tables,
 )
 from .model import GPT, init_parameter_
@@ -52,7 +52,7 @@ class Fleet:
         for cfg in self.cfgs:
             if cfg.variant not in self.templates:
                 self.templates[cfg.variant] = GPT(cfg.replace(seed=0))
-        self.layout = Layout(list(self.templates.values()))
+        self.layout = Layout(self.templates)
         flat = torch.zeros(K, self.layout.size)
         for k, cfg in enumerate(self.cfgs):
             self._init_row(flat[k], cfg)
@@ -67,10 +67,10 @@ class Fleet:
         self.sizes = {v: (t.num_params(), t.flops_per_token()) for v, t in self.templates.items()}
         self.group_slots = {}  # arm -> diagnostics group -> its parameters' names (diagnostics.parameter_groups)
         for variant, template in self.templates.items():
-            names = {id(p): n for n, p in template.named_parameters()}
+            names = {id(p): self.layout.keys[variant][n] for n, p in template.named_parameters()}
             self.group_slots[variant] = {group: [names[id(p)] for p in params]
                                          for group, params in diag.parameter_groups(template).items()}
-        kinds = [norm_kind(self.templates[c.variant].emb_norm) for c in self.cfgs]
+        kinds = [ArmNorm.of(c.variant, c.bias, self.layout.keys[c.variant].__getitem__) for c in self.cfgs]
         scales = [get_variant(c.variant).token_scale(c.n_embd, c.emb_init_std) for c in self.cfgs]
         self.members = Members.build(kinds, torch.tensor(scales, dtype=torch.float32, device=device))
         self._schedules(device)
@@ -92,13 +92,11 @@ class Fleet:
     def _init_row(self, row: torch.Tensor, cfg: RunConfig) -> None:
         """The member's own seeded init, drawn in its single run's order into views of its row: bitwise equal."""
         template = self.templates[cfg.variant]
-        variant = get_variant(cfg.variant)
-        gain = variant.gain_init(cfg.emb_init_std) if variant.gain_init else 1.0
         norms = template.norm_parameter_names()
         generator = torch.Generator().manual_seed(cfg.seed)
         for name, _ in template.named_parameters():
-            slot = self.layout.slots[name]
-            init_parameter_(row[slot.offset:slot.end].view(slot.shape), name, name in norms, cfg, gain, generator)
+            slot = self.layout.slots[self.layout.keys[cfg.variant][name]]
+            init_parameter_(row[slot.offset:slot.end].view(slot.shape), name, name in norms, cfg, generator)
 
     def _schedules(self, device: torch.device) -> None:
         self.steps = max(c.max_iters for c in self.cfgs)
@@ -173,10 +171,11 @@ class Fleet:
         """What finishing a run reads of its model: the single run's state_dict (a tied head shares the token
         embedding's tensor, as there) and its sizes. A copy of its own, so members can be finished concurrently."""
         template = self.templates[self.cfgs[k].variant]
+        keys = self.layout.keys[self.cfgs[k].variant]
         copies: dict[str, torch.Tensor] = {}
         state = {}
         for name in template.state_dict():
-            source = name if name in self.params else "wte.weight"  # the tied head
+            source = keys.get(name, "wte.weight")  # the tied head is no parameter of its own
             if source not in copies:
                 copies[source] = self.params[source][k].detach().clone()
             state[name] = copies[source]

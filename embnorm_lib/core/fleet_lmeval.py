@@ -22,7 +22,7 @@ from torch.nn import functional as F
 from .config import RunConfig
 from .data import load_corpus
 from .errors import ConfigError, entry
-from .fleet_ops import Members, groups_of, norm_kind
+from .fleet_ops import ArmNorm, Members, groups_of, shapes_by_name, slot_key
 from .fleet_ops import fleet_forward as _forward
 from .io import read_json
 from .lm_eval_adapter import CharLM, evaluate_lm, get_suite, padded_batches, write_result
@@ -36,11 +36,14 @@ def stack_members(cfgs: Sequence[RunConfig], states: Sequence[dict]) -> tuple[di
     per-member constants and the fleet order (member k is run order[k]). A norm parameter that a member's arm
     lacks holds a placeholder that no segment of that arm reads."""
     order = sorted(range(len(cfgs)), key=lambda i: variant_rank(cfgs[i].variant))
-    names = list(dict.fromkeys(n for i in order for n in states[i]))
-    like = {n: next(states[i][n] for i in order if n in states[i]) for n in names}
-    w = {n: torch.stack([states[i][n] if n in states[i] else torch.zeros_like(like[n]) for i in order]).float()
-         for n in names}
-    kinds = [norm_kind(GPT(cfgs[i].replace(seed=0)).emb_norm) for i in order]
+    shapes = shapes_by_name((n, t.shape) for i in order for n, t in states[i].items())
+    keyed = [{slot_key(n, tuple(t.shape), shapes): t for n, t in states[i].items()} for i in order]
+    keys = list(dict.fromkeys(k for state in keyed for k in state))
+    like = {k: next(state[k] for state in keyed if k in state) for k in keys}
+    w = {k: torch.stack([state[k] if k in state else torch.zeros_like(like[k]) for state in keyed]).float()
+         for k in keys}
+    kinds = [ArmNorm.of(cfgs[i].variant, cfgs[i].bias,
+                        lambda n, i=i: slot_key(n, tuple(states[i][n].shape), shapes)) for i in order]
     scales = [get_variant(cfgs[i].variant).token_scale(cfgs[i].n_embd, cfgs[i].emb_init_std) for i in order]
     return w, Members.build(kinds, torch.tensor(scales, dtype=torch.float32)), order
 
@@ -51,9 +54,9 @@ class SharedScores:
 
     def __init__(self, w: dict, members: Members, cfg: RunConfig, batch_size: int = 64, device: str = "cpu"):
         self.w = {n: t.to(device) for n, t in w.items()}
-        self.members = Members.build(members.kinds, members.token_scale.to(device))
+        self.members = Members.build(members.norms, members.token_scale.to(device))
         self.cfg, self.batch_size, self.device = cfg, batch_size, device
-        self.K = len(members.kinds)
+        self.K = len(members.norms)
         self.cache: dict[tuple, list[list[tuple[float, bool]]]] = {}
 
     def scores(self, rows: list[tuple[list[int], int]]) -> list[list[tuple[float, bool]]]:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 from . import diagnostics as diag
@@ -17,7 +16,7 @@ from .device import resolve_precision, select_device
 from .errors import ConfigError
 from .model import GPT
 from .train import lr_at
-from .variants import RMSNorm
+from .variants import EmbeddingNorm, get_variant
 
 # What members of one group must share: the tensor shapes of a step and of an evaluation, and where it runs.
 SHAPE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "vocab_size", "tokenizer", "corpus_sha256",
@@ -86,63 +85,86 @@ class Slot:
         return self.offset + self.numel
 
 
-class Layout:
-    """The union of the arms' parameters in one row: weight-decayed ones (matrices, embeddings) first, so the
-    decay is one slice; an arm's norm that another arm lacks has a slot that stays at its constant there."""
+def slot_key(name: str, shape: tuple[int, ...], shapes: dict[str, set[tuple[int, ...]]]) -> str:
+    """A parameter's key among the arms': its name, or name@shape where arms give one name two shapes (an RMSNorm
+    gain is (d,), a ScaleNorm gain (1,)): a layout merged by name alone initialised such a fleet wrongly."""
+    return name if len(shapes[name]) == 1 else f"{name}@{'x'.join(map(str, shape))}"
 
-    def __init__(self, templates: Sequence[GPT]):
-        names: list[str] = []
-        shapes: dict[str, tuple[int, ...]] = {}
-        for template in templates:
+
+def shapes_by_name(named_shapes) -> dict[str, set[tuple[int, ...]]]:
+    shapes: dict[str, set[tuple[int, ...]]] = {}
+    for name, shape in named_shapes:
+        shapes.setdefault(name, set()).add(tuple(shape))
+    return shapes
+
+
+class Layout:
+    """The union of the arms' parameters in one row, keyed by name and shape (`slot_key`): weight-decayed ones
+    (matrices, embeddings) first, so the decay is one slice; an arm's norm that another arm lacks has a slot that
+    stays at its constant there."""
+
+    def __init__(self, templates: dict[str, GPT]):
+        self.shapes = shapes_by_name((n, p.shape) for t in templates.values() for n, p in t.named_parameters())
+        self.keys: dict[str, dict[str, str]] = {}  # arm -> its parameter name -> its slot's key
+        keys: list[str] = []
+        shape_of: dict[str, tuple[int, ...]] = {}
+        for arm, template in templates.items():
+            self.keys[arm] = {}
             at = -1
             for name, p in template.named_parameters():
-                if name not in shapes:
-                    names.insert(at + 1, name)
-                    shapes[name] = tuple(p.shape)
-                at = names.index(name)
-        ordered = [n for n in names if len(shapes[n]) >= 2] + [n for n in names if len(shapes[n]) < 2]
+                key = self.keys[arm][name] = slot_key(name, tuple(p.shape), self.shapes)
+                if key not in shape_of:
+                    keys.insert(at + 1, key)
+                    shape_of[key] = tuple(p.shape)
+                at = keys.index(key)
+        ordered = [k for k in keys if len(shape_of[k]) >= 2] + [k for k in keys if len(shape_of[k]) < 2]
         self.slots: dict[str, Slot] = {}
         offset = 0
-        for name in ordered:
-            self.slots[name] = Slot(name, shapes[name], offset)
-            offset += self.slots[name].numel
+        for key in ordered:
+            self.slots[key] = Slot(key, shape_of[key], offset)
+            offset += self.slots[key].numel
         self.size = offset
         # each parameter's [offset, end) in the models' own order: the order clip_grad_norm_ sums their norms in
-        self.bounds = [(self.slots[n].offset, self.slots[n].end) for n in names]
+        self.bounds = [(self.slots[k].offset, self.slots[k].end) for k in keys]
         self.n_decay = sum(s.numel for s in self.slots.values() if len(s.shape) >= 2)
 
 
-def norm_kind(module: nn.Module) -> tuple[str, float]:
-    if isinstance(module, nn.LayerNorm):
-        return "ln", module.eps
-    if isinstance(module, RMSNorm):
-        return "rms", module.eps
-    if isinstance(module, nn.Identity):
-        return "none", 0.0
-    raise ConfigError(f"invalid embedding norm {type(module).__name__} in a fleet; allowed: LayerNorm, RMSNorm, "
-                      f"Identity")
+@dataclass(frozen=True)
+class ArmNorm:
+    """An arm's embedding norm in a fleet: the variant's `EmbeddingNorm` (None: no norm) and the slot key of each
+    of its parameters (emb_norm.<name> -> key)."""
+
+    norm: EmbeddingNorm | None
+    keys: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, variant: str, bias: bool, key_of) -> ArmNorm:
+        norm = get_variant(variant).norm
+        if norm is None:
+            return cls(None)
+        return cls(norm, tuple((s.name, key_of(f"emb_norm.{s.name}")) for s in norm.parameters(bias)))
 
 
 @dataclass
 class Members:
     """Per-member constants of the forward, in fleet order (members of one arm are contiguous)."""
 
-    kinds: list[tuple[str, float]]
+    norms: list[ArmNorm]
     token_scale: torch.Tensor  # [K]
-    segments: list[tuple[str, float, int, int]]  # (norm kind, eps, first, end): one per run of equal kinds
+    segments: list[tuple[ArmNorm, int, int]]  # (norm, first, end): one per run of members with an equal norm
 
     @classmethod
-    def build(cls, kinds: list[tuple[str, float]], token_scale: torch.Tensor) -> Members:
+    def build(cls, norms: list[ArmNorm], token_scale: torch.Tensor) -> Members:
         segments = []
-        for k, kind in enumerate(kinds):
-            if segments and segments[-1][:2] == kind:
-                segments[-1] = (*kind, segments[-1][2], k + 1)
+        for k, norm in enumerate(norms):
+            if segments and segments[-1][0] == norm:
+                segments[-1] = (norm, segments[-1][1], k + 1)
             else:
-                segments.append((*kind, k, k + 1))
-        return cls(kinds, token_scale, segments)
+                segments.append((norm, k, k + 1))
+        return cls(norms, token_scale, segments)
 
     def subset(self, index: list[int]) -> Members:
-        return Members.build([self.kinds[i] for i in index],
+        return Members.build([self.norms[i] for i in index],
                              self.token_scale[torch.tensor(index, device=self.token_scale.device)])
 
 
@@ -164,16 +186,15 @@ def _layer_norm(x: torch.Tensor, w: dict, name: str, eps: float = 1e-5) -> torch
 
 
 def _emb_norm(x: torch.Tensor, w: dict, members: Members) -> torch.Tensor:
-    """Each arm's norm on its own contiguous segment of members: as many calls as segments, not members."""
+    """Each arm's norm (the variant's own function, variants.py) on its contiguous segment of members, its
+    parameters one row per member broadcast over positions: as many calls as segments, not members."""
+    whole = len(members.segments) == 1
     parts = []
-    for kind, eps, a, b in members.segments:
-        part = x if len(members.segments) == 1 else x[a:b]
-        if kind == "ln":
-            sub = {k: v if len(members.segments) == 1 else v[a:b] for k, v in w.items() if k.startswith("emb_norm.")}
-            part = _layer_norm(part, sub, "emb_norm", eps)
-        elif kind == "rms":
-            weight = w["emb_norm.weight"] if len(members.segments) == 1 else w["emb_norm.weight"][a:b]
-            part = F.rms_norm(part, (x.shape[-1],), eps=eps) * weight.unsqueeze(1)
+    for arm, a, b in members.segments:
+        part = x if whole else x[a:b]
+        if arm.norm is not None:
+            params = {name: (w[key] if whole else w[key][a:b]).unsqueeze(1) for name, key in arm.keys}
+            part = arm.norm.apply(part, params, arm.norm.eps)
         parts.append(part)
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 

@@ -1,5 +1,5 @@
 """Ctrl-C while runs train (issue 70): the loop stops at the next step boundary, checkpoints the last whole step and
-raises `Interrupted`, so a run resumes from exactly there (train.py and packed.py train under it); SIGTERM does the
+raises `Interrupted`, so a run resumes from exactly there (train.py and fleet.py train under it); SIGTERM does the
 same where nobody else handles it. A sweep also takes SIGTERM as Ctrl-C (`stop_on_terminate`): a background job
 ignores Ctrl-C, and `kill` or a scheduler (Slurm) sends SIGTERM."""
 from __future__ import annotations

@@ -9,7 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import RunConfig
-from .variants import RMSNorm, get_variant
+from .variants import EmbNorm, get_variant
 
 
 class CausalSelfAttention(nn.Module):
@@ -68,14 +68,16 @@ class Block(nn.Module):
 
 
 @torch.no_grad()
-def init_parameter_(p: torch.Tensor, name: str, is_norm: bool, cfg: RunConfig, emb_gain_init: float,
-                    generator: torch.Generator) -> None:
+def init_parameter_(p: torch.Tensor, name: str, is_norm: bool, cfg: RunConfig, generator: torch.Generator) -> None:
     """One parameter's GPT-2 initial value, in place. GPT.reset_parameters calls it in parameter-name order; the
     fleet (fleet.py) calls it on views of its stacked buffer in the same order, so both draw the same numbers."""
     if name in ("wte.weight", "wpe.weight"):
         p.normal_(0.0, cfg.emb_init_std, generator=generator)
+    elif name.startswith("emb_norm."):  # the variant's constants (variants.py)
+        p.fill_(get_variant(cfg.variant).initial_value(name.removeprefix("emb_norm."), cfg.n_embd, cfg.emb_init_std,
+                                                       cfg.bias))
     elif is_norm:
-        p.fill_((emb_gain_init if name == "emb_norm.weight" else 1.0) if name.endswith("weight") else 0.0)
+        p.fill_(1.0 if name.endswith("weight") else 0.0)
     elif name.endswith(".bias") or (name == "lm_head.weight" and cfg.head_init == "zero"):
         p.zero_()
     else:
@@ -89,7 +91,6 @@ class GPT(nn.Module):
         self.cfg = cfg
         variant = get_variant(cfg.variant)
         self.token_scale = variant.token_scale(cfg.n_embd, cfg.emb_init_std)
-        self.emb_gain_init = variant.gain_init(cfg.emb_init_std) if variant.gain_init else 1.0
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
@@ -110,10 +111,10 @@ class GPT(nn.Module):
         head is drawn last (N(0, init_std)), so it leaves every other parameter's values as they are tied."""
         norms = self.norm_parameter_names()
         for name, p in self.named_parameters():
-            init_parameter_(p, name, name in norms, self.cfg, self.emb_gain_init, generator)
+            init_parameter_(p, name, name in norms, self.cfg, generator)
 
     def norm_parameter_names(self) -> set[str]:
-        return {f"{m_name}.{p_name}" for m_name, m in self.named_modules() if isinstance(m, (nn.LayerNorm, RMSNorm))
+        return {f"{m_name}.{p_name}" for m_name, m in self.named_modules() if isinstance(m, (nn.LayerNorm, EmbNorm))
                 for p_name, _ in m.named_parameters()}
 
     def num_params(self) -> int:

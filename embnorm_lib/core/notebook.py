@@ -57,7 +57,7 @@ def pin_library() -> None:
 TRAIN_DEFAULTS: dict[str, Any] = {
     "variant": "ln", "seed": 0, "preset": DEFAULT_PRESET, "max_iters": 0, "study": "adhoc", "out_dir": "",
     "data_path": "", "device": "auto", "overrides": {}, "run_tag": "", "progress": True, "figures": True,
-    "pack_seeds": "", "smoke": False}
+    "smoke": False}
 TRAIN_NOTEBOOK = Path("notebooks") / "02_train.ipynb"
 
 
@@ -157,39 +157,12 @@ def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int 
     return preset_config(preset, **changes)
 
 
-def job_configs(cfg: RunConfig, pack_seeds: str = "") -> list[RunConfig]:
-    """The runs the training notebook trains: `cfg` alone, or (pack_seeds such as "0-4") those seeds of it as one
-    packed job (packed.py), each still a run of its own."""
-    from .cli import parse_seeds
-    from .packed import pack_configs
+def train_job(cfg: RunConfig, run_dir: Path, data_path=None, progress: bool = True,
+              on_eval: Callable[[dict], None] | None = None, out_dir=None) -> dict:
+    """Train the notebook's run and return its summary."""
+    from .train import train
 
-    allowed = '"" (train `seed` alone) or seeds as a range or list, e.g. "0-4" or "0,3,7"'
-    if isinstance(pack_seeds, int) and not isinstance(pack_seeds, bool) and pack_seeds >= 0:
-        pack_seeds = str(pack_seeds)  # papermill's -p reads "3" as a number
-    if not isinstance(pack_seeds, str):
-        raise ConfigError(f"invalid pack_seeds={pack_seeds!r}; allowed: {allowed}")
-    if not pack_seeds.strip():
-        return [cfg]
-    try:
-        seeds = parse_seeds(pack_seeds)
-    except ConfigError:
-        raise ConfigError(f"invalid pack_seeds={pack_seeds!r}; allowed: {allowed}") from None
-    if cfg.seed not in seeds and cfg.seed != 0:  # 0 is the notebook's default: it cannot tell one given from none
-        raise ConfigError(f"invalid seed={cfg.seed} with pack_seeds={pack_seeds!r}: a packed job trains the pack's "
-                          f"seeds; allowed: seed left at 0 or one of {', '.join(map(str, seeds))}")
-    return pack_configs(cfg, seeds)
-
-
-def train_job(cfgs: list[RunConfig], run_dirs: list[Path], data_path=None, progress: bool = True,
-              on_eval: Callable[[dict], None] | None = None, out_dir=None) -> list[dict]:
-    """Train the job's runs (one, or a packed job) and return their summaries in order."""
-    if len(cfgs) == 1 and cfgs[0].execution == "single":
-        from .train import train
-
-        return [train(cfgs[0], run_dirs[0], data_path, progress=progress, on_eval=on_eval, out_dir=out_dir)]
-    from .packed import train_packed
-
-    return train_packed(cfgs, run_dirs, data_path, progress=progress, on_eval=on_eval, out_dir=out_dir)
+    return train(cfg, run_dir, data_path, progress=progress, on_eval=on_eval, out_dir=out_dir)
 
 
 ADHOC_STUDY = "adhoc"  # the notebook's default study; a smoke run of it lands in SMOKE_STUDY, never beside a real run
@@ -259,8 +232,7 @@ def recorded_time_note(cfg: RunConfig, runs: Path | None = None) -> str:
 def eval_printer(cfg: RunConfig) -> Callable[[dict], None]:
     """One line per evaluation: the notebook's only per-run output besides the final table."""
     def show(row: dict) -> None:
-        member = f"seed {row['seed']}  " if "seed" in row else ""  # a packed job's rows name their run
-        print(f"{member}step {row['step']:>5}/{cfg.max_iters}  val_loss {row['val_loss']:.4f}  "
+        print(f"step {row['step']:>5}/{cfg.max_iters}  val_loss {row['val_loss']:.4f}  "
               f"ppl {row['val_ppl']:.2f}  acc {row['val_acc']:.3f}", flush=True)
     return show
 

@@ -80,7 +80,7 @@ PRESETS.update({
 # Shakespeare supports before it repeats too often), at least LADDER_MIN_ITERS iterations. The learning rate
 # follows the width (Adam: lr ~ 1/width), anchored at each arm's best LR of stability-lr-v2 at width 128
 # (studies.LADDER_LR_AT_128); the ladder-lr study checks the rule at factors around it. Rungs 0-2 ran on a CPU and
-# rungs 3-4 train there across sessions (PROTOCOL amendments 14-15); a GPU trains a cell's seeds packed.
+# rungs 3-4 train there across sessions (PROTOCOL amendments 14-15); a GPU trains them as fleets.
 LADDER_RUNGS = ((2, 64, 4), (4, 128, 4), (6, 192, 6), (8, 256, 8), (8, 384, 6))  # (n_layer, n_embd, n_head)
 LADDER_TOKENS_PER_ITER = 32 * 128
 LADDER_TOKENS_PER_PARAM = 20

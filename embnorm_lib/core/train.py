@@ -90,8 +90,8 @@ def train(cfg: RunConfig, run_dir: str | os.PathLike, data_path: str | os.PathLi
 
 def _train(cfg: RunConfig, run_dir, data_path, *, until_step, progress, on_eval, out_dir) -> dict:
     if cfg.execution != "single":  # the mode is recorded with the run: only the engine that trains it may say so
-        raise ConfigError(f"invalid execution={cfg.execution!r} for a single run; allowed: 'single' (a packed job is "
-                          "`-p pack_seeds`, a fleet `sweep --fleet`)")
+        raise ConfigError(f"invalid execution={cfg.execution!r} for a single run; allowed: 'single' (a fleet is "
+                          "`sweep --fleet`)")
     run = RunDir(Path(run_dir))
     corpus = load_corpus(data_path, cfg.tokenizer, cfg.corpus_sha256, cfg.train_chars, out_dir)  # before any write
     check_fits_data(cfg, corpus)
@@ -132,7 +132,7 @@ class Evaluator:
 
 @dataclass
 class ActiveRun:
-    """One run inside a training loop (the single-run loop below, or a pack of them in packed.py): its directory,
+    """One run inside a training loop (the single-run loop below): its directory,
     state and evaluator, and the per-step work that does not depend on how the loss was computed."""
 
     cfg: RunConfig

@@ -153,7 +153,8 @@ def bench_lines(out: Path) -> list[str]:
         parts += [f"Packed jobs (seeds of one config in one process, {b['packed']['threads']} threads): "
                   + ", ".join(f"{k} seeds {v:.2f} iterations/s" for k, v in by.items())
                   + f"; the best is {b['packed_speedup']:.2f}x the sweep's default layout on this "
-                  f"{b['packed']['device'].upper()}, so the sweep packs by itself on CUDA only.", ""]
+                  f"{b['packed']['device'].upper()} (measured before the packed engine was retired: on a GPU the fleet "
+                  "batches runs now).", ""]
     return parts
 
 

@@ -1,7 +1,6 @@
-"""One cell of a sweep, or one job of several: its status on disk, its execution through the training notebook
-(papermill) in a worker process, packed jobs (seeds of one config trained as one), fleets (a study's runs of one
-shape as one batched model) and the executors that run jobs (local processes, submitit, Slurm). runner/sweep.py
-decides what runs and keeps the record."""
+"""One cell of a sweep: its status on disk, its execution through the training notebook (papermill) in a worker
+process, fleets (a study's runs of one shape as one batched model) and the executors that run cells (local
+processes, submitit, Slurm). runner/sweep.py decides what runs and keeps the record."""
 from __future__ import annotations
 
 import contextlib
@@ -9,7 +8,6 @@ import os
 import signal
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -19,8 +17,8 @@ if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
     import submitit
 
 from ..core.config import RunConfig
-from ..core.errors import BRIEF_ERRORS, ConfigError, RunDirError
-from ..core.io import default_runs_dir, read_json, repo_root, write_bytes_if_changed
+from ..core.errors import BRIEF_ERRORS, RunDirError
+from ..core.io import default_runs_dir, read_json, repo_root
 from ..core.rundir import RunDir, holds_a_run
 from ..core.seal import finished_summary
 from .kernels import execute_notebook
@@ -136,48 +134,30 @@ def _papermill(run) -> None:  # noqa: ANN001 (a callable that executes the noteb
         raise failure[0]
 
 
-def _interrupted(cells: list[Cell], error: BaseException, start: float) -> list[dict]:
-    return [{"status": "interrupted", "error": f"stopped by Ctrl-C or SIGTERM ({type(error).__name__}); a run that "
-             f"was training resumes from its checkpoint", "seconds": time.perf_counter() - start}] * len(cells)
+def _interrupted(error: BaseException, start: float) -> dict:
+    return {"status": "interrupted", "error": f"stopped by Ctrl-C or SIGTERM ({type(error).__name__}); a run that "
+            f"was training resumes from its checkpoint", "seconds": time.perf_counter() - start}
 
 
 def execute_cell(cell: Cell, out_dir: str, data_path: str | None, threads: int, notebook: str) -> dict:
-    """Run one cell through papermill in this (worker) process. Returns a result record."""
-    return execute_job([cell], out_dir, data_path, threads, notebook)[0]
-
-
-def execute_job(cells: list[Cell], out_dir: str, data_path: str | None, threads: int, notebook: str) -> list[dict]:
-    """One execution of the training notebook in this (worker) process: one cell, or cells that differ in their
-    seed alone and are marked packed (`plan_jobs`), trained as one packed job whose executed notebook every member's
-    run directory keeps. One result record per cell."""
+    """One execution of the training notebook for one cell in this (worker) process, under the cell's lock.
+    Returns a result record."""
     out = Path(out_dir)
-    records = [{"cell": c.label(), "run_dir": str(c.run_dir(out))} for c in cells]
-    if STOPPING.is_set():  # a job this worker already held when the sweep stopped does not start
-        return [{**r, "status": "interrupted", "error": "not started: the sweep was stopped"} for r in records]
-    held = []
+    record = {"cell": cell.label(), "run_dir": str(cell.run_dir(out))}
+    if STOPPING.is_set():  # a cell this worker already held when the sweep stopped does not start
+        return {**record, "status": "interrupted", "error": "not started: the sweep was stopped"}
+    lock = RunDir(cell.run_dir(out)).cell_lock()
+    if not lock.acquire():
+        return {**record, "status": "locked"}
     try:
-        for cell in cells:
-            lock = RunDir(cell.run_dir(out)).cell_lock()
-            if not lock.acquire():
-                return [{**r, "status": "locked"} for r in records]
-            held.append(lock)
-        results: list[dict | None] = [None] * len(cells)
-        for i, cell in enumerate(cells):
-            status, _ = _cell_status(cell, out)  # again, under the lock: another sweep may have finished it
-            if status == "done":
-                results[i] = {**records[i], "status": "skipped", "why": "finished by another sweep meanwhile"}
-            elif status == "incomplete":
-                results[i] = {**records[i], "status": "failed",
-                              "error": "finished but incomplete: run_sweep completes it"}
-        todo = [i for i, r in enumerate(results) if r is None]
-        if todo:
-            for i, record in zip(todo, _execute_notebook([cells[i] for i in todo], out, data_path, threads,
-                                                         notebook), strict=True):
-                results[i] = {**records[i], **record}
-        return results
+        status, _ = _cell_status(cell, out)  # again, under the lock: another sweep may have finished it
+        if status == "done":
+            return {**record, "status": "skipped", "why": "finished by another sweep meanwhile"}
+        if status == "incomplete":
+            return {**record, "status": "failed", "error": "finished but incomplete: run_sweep completes it"}
+        return {**record, **_execute_notebook(cell, out, data_path, threads, notebook)}
     finally:
-        for lock in held:
-            lock.release()
+        lock.release()
 
 
 def kernel_data_path(data_path: str | os.PathLike | None, kernel_cwd: Path) -> str:
@@ -194,22 +174,19 @@ def kernel_data_path(data_path: str | os.PathLike | None, kernel_cwd: Path) -> s
     return str(path)
 
 
-def _execute_notebook(cells: list[Cell], out: Path, data_path, threads: int, notebook: str) -> list[dict]:
+def _execute_notebook(cell: Cell, out: Path, data_path, threads: int, notebook: str) -> dict:
     import papermill as pm
 
-    first = cells[0]
-    overrides = dict(first.overrides)
+    overrides = dict(cell.overrides)
     if threads:
         overrides["torch_threads"] = threads
-    packed = overrides.get("execution") == "packed"
-    params = dict(variant=first.variant, seed=first.seed, preset=first.preset, max_iters=0, study=first.study,
+    params = dict(variant=cell.variant, seed=cell.seed, preset=cell.preset, max_iters=0, study=cell.study,
                   # "" for the checkout's runs/ (the notebook's default): the executed copy names no machine's path
                   out_dir="" if out.resolve() == default_runs_dir().resolve() else str(out),
                   data_path=kernel_data_path(data_path, Path(notebook).parent), overrides=overrides,
-                  run_tag=first.tag,
-                  progress=False, figures=False,  # the figure would be dropped by slim_notebook anyway
-                  pack_seeds=",".join(str(c.seed) for c in cells) if packed else "")
-    executed = RunDir(first.run_dir(out)).notebook
+                  run_tag=cell.tag,
+                  progress=False, figures=False)  # the figure would be dropped by slim_notebook anyway
+    executed = RunDir(cell.run_dir(out)).notebook
     start, retries = time.perf_counter(), 0
     env_threads = {k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")} if threads else {}
     os.environ.update(env_threads)  # inherited by the kernel this worker starts
@@ -222,94 +199,31 @@ def _execute_notebook(cells: list[Cell], out: Path, data_path, threads: int, not
         except pm.PapermillExecutionError as e:
             _drop_unreadable_notebook(executed)
             if STOPPING.is_set():
-                return _interrupted(cells, e, start)
-            return [{"status": "failed", "error": f"{e.ename}: {e.evalue}".splitlines()[0][:300],
-                     "notebook": str(executed), "seconds": time.perf_counter() - start, "kernel_retries": retries}
-                    ] * len(cells)
+                return _interrupted(e, start)
+            return {"status": "failed", "error": f"{e.ename}: {e.evalue}".splitlines()[0][:300],
+                    "notebook": str(executed), "seconds": time.perf_counter() - start, "kernel_retries": retries}
         except Exception as e:  # kernel start races under load (papermill #239, #511): retry those
             if STOPPING.is_set():
                 _drop_unreadable_notebook(executed)
-                return _interrupted(cells, e, start)
+                return _interrupted(e, start)
             if _is_kernel_start_failure(e) and retries < KERNEL_START_RETRIES:
                 retries += 1
                 time.sleep(2 * retries)
                 continue
             _drop_unreadable_notebook(executed)
-            return [{"status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
-                     "seconds": time.perf_counter() - start, "kernel_retries": retries}] * len(cells)
+            return {"status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300],
+                    "seconds": time.perf_counter() - start, "kernel_retries": retries}
     slim_notebook(executed)
-    records = []
-    for cell in cells:
-        run = RunDir(cell.run_dir(out))
-        if run.notebook != executed:  # a packed job: every member keeps the job's notebook
-            write_bytes_if_changed(run.notebook, executed.read_bytes())
-        try:
-            summary = read_json(run.summary)
-        except (OSError, RunDirError) as e:
-            records.append({"status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start})
-            continue
-        records.append({"status": "diverged" if summary.get("diverged") else "ok",
-                        "seconds": time.perf_counter() - start, "kernel_retries": retries,
-                        "train_wall_s": summary.get("wall_s"), "val_loss": summary.get("val_loss"),
-                        **({"packed_with": len(cells)} if packed else {})})
-    return records
-
-
-# -- packing ----------------------------------------------------------------------------------------
-
-PACK_MODES = ("auto", "on", "off")
-PACK_MAX_MEMBERS = 16  # seeds per packed job
-
-
-def packing_enabled(pack: str) -> bool:
-    """auto: on CUDA (one small model cannot fill a GPU), never on CPU (measured slower there: README)."""
-    if pack not in PACK_MODES:
-        raise ConfigError(f"invalid pack={pack!r}; allowed: {', '.join(PACK_MODES)}")
-    if pack != "auto":
-        return pack == "on"
-    import torch
-
-    return torch.cuda.is_available()
+    try:
+        summary = read_json(RunDir(cell.run_dir(out)).summary)
+    except (OSError, RunDirError) as e:
+        return {"status": "failed", "error": str(e)[:300], "seconds": time.perf_counter() - start}
+    return {"status": "diverged" if summary.get("diverged") else "ok", "seconds": time.perf_counter() - start,
+            "kernel_retries": retries, "train_wall_s": summary.get("wall_s"), "val_loss": summary.get("val_loss")}
 
 
 def with_execution(cell: Cell, execution: str) -> Cell:
     return replace(cell, overrides=tuple(sorted({**dict(cell.overrides), "execution": execution}.items())))
-
-
-def assign_execution(cells: list[Cell], out: Path, packing: bool) -> list[Cell]:
-    """Each cell's execution mode. A partial run keeps the mode its checkpoint was written in (it resumes in kind
-    only); with packing on, the other cells are packed where another seed of their config is packed too (a pack of
-    one is a single run). Single cells stay as registered."""
-    def partial_mode(cell: Cell) -> str | None:
-        run = RunDir(cell.run_dir(out))
-        if run.checkpoint.is_file() and run.config.is_file():
-            with contextlib.suppress(*BRIEF_ERRORS, OSError):
-                return RunConfig.load(run.config).execution
-        return None
-
-    partial = [partial_mode(c) for c in cells]
-    wanted = [p or ("packed" if packing else "single") for p in partial]
-    members = Counter(_pack_key(c) for c, w in zip(cells, wanted, strict=True) if w == "packed")
-    return [with_execution(c, "packed") if w == "packed" and (p == "packed" or members[_pack_key(c)] > 1) else c
-            for c, w, p in zip(cells, wanted, partial, strict=True)]
-
-
-def _pack_key(cell: Cell) -> tuple:
-    return (cell.study, cell.preset, cell.variant, cell.tag_axes,
-            tuple((k, v) for k, v in cell.overrides if k != "execution"))
-
-
-def plan_jobs(cells: list[Cell], max_members: int = PACK_MAX_MEMBERS) -> list[list[Cell]]:
-    """Packed cells of one config (seeds apart) become packed jobs of up to `max_members`; the rest run alone."""
-    jobs, packs = [], {}
-    for cell in cells:
-        if dict(cell.overrides).get("execution") == "packed":
-            packs.setdefault(_pack_key(cell), []).append(cell)
-        else:
-            jobs.append([cell])
-    for members in packs.values():
-        jobs.extend(members[i:i + max_members] for i in range(0, len(members), max_members))
-    return jobs
 
 
 def run_fleet(cells: list[Cell], out: Path, data_path: str | None, threads: int, echo=print) -> list[dict]:

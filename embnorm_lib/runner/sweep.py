@@ -46,21 +46,15 @@ from .jobs import (  # noqa: F401 (one cell's status and execution, importable f
     EXECUTORS,
     FIGURE_NOT_KEPT,
     KERNEL_START_RETRIES,
-    PACK_MAX_MEMBERS,
-    PACK_MODES,
     STOP_GRACE_S,
     STOPPING,
     _papermill,
     _stop_workers,
     _worker_init,
-    assign_execution,
     cell_problem,
     cell_status,
     execute_cell,
-    execute_job,
     make_submitit_executor,
-    packing_enabled,
-    plan_jobs,
     run_fleet,
     slim_notebook,
     with_execution,
@@ -87,9 +81,9 @@ class SweepReport:
 def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: str | None = None,
               workers: int = 0, threads: int = 0, notebook: str | None = None, echo=print,
               executor: str = "local", slurm: dict | None = None, reuse: bool = True,
-              pack: str = "auto", fleet: bool = False) -> SweepReport:
+              fleet: bool = False) -> SweepReport:
     """Every cell that can run and has not finished: completed from or copied off an identical finished run where
-    one exists, else trained (as notebooks in worker processes, packed jobs, or one fleet); then the index and
+    one exists, else trained (as notebooks in worker processes, or one fleet); then the index and
     the sweep log. A failing cell is recorded and the others go on."""
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; allowed: {', '.join(EXECUTORS)}")
@@ -104,8 +98,6 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
     if not cells:
         return report
     todo, incomplete = _by_status(cells, out, report)
-    if not fleet:
-        todo = assign_execution(todo, out, packing_enabled(pack) if todo else False)
     finished = finished_runs_by_identity(out) if (incomplete or (reuse and todo)) else {}
     _complete(incomplete, out, threads, finished, data_path, report, echo)
     if reuse and todo:
@@ -121,13 +113,10 @@ def run_sweep(cells: list[Cell], out_dir: str | Path | None = None, data_path: s
         t0 = time.perf_counter()
         report.results += run_fleet(todo, out, data_path, threads, echo)
     else:
-        jobs = plan_jobs(todo)
-        packed = sum(len(j) for j in jobs if len(j) > 1 or dict(j[0].overrides).get("execution") == "packed")
         echo(f"{len(todo)} of {len(cells)} runs to execute ({report.skipped} already finished, "
-             f"{len(report.results)} reused or completed); {workers} worker(s) x {threads} thread(s)"
-             + (f"; {packed} of them in {sum(len(j) > 1 for j in jobs)} packed job(s)" if packed else ""))
+             f"{len(report.results)} reused or completed); {workers} worker(s) x {threads} thread(s)")
         t0 = time.perf_counter()
-        _execute(jobs, out, data_path, workers, threads, notebook, executor, slurm, report)
+        _execute(todo, out, data_path, workers, threads, notebook, executor, slurm, report)
     _finish(out, cells, report, time.perf_counter() - t0, workers, threads, echo)
     if report.failures:
         echo(f"{len(report.failures)} run(s) failed:")
@@ -191,28 +180,27 @@ def _reuse(todo: list[Cell], out: Path, threads: int, finished: dict, report: Sw
     return remaining
 
 
-def _execute(jobs: list[list[Cell]], out: Path, data_path, workers: int, threads: int, notebook: str, executor: str,
+def _execute(cells: list[Cell], out: Path, data_path, workers: int, threads: int, notebook: str, executor: str,
              slurm: dict | None, report: SweepReport) -> None:
-    """The jobs on the executor, each result recorded and shown as it lands."""
+    """The cells on the executor, each result recorded and shown as it lands."""
     from tqdm import tqdm
 
-    todo = sum(len(j) for j in jobs)
     with contextlib.ExitStack() as stack:
-        bar = stack.enter_context(tqdm(total=todo, unit="run", desc="sweep", file=sys.stderr, mininterval=2.0))
+        bar = stack.enter_context(tqdm(total=len(cells), unit="run", desc="sweep", file=sys.stderr, mininterval=2.0))
         if executor == "local":
             # spawned (not forked) workers: the parent has torch loaded and forking it is fragile
             pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers, initializer=_worker_init,
                                                            mp_context=multiprocessing.get_context("spawn")))
-            futures = [pool.submit(execute_job, j, str(out), data_path, threads, notebook) for j in jobs]
+            futures = [pool.submit(execute_cell, c, str(out), data_path, threads, notebook) for c in cells]
             # on an error or Ctrl-C no queued cell starts (leaving the `with` would otherwise wait for every queued
             # job to run), and the running ones checkpoint and stop before the pool's exit has waited for them
             stack.push(lambda kind, *_: _stop_workers(pool) if kind else None)
-            results = (r for f in as_completed(futures) for r in f.result())
+            results = (f.result() for f in as_completed(futures))
         else:
             engine = make_submitit_executor(executor, out / ".submitit", threads, slurm)
             with engine.batch():
-                submitted = [engine.submit(execute_job, j, str(out), data_path, threads, notebook) for j in jobs]
-            results = (r for job in submitted for r in job.result())
+                submitted = [engine.submit(execute_cell, c, str(out), data_path, threads, notebook) for c in cells]
+            results = (job.result() for job in submitted)
         for result in results:
             report.results.append(result)
             bar.update(1)
@@ -310,11 +298,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-eval", action="store_true", help="also run the zero/few-shot suite at the end of each run")
     p.add_argument("--no-reuse", action="store_true",
                    help="train every cell even if another study holds a finished run with the same training identity")
-    p.add_argument("--pack", default="auto", choices=PACK_MODES,
-                   help="train the seeds of one config as packed jobs (packed.py): auto = on CUDA only")
     p.add_argument("--fleet", action="store_true",
                    help="train the cells in this process as batched fleets (fleet.py: runs of one shape as one "
-                        "model; seconds on a GPU), not as notebooks")
+                        "model; seconds on a GPU), not as notebooks; CUDA only")
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="only the cells whose run directory under runs/<study>/ contains TEXT (e.g. preset=ladder-0); "
                         "end it with '/' to name a seed exactly (seed1/ is seed 1, not 10-19); given more than once, "
@@ -324,6 +310,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--drop-missing", action="store_true",
                    help="with --index-only: let runs.csv lose the runs it lists whose directories are gone")
     return p
+
+
+def check_fleet_device(fleet: bool) -> None:
+    """--fleet on a machine without CUDA is refused: on CPU a fleet of the three arms trains fewer member-iterations
+    per second than the plain sweep's workers (`bench` prints it as fleet_speedup; docs/GUIDE.md has the figure)."""
+    import torch
+
+    if fleet and not torch.cuda.is_available():
+        raise ConfigError("invalid --fleet on a machine without CUDA: on CPU a fleet is slower than the plain sweep "
+                          "(`bench` fleet_speedup, docs/GUIDE.md); allowed: the same command without --fleet, or "
+                          "--fleet on a GPU")
 
 
 def main(argv=None) -> int:
@@ -338,6 +335,7 @@ def main(argv=None) -> int:
             return 0
         cells = cells_of(args, out)
         resolve_parallelism(args.workers, args.threads)
+        check_fleet_device(args.fleet)
     except (ValueError, *BRIEF_ERRORS) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -350,7 +348,7 @@ def main(argv=None) -> int:
     slurm = {"partition": args.partition, "time_min": args.time_min, "gpus": args.gpus, "parallel": args.workers or None}
     with stop_on_terminate():  # `kill PID` of a background sweep (Ctrl-C ignored) checkpoints as Ctrl-C does
         report = run_sweep(cells, out, args.data_path, args.workers, args.threads, executor=args.executor,
-                           slurm=slurm, reuse=not args.no_reuse, pack=args.pack, fleet=args.fleet)
+                           slurm=slurm, reuse=not args.no_reuse, fleet=args.fleet)
     return 1 if report.failures else 0
 
 

@@ -128,7 +128,7 @@ ENTRIES = (
                   "tokens per parameter capped at 10 epochs), none/ln/rms x seeds 0-4, each arm at the width "
                   "rule's LR times the factor ladder-lr found best at its rung (amendment 5; rms at ln's). Rungs 3-4 "
                   "train on a CPU across sessions (amendments 14-15; minutes per run: the budget table); on a GPU, "
-                  "sweep --pack on.", LADDER_KIND,
+                  "sweep --fleet.", LADDER_KIND,
           lambda: _ladder_cells(LADDER, range(5), ABC, LADDER_SEEDS), waits_for=ladder_rung_waits,
           status="confirmatory", amendment=4,
           question=("Does an embedding norm's effect on validation loss change with model size, at each arm's checked "
@@ -136,7 +136,7 @@ ENTRIES = (
     Study(LADDER_BPE, "Subword ladder: the ladder's rungs 1-3 with BPE tokens (bpe-512, bpe-4096; the budget cap "
                       "in each tokenizer's tokens), none/ln/rms x seeds 0-4; loss reported per character and per "
                       "token. Rung 3 trains on a CPU across sessions (amendment 15; minutes per run: the budget "
-                      "table); on a GPU, sweep --pack on.", LADDER_KIND,
+                      "table); on a GPU, sweep --fleet.", LADDER_KIND,
           lambda: _ladder_cells(LADDER_BPE, range(1, 4), ABC, LADDER_SEEDS, tokenizers=("bpe-512", "bpe-4096")),
           note="Each arm runs at the character ladder's LR for its rung (ladder_factor): ladder-lr checked the LR "
                "on characters only and no subword LR check is registered, so a subword difference may partly "

@@ -10,9 +10,7 @@ token, fwd+bwd) / the fp32 matmul peak measured in this process; machine it/s in
 layout (one single-threaded worker per core). Evaluation: one full-validation pass (and the old 128-window
 forward beside it), and per run under the committed plan (every pass on every window) and the interim-subset
 plan (studies.INTERIM_EVAL). One run through the training notebook, as the sweep runs it: its wall time outside
-the training loop without lm-eval, and lm-eval's time. Packed jobs (packed.py): model-iterations/s of K seeds
-trained as one job in one process using every core, and `packed_speedup` = that / the sweep's default layout, on the
-device measured (the sweep packs by itself only on CUDA). The fleet (fleet.py): member-iterations/s of the three arms
+the training loop without lm-eval, and lm-eval's time. The fleet (fleet.py): member-iterations/s of the three arms
 as one fleet in one process, and `fleet_speedup` = that / the sweep's default layout."""
 from __future__ import annotations
 
@@ -34,7 +32,6 @@ from ..core.model import GPT
 from ..core.train import train
 from ..runner.registry import INTERIM_EVAL, Cell, default_study, study_cells
 
-PACK_SIZES = (2, 4)  # seeds per packed job timed
 FLEET_ARMS = ("none", "ln", "rms")  # the fleet timed: one member per arm
 
 
@@ -86,24 +83,6 @@ def parallelism(preset: str, iters: int, data_path=None) -> dict:
     print(f"machine it/s     1 worker x {cores} threads {one:.2f}; {cores} workers x 1 thread {many:.2f} (together); "
           f"ratio {many / one:.2f}")
     return result
-
-
-def packed_it_per_s(preset: str, iters: int, members: int, data_path=None) -> float:
-    """Model-iterations/s of one packed job of `members` seeds in this process: the time of `iters` steps less that
-    of 3 (which cancels building the members and the checkpoint written when a job stops)."""
-    from ..core.packed import pack_configs, train_packed
-
-    cfg = preset_config(preset, max_iters=iters, eval_interval=0, eval_at_init=False, checkpoint_interval=0,
-                        diag_interval=0, torch_threads=torch.get_num_threads())
-    cfgs = pack_configs(cfg, range(members))
-    seconds = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for steps in (3, 3, iters):  # the first is a warm-up
-            dirs = [f"{tmp}/{steps}-{len(seconds)}-{c.seed}" for c in cfgs]
-            t = time.perf_counter()
-            train_packed(cfgs, dirs, data_path, until_step=steps, progress=False)
-            seconds[steps] = time.perf_counter() - t
-    return members * (iters - 3) / (seconds[iters] - seconds[3])
 
 
 def fleet_it_per_s(preset: str, iters: int, data_path=None) -> float:
@@ -255,7 +234,7 @@ def main(argv=None) -> dict:
 
 
 def measure(args: argparse.Namespace, save: Path) -> dict:
-    """Every figure of runs/bench.json: the loop, its FLOPs and MFU, diagnostics, the sweep's layouts, packed jobs,
+    """Every figure of runs/bench.json: the loop, its FLOPs and MFU, diagnostics, the sweep's layouts, the fleet,
     evaluation, one notebook run, and (with --study, else kept from the last file) the default study end to end."""
     cores = os.cpu_count() or 1
     if args.threads:
@@ -273,7 +252,6 @@ def measure(args: argparse.Namespace, save: Path) -> dict:
     peak = matmul_peak_gflops()
     layouts = parallelism(args.preset, args.iters, args.data_path)
     torch.set_num_threads(threads)
-    packed = {str(k): packed_it_per_s(args.preset, args.iters, k, args.data_path) for k in PACK_SIZES}
     fleet = fleet_it_per_s(args.preset, args.iters, args.data_path)
     per_worker = eval_seconds(args.preset, args.data_path, 1)  # the sweep's default: one thread per worker
     all_threads = eval_seconds(args.preset, args.data_path, threads)
@@ -292,9 +270,6 @@ def measure(args: argparse.Namespace, save: Path) -> dict:
         "eval_s_per_run": per_worker["eval_s_per_run"],
         "run_overhead_s": run["run_overhead_s"], "lm_eval_s_per_run": run["lm_eval_s_per_run"], "notebook_run": run,
         "study_wall_s": study["study_wall_s"] if study else None, "study": study,
-        "packed_speedup": max(packed.values()) / layouts[f"{cores}x1"],
-        "packed": {"device": "cpu", "threads": threads, "machine_it_per_s_by_members": packed,
-                   "speedup_by_members": {k: v / layouts[f"{cores}x1"] for k, v in packed.items()}},
         # the fleet against the sweep's default layout, per member-iteration (issue 114 asks for at least 0.8)
         "fleet_speedup": fleet / layouts[f"{cores}x1"],
         "fleet": {"device": "cpu", "threads": threads, "arms": list(FLEET_ARMS), "machine_it_per_s": fleet},
@@ -307,7 +282,7 @@ def print_result(result: dict, preset: str) -> None:
     cores = os.cpu_count() or 1
     threads, ms_per_iter, peak = result["threads"], result["ms_per_iter"], result["peak_gflops"]
     tokens_per_s, achieved = result["tokens_per_s"], result["achieved_gflops"]
-    packed, run, study = result["packed"]["machine_it_per_s_by_members"], result["notebook_run"], result["study"]
+    run, study = result["notebook_run"], result["study"]
     diag_interval = preset_config(preset).diag_interval
     e1, ea = result["eval"]["1"], result["eval"][str(threads)]
     print(f"preset {preset}: {result['n_params']:,} params, {result['flops_per_token']:,} FLOPs/token, fp32")
@@ -321,9 +296,6 @@ def print_result(result: dict, preset: str) -> None:
     print(f"eval per run     {e1['eval_s_per_run']:8.2f} s at 1 thread with the interim subset "
           f"({e1['passes_per_run']} passes), {e1['eval_s_per_run_committed_plan']:.2f} s as committed: "
           f"ratio {e1['eval_s_per_run_committed_plan'] / e1['eval_s_per_run']:.2f}x")
-    print("packed job       " + ", ".join(f"{k} seeds {v:.2f} it/s" for k, v in packed.items())
-          + f" in one process at {threads} threads; best / {cores} workers x 1 thread: "
-          f"{result['packed_speedup']:.2f}x (the sweep packs on CUDA only)")
     if "fleet_speedup" in result:
         print(f"fleet            {result['fleet']['machine_it_per_s']:.2f} member-it/s, {len(result['fleet']['arms'])} "
               f"arms in one process at {threads} threads; / {cores} workers x 1 thread: {result['fleet_speedup']:.2f}x")

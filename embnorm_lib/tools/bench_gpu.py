@@ -2,7 +2,7 @@
 
     python -m embnorm_lib bench-gpu loop            # ms/iteration, compile time, MFU against the measured bf16 peak
     python -m embnorm_lib bench-gpu notebook        # the design card's papermill command on CUDA, timed by cell
-    python -m embnorm_lib bench-gpu study main      # a whole study as the sweep runs it (packed), end to end
+    python -m embnorm_lib bench-gpu study main      # a whole study as the sweep runs it, end to end
     python -m embnorm_lib bench-gpu study main --workers 2   # ... with another worker count (its own key)
     python -m embnorm_lib bench-gpu gpt-small       # a few hundred steps of GPT-2 small: the path works at scale
     python -m embnorm_lib bench-gpu profile         # where an eager step's time goes: top operators, launches/step
