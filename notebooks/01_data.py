@@ -47,7 +47,7 @@ brief_errors()  # a bad parameter reads as one line (what is wrong, what is allo
 # different text would not be comparable with any other run of the study.
 
 # %%
-from embnorm_lib.core.data import load_corpus
+from embnorm_lib.core.corpora.data import load_corpus
 from embnorm_lib.core.notebook import corpus_facts
 from embnorm_lib.publishing.render import WideTable
 
@@ -67,7 +67,7 @@ classes = char_class_table(corpus)
 classes.pivot(index="class", columns="split", values="share").round(4)
 
 # %%
-from embnorm_lib.core.io import repo_root, shown_path
+from embnorm_lib.core.records.io import repo_root, shown_path
 from embnorm_lib.publishing import plots
 
 fig = plots.plot_char_classes(classes)

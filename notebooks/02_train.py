@@ -29,7 +29,7 @@
 # copy in its run directory), or top to bottom in JupyterLab / Kaggle / Colab.
 
 # %% tags=["parameters"]
-variant = "ln"          # none | ln | rms (aliases: layernorm, rmsnorm); see embnorm_lib/core/variants.py
+variant = "ln"          # none | ln | rms (aliases: layernorm, rmsnorm); see embnorm_lib/core/nets/variants.py
 seed = 0
 preset = "seeds-final"  # seeds-prelim | seeds-final | nanogpt-cpu | tiny; see embnorm_lib/core/presets.py
 max_iters = 0           # 0 keeps the preset's value
@@ -68,7 +68,6 @@ if smoke is not True:  # a smoke run lasts seconds, so nothing to pin; importing
 # `config.json`, and a checkpoint is only resumed by the same config.
 
 # %%
-from embnorm_lib.core.io import shown_path
 from embnorm_lib.core.notebook import (
     check_switches,
     config_from_parameters,
@@ -76,6 +75,7 @@ from embnorm_lib.core.notebook import (
     recorded_time_note,
     run_dir_from_parameters,
 )
+from embnorm_lib.core.records.io import shown_path
 from embnorm_lib.runner.design import check_registered_cell
 
 check_switches(progress=progress, figures=figures)  # `-p figures no` arrives as text, which would read as True
@@ -93,7 +93,7 @@ elif not smoke and (note := recorded_time_note(cfg)):  # before a run of minutes
 # ## Train
 #
 # The loop logs every step to `metrics.jsonl` (`metrics.parquet` once the run has finished: read either with
-# `embnorm_lib.core.steplog.read_step_log`), evaluates on the whole validation split at set
+# `embnorm_lib.core.records.steplog.read_step_log`), evaluates on the whole validation split at set
 # intervals, checkpoints so an interrupted run resumes to the same numbers, and records a
 # non-finite loss as a divergence rather than failing.
 
@@ -110,7 +110,7 @@ summary = train_job(cfg, run_dir, data_path or None, progress=progress, on_eval=
 # lm-evaluation-harness, and the scores land in `lm_eval.json` (the study's index picks them up).
 
 # %%
-from embnorm_lib.core.lm_eval_adapter import score_if_asked
+from embnorm_lib.core.scoring.lm_eval_adapter import score_if_asked
 
 lm_score = score_if_asked(cfg, run_dir, data_path or None)
 lm_score["macro"] if lm_score else "not asked for (lm_eval=False) or the run diverged"

@@ -69,7 +69,7 @@ import matplotlib.pyplot as plt
 from embnorm_lib.publishing.figures import FIGURES, StudyData, render_study
 
 written = render_study(study, out_dir or None, figures_dir or None, arms=arms)
-from embnorm_lib.core.io import shown_path
+from embnorm_lib.core.records.io import shown_path
 
 print(f"{len(written)} figures written to {shown_path(pathlib.Path(next(iter(written.values()))[0]).parent)}")
 

@@ -121,7 +121,7 @@ display(Markdown(stability.recommendation_for(out_dir or None) or "No stability 
 # %%
 for a in analyses:
     display(Markdown("\n".join([f"### {a.heading}", *analysis.plain_words(a)])))
-from embnorm_lib.core.io import shown_path
+from embnorm_lib.core.records.io import shown_path
 
 report = analysis.write_outputs(analyses, out_dir or None, figures_dir or None)
 print(f"wrote {shown_path(report)}")

@@ -39,12 +39,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from embnorm_lib.core.checkpoint import load_checkpoint  # noqa: E402  (weights_only=True; an unreadable file says so)
-from embnorm_lib.core.data import sha256_of  # noqa: E402
+from embnorm_lib.core.corpora.data import sha256_of  # noqa: E402
 from embnorm_lib.core.errors import ConfigError, RunDirError  # noqa: E402
-from embnorm_lib.core.io import RunLock, git_commit, path_inside  # noqa: E402
-from embnorm_lib.core.rundir import LOCK_FILES, RunDir  # noqa: E402
-from embnorm_lib.core.seal import NOT_SEALED, SealError, verify_run  # noqa: E402
+from embnorm_lib.core.records.io import RunLock, git_commit, path_inside  # noqa: E402
+from embnorm_lib.core.records.rundir import LOCK_FILES, RunDir  # noqa: E402
+from embnorm_lib.core.records.seal import NOT_SEALED, SealError, verify_run  # noqa: E402
+from embnorm_lib.core.training.checkpoint import load_checkpoint  # noqa: E402  (weights_only=True; an unreadable file says so)
 from embnorm_lib.runner.notebook_archive import papermill_paths_relative  # noqa: E402
 
 MANIFEST = "carry.json"

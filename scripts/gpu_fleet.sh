@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fleet engine (embnorm_lib/core/fleet.py, issue 75) on a lent GPU in at most SECONDS (default 420): the fleet's CUDA
+# The fleet engine (embnorm_lib/core/training/fleet.py, issue 75) on a lent GPU in at most SECONDS (default 420): the fleet's CUDA
 # tests, the `main` study through the fleet (wall, split by part, MFU), its final losses against the committed CPU
 # runs, a 1,000-member LR x seed x arm sweep of the tiny preset, then the zero/few-shot suite on the kept runs for
 # whatever time is left. Each part runs under its own limit, so a slow part cannot take the ones after it; each

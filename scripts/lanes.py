@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from embnorm_lib.core.rundir import RunDir  # noqa: E402
+from embnorm_lib.core.records.rundir import RunDir  # noqa: E402
 from embnorm_lib.studies import STUDIES  # noqa: E402
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from embnorm_lib.core.steplog import read_step_log  # noqa: E402 (the checkout's package, beside this script)
+from embnorm_lib.core.records.steplog import read_step_log  # noqa: E402 (the checkout's package, beside this script)
 
 
 def run_cmd(out: Path, lr: float, iters: int = 60) -> list[str]:

@@ -48,7 +48,7 @@ def corpus_cache(tmp_path_factory) -> Path:
     """A cache directory of this test session's own, holding tiny Shakespeare where the library looks first: found
     once by the user's environment, then every test (and the notebooks it runs) finds it by the library's own rule
     without reading that environment."""
-    from embnorm_lib.core.data import DataError, cache_path, resolve_data_path
+    from embnorm_lib.core.corpora.data import DataError, cache_path, resolve_data_path
 
     root = tmp_path_factory.mktemp("embnorm-cache")
     try:
@@ -79,7 +79,7 @@ def isolated_environment(monkeypatch, corpus_cache):
 @pytest.fixture(scope="session")
 def data_path() -> str:
     """The verified corpus, found by the library's own rule (data.resolve_data_path)."""
-    from embnorm_lib.core.data import resolve_data_path
+    from embnorm_lib.core.corpora.data import resolve_data_path
     from embnorm_lib.core.errors import DataError
 
     try:
@@ -90,7 +90,7 @@ def data_path() -> str:
 
 @pytest.fixture(scope="session")
 def corpus(data_path):
-    from embnorm_lib.core.data import load_corpus
+    from embnorm_lib.core.corpora.data import load_corpus
 
     return load_corpus(data_path)
 
@@ -112,11 +112,11 @@ def writers(monkeypatch):
     through writes' temp-file writer, and the first caller outside io and writes is the writer."""
     import sys
 
-    from embnorm_lib.core import writes
+    from embnorm_lib.core.records import writes
 
     seen: dict[str, set[str]] = {}
     original = writes._write_through_temp
-    plumbing = ("embnorm_lib.core.io", "embnorm_lib.core.writes")
+    plumbing = ("embnorm_lib.core.records.io", "embnorm_lib.core.records.writes")
 
     def recording(path, write):
         frame = sys._getframe(1)  # walked, not inspect.stack(): that reads every frame's source on each write

@@ -7,9 +7,9 @@ import pytest
 from conftest import REPO, tiny
 
 from embnorm_lib.analyses import paired as analysis
-from embnorm_lib.core.rundir import RunDir, run_dir_for
-from embnorm_lib.core.seal import reseal
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records.rundir import RunDir, run_dir_for
+from embnorm_lib.core.records.seal import reseal
+from embnorm_lib.core.training.train import train
 from embnorm_lib.publishing import figures
 from embnorm_lib.publishing.report import arm_table
 from embnorm_lib.runner.results import build_index, load_runs

@@ -63,7 +63,7 @@ def committed(part: str) -> dict:
     """One part of the data the README's first screen quotes (`answer.<part>_data`), from the committed runs, computed
     once for this file."""
     from embnorm_lib.analyses import answer
-    from embnorm_lib.core.io import default_runs_dir
+    from embnorm_lib.core.records.io import default_runs_dir
 
     if part == "curves":
         from embnorm_lib.analyses.curves import curves_data
@@ -79,7 +79,7 @@ def committed(part: str) -> dict:
 def answer_data() -> dict:
     """`answer.answer_data()` of the committed runs, from the parts computed once."""
     from embnorm_lib.analyses import answer
-    from embnorm_lib.core.data import load_corpus
+    from embnorm_lib.core.corpora.data import load_corpus
 
     corpus = load_corpus()
     parts = {"registered": "registered", "zeroshot": "zeroshot", "budget": "budget", "init": "init",
@@ -286,7 +286,7 @@ def test_the_tldr_is_short_and_links_to_the_answer_in_detail():
 
 
 def train_chars() -> int:
-    from embnorm_lib.core.data import load_corpus
+    from embnorm_lib.core.corpora.data import load_corpus
 
     return len(load_corpus().train)
 

@@ -76,27 +76,27 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import(tmp_path)
     # the detector itself must be able to fail: a two-module cycle hidden inside a function
     assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
-    assert "embnorm_lib.core.io" in internal_imports(PACKAGE / "core" / "rundir.py")
+    assert "embnorm_lib.core.records.io" in internal_imports(PACKAGE / "core" / "records" / "rundir.py")
 
 
-# Which module writes each kind of output file (every write goes through core/writes.py's temp-file writer).
+# Which module writes each kind of output file (every write goes through core/records/writes.py's temp-file writer).
 OWNERS = {
     "runs.csv": "embnorm_lib.runner.results",
-    "summary.json": "embnorm_lib.core.train",
-    "calibration.json": "embnorm_lib.core.train",
-    "positions.json": "embnorm_lib.core.train",
-    "config.json": "embnorm_lib.core.checkpoint",
-    "metrics.jsonl": "embnorm_lib.core.checkpoint",
-    "evals.jsonl": "embnorm_lib.core.checkpoint",
-    "diagnostics.jsonl": "embnorm_lib.core.checkpoint",
-    "metrics.parquet": "embnorm_lib.core.steplog",  # a finished run's logs (checkpoint.Logs.write(final=True))
-    "diagnostics.parquet": "embnorm_lib.core.steplog",
-    "ckpt.pt": "embnorm_lib.core.checkpoint",
-    "model.pt": "embnorm_lib.core.train",
-    "lm_eval.json": "embnorm_lib.core.lm_eval_adapter",
-    "lm_eval_v2.json": "embnorm_lib.core.lm_eval_adapter",
+    "summary.json": "embnorm_lib.core.training.train",
+    "calibration.json": "embnorm_lib.core.training.train",
+    "positions.json": "embnorm_lib.core.training.train",
+    "config.json": "embnorm_lib.core.training.checkpoint",
+    "metrics.jsonl": "embnorm_lib.core.training.checkpoint",
+    "evals.jsonl": "embnorm_lib.core.training.checkpoint",
+    "diagnostics.jsonl": "embnorm_lib.core.training.checkpoint",
+    "metrics.parquet": "embnorm_lib.core.records.steplog",  # a finished run's logs (checkpoint.Logs.write(final=True))
+    "diagnostics.parquet": "embnorm_lib.core.records.steplog",
+    "ckpt.pt": "embnorm_lib.core.training.checkpoint",
+    "model.pt": "embnorm_lib.core.training.train",
+    "lm_eval.json": "embnorm_lib.core.scoring.lm_eval_adapter",
+    "lm_eval_v2.json": "embnorm_lib.core.scoring.lm_eval_adapter",
     "reused_from.json": "embnorm_lib.runner.reuse",
-    "manifest.json": "embnorm_lib.core.seal",
+    "manifest.json": "embnorm_lib.core.records.seal",
     "sweeps.jsonl": "embnorm_lib.runner.sweep",
     "README.md": "embnorm_lib.publishing.report",
     "RECIPES.md": "embnorm_lib.publishing.recipe_table",
@@ -119,10 +119,10 @@ def check_owners(seen: dict[str, set[str]]) -> None:
 
 
 def test_training_scoring_and_indexing_write_only_their_own_files(writers, tmp_path, data_path, monkeypatch):
-    from embnorm_lib.core import lm_eval_adapter
     from embnorm_lib.core.config import preset_config
-    from embnorm_lib.core.rundir import run_dir_for
-    from embnorm_lib.core.train import train
+    from embnorm_lib.core.records.rundir import run_dir_for
+    from embnorm_lib.core.scoring import lm_eval_adapter
+    from embnorm_lib.core.training.train import train
     from embnorm_lib.runner.results import build_index
 
     cfg = preset_config("tiny", variant="ln", seed=0, max_iters=4, eval_interval=2, checkpoint_interval=2,
@@ -261,9 +261,10 @@ def test_the_readme_layout_names_every_folder_and_module_of_the_library():
     """README's Layout section is the map of the tree: every layer folder and every module in it is named there."""
     readme = (PACKAGE.parent / "README.md").read_text()
     layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
-    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
-    missing = [f"{f}/" for f in folders if f"`{f}/`" not in layout]
-    missing += [f"{p.parent.name}/{p.name}" for f in ENGINE + STUDY_LAYER for p in sorted((PACKAGE / f).glob("*.py"))
+    folders = sorted(p.parent.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("__init__.py")
+                     if p.parent != PACKAGE and "__pycache__" not in p.parts)
+    missing = [f"{f}/" for f in folders if f"`{f.rsplit('/', 1)[-1]}/`" not in layout]
+    missing += [p.relative_to(PACKAGE).as_posix() for f in ENGINE + STUDY_LAYER for p in sorted((PACKAGE / f).rglob("*.py"))
                 if p.name != "__init__.py" and f"`{p.name}`" not in layout]
     assert missing == [], f"README's Layout does not name: {missing}"
 

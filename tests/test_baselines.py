@@ -11,7 +11,7 @@ from conftest import REPO
 
 
 def test_the_committed_tiny_shakespeare_baselines_are_what_the_split_gives():
-    from embnorm_lib.core.data import load_corpus
+    from embnorm_lib.core.corpora.data import load_corpus
     from embnorm_lib.tools.baselines import load, measure
 
     assert load()["tinyshakespeare/char"] == pytest.approx(measure())

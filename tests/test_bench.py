@@ -12,7 +12,7 @@ def test_the_precision_benchmark_times_both_loops_and_reports_their_ratio(data_p
 def test_the_fleet_benchmark_times_one_fleet_of_the_three_arms(data_path, tmp_path, monkeypatch):
     import torch
 
-    from embnorm_lib.core import fleet
+    from embnorm_lib.core.training import fleet
 
     trained = []
     real = fleet.train_fleet

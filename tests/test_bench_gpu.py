@@ -58,7 +58,7 @@ def test_without_cuda_it_refuses_in_one_line(capsys, monkeypatch):
 
 
 def _committed_seeds_final():
-    from embnorm_lib.core.io import read_json, runs_root
+    from embnorm_lib.core.records.io import read_json, runs_root
     from embnorm_lib.studies import study_cells
 
     return {c.label(): read_json(c.run_dir(runs_root()) / "summary.json")["val_loss"]

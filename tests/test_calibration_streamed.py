@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from embnorm_lib.core import evaluate as evaluate_module
-from embnorm_lib.core.calibration import CalibrationStream, calibration_from_logits, calibration_streamed
 from embnorm_lib.core.config import RunConfig
-from embnorm_lib.core.evaluate import by_position
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.scoring import evaluate as evaluate_module
+from embnorm_lib.core.scoring.calibration import CalibrationStream, calibration_from_logits, calibration_streamed
+from embnorm_lib.core.scoring.evaluate import by_position
+from embnorm_lib.core.training.train import train
 
 SCALARS = ("ece_equal_width", "ece_equal_mass", "brier", "mean_confidence", "nll_t1", "temperature_opt", "nll_t_opt")
 
@@ -41,7 +41,7 @@ def test_a_run_whose_logits_exceed_the_bound_streams_them_and_writes_no_file(tmp
     cfg = RunConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, batch_size=4, max_iters=4, eval_interval=4,
                     checkpoint_interval=4, diag_interval=2, eval_windows=24, torch_threads=1, seed=3)
     in_memory = train(cfg, tmp_path / "a", None)
-    monkeypatch.setattr("embnorm_lib.core.evaluate.KEEP_IN_MEMORY_BYTES", 0)
+    monkeypatch.setattr("embnorm_lib.core.scoring.evaluate.KEEP_IN_MEMORY_BYTES", 0)
     kept = []
     real = evaluate_module.evaluate
 
@@ -50,7 +50,7 @@ def test_a_run_whose_logits_exceed_the_bound_streams_them_and_writes_no_file(tmp
         kept.append(result[1] if isinstance(result, tuple) else None)
         return result
 
-    monkeypatch.setattr("embnorm_lib.core.train.evaluate", spy)
+    monkeypatch.setattr("embnorm_lib.core.training.train.evaluate", spy)
     streamed = train(cfg, tmp_path / "b", None)
     assert isinstance(kept[-1], CalibrationStream) and not RunDir(tmp_path / "b").final_logits.exists()
     assert not any(p.suffix == ".npy" for p in (tmp_path / "b").rglob("*"))  # nothing on disk, nothing left behind
@@ -79,7 +79,7 @@ def test_the_stream_equals_a_file_read_in_chunks_bit_for_bit(tmp_path):
 
 
 def test_the_temperature_subset_is_bounded_in_bytes(monkeypatch):
-    monkeypatch.setattr("embnorm_lib.core.calibration.TEMPERATURE_BYTES", 3 * 8 * 40 * 4)
+    monkeypatch.setattr("embnorm_lib.core.scoring.calibration.TEMPERATURE_BYTES", 3 * 8 * 40 * 4)
     stream = CalibrationStream(300, 8, 40)
     assert len(stream.keep) == 3  # not 256: three windows' logits fill the bound
     generator = torch.Generator().manual_seed(2)
@@ -92,7 +92,7 @@ import resource, sys, torch
 from embnorm_lib.core import calibration, evaluate
 from embnorm_lib.core.config import RunConfig
 from embnorm_lib.core.device import Precision
-from embnorm_lib.core.model import GPT
+from embnorm_lib.core.nets.model import GPT
 MB = 1 << 20
 evaluate.KEEP_IN_MEMORY_BYTES = evaluate.GROUP_BYTES = calibration.TEMPERATURE_BYTES = 64 * MB
 torch.manual_seed(0)

@@ -8,8 +8,8 @@ import shutil
 import pytest
 from conftest import REPO, strip_timing, tiny
 
-from embnorm_lib.core.steplog import read_step_log
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records.steplog import read_step_log
+from embnorm_lib.core.training.train import train
 
 spec = importlib.util.spec_from_file_location("carry_runs", REPO / "scripts" / "carry_runs.py")
 carry_runs = importlib.util.module_from_spec(spec)
@@ -100,7 +100,7 @@ def test_a_carry_folder_inside_the_checkout_or_without_a_manifest_is_refused(tmp
 @pytest.mark.parametrize("run", ["runs/../../outside/ln/seed0", "/tmp/elsewhere/ln/seed0", "other/ln/seed0", "runs"])
 def test_restore_refuses_a_carried_path_that_leaves_runs(tmp_path, run):
     """carry.json is a file anyone can edit: a run path with '..', an absolute one or one outside runs/ writes nothing."""
-    from embnorm_lib.core.data import sha256_of
+    from embnorm_lib.core.corpora.data import sha256_of
 
     repo, folder = tmp_path / "repo", tmp_path / "carry"
     (repo / "runs").mkdir(parents=True)
@@ -118,7 +118,7 @@ def test_restore_refuses_a_carried_path_that_leaves_runs(tmp_path, run):
 
 
 def test_restore_refuses_a_checkpoint_that_is_not_a_torch_file_even_when_its_hash_matches(tmp_path):
-    from embnorm_lib.core.data import sha256_of
+    from embnorm_lib.core.corpora.data import sha256_of
 
     repo, folder = tmp_path / "repo", tmp_path / "carry"
     (repo / "runs").mkdir(parents=True)
@@ -163,7 +163,7 @@ def trained(tmp_path_factory, data_path):
 def _finished_in(source, arm, trained, commit):
     """A finished, sealed run of `source` trained at `commit`, with the executed notebook a sweep of an older commit
     leaves (papermill's paths absolute), a stray checkpoint and a lock file."""
-    from embnorm_lib.core.seal import reseal
+    from embnorm_lib.core.records.seal import reseal
 
     run = source / "runs" / "s" / arm / "seed0"
     shutil.copytree(trained, run)
@@ -183,7 +183,7 @@ def _finished_in(source, arm, trained, commit):
 def test_land_copies_a_worktrees_finished_runs_sealed_without_weights_and_with_checkout_relative_paths(tmp_path,
                                                                                                        trained,
                                                                                                        data_path):
-    from embnorm_lib.core.seal import verify_run
+    from embnorm_lib.core.records.seal import verify_run
 
     source, repo = tmp_path / "wt", tmp_path / "main"
     run = _finished_in(source, "ln", trained, _checkout(repo))
@@ -234,7 +234,7 @@ def test_land_refuses_a_damaged_seal_a_dirty_or_foreign_commit_and_a_cell_a_swee
     _finished_in(source, "rms", trained, head + "-dirty")
     _finished_in(source, "none", trained, "0" * 40)
     owned = _finished_in(source, "scaled", trained, head)
-    from embnorm_lib.core.seal import file_record
+    from embnorm_lib.core.records.seal import file_record
 
     odd_summary = _finished_in(source, "ln_tag=a", trained, head)  # its seal agrees, but it is not a summary
     (odd_summary / "summary.json").write_text("[1, 2]")
@@ -272,7 +272,7 @@ def test_land_refuses_its_own_checkout(tmp_path):
 
 
 def test_lm_eval_adapter_refuses_a_study_path(capsys):
-    from embnorm_lib.core import lm_eval_adapter
+    from embnorm_lib.core.scoring import lm_eval_adapter
 
     assert lm_eval_adapter.main(["../evil"]) == 2
     assert "invalid study='../evil'" in capsys.readouterr().err

@@ -4,9 +4,9 @@ import pytest
 from conftest import tiny
 
 from embnorm_lib.core.errors import ConfigError, RunDirError, entry
-from embnorm_lib.core.io import RunLock
 from embnorm_lib.core.notebook import config_from_parameters
-from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.records.io import RunLock
+from embnorm_lib.core.records.rundir import RunDir
 from embnorm_lib.runner import run, sweep
 
 

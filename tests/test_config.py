@@ -103,7 +103,7 @@ def test_the_notebooks_on_off_parameters_are_true_or_false(switches):
                                        ("", ""), ("ok", "_.."), ("new\nline", ""), ("a b", ""), ("ok", "_lr=1 2")])
 def test_names_that_would_leave_the_runs_directory_are_refused(tmp_path, study, tag):
     from embnorm_lib.core.errors import ConfigError
-    from embnorm_lib.core.rundir import run_dir_for
+    from embnorm_lib.core.records.rundir import run_dir_for
 
     with pytest.raises(ConfigError, match="allowed: a name without"):
         run_dir_for(study, "ln", 0, tmp_path, tag=tag)

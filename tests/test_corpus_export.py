@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from embnorm_lib.core import corpus, data
 from embnorm_lib.core.config import preset_config
+from embnorm_lib.core.corpora import corpus, data
 from embnorm_lib.core.errors import DataError
-from embnorm_lib.core.train import train
+from embnorm_lib.core.training.train import train
 
 
 class FakeSplit:

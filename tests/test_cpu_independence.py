@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 from test_ladder import check_runs, synthetic
 
-from embnorm_lib.core.io import PUBLISHED_DIGITS, published, published_csv
+from embnorm_lib.core.records.io import PUBLISHED_DIGITS, published, published_csv
 
 
 def publish_ladder(out) -> None:

@@ -4,9 +4,9 @@ import pytest
 import torch
 from conftest import tiny
 
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.steplog import read_step_log
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.records.steplog import read_step_log
+from embnorm_lib.core.training.train import train
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (issue 20)")
 
@@ -63,7 +63,7 @@ def test_a_checkpoint_written_on_one_device_resumes_on_the_other(tmp_path, data_
 
 
 def test_a_run_trained_on_cuda_is_scored_there(tmp_path, data_path):
-    from embnorm_lib.core.lm_eval_adapter import score_if_asked
+    from embnorm_lib.core.scoring.lm_eval_adapter import score_if_asked
 
     cfg = tiny(max_iters=5, eval_interval=0, eval_at_init=False, diag_interval=0, device="cuda", lm_eval=True)
     train(cfg, tmp_path / "run", data_path, progress=False)

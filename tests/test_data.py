@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from embnorm_lib.core import data
-from embnorm_lib.core.data import BatchSampler, DataError, load_corpus, resolve_data_path, validation_windows
+from embnorm_lib.core.corpora import data
+from embnorm_lib.core.corpora.data import BatchSampler, DataError, load_corpus, resolve_data_path, validation_windows
 
 
 def test_corpus_is_verified_and_split_90_10(corpus):

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from embnorm_lib.core.io import repo_root
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.seal import reseal
+from embnorm_lib.core.records.io import repo_root
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.records.seal import reseal
 from embnorm_lib.publishing.publish import publish
 from embnorm_lib.runner.design import DesignError, check_design
 from embnorm_lib.runner.results import build_index

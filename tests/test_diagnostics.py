@@ -5,9 +5,9 @@ import pytest
 import torch
 from conftest import tiny
 
-from embnorm_lib.core import calibration as cal
-from embnorm_lib.core import diagnostics as diag
-from embnorm_lib.core.model import GPT
+from embnorm_lib.core.nets.model import GPT
+from embnorm_lib.core.scoring import calibration as cal
+from embnorm_lib.core.scoring import diagnostics as diag
 
 
 def test_identical_vectors_have_cosine_one_and_orthogonal_zero():
@@ -66,7 +66,7 @@ def test_update_ratio_of_a_known_step():
 
 def test_probe_reads_every_block_and_class(corpus):
     model = GPT(tiny(variant="rms"))
-    from embnorm_lib.core.data import validation_windows
+    from embnorm_lib.core.corpora.data import validation_windows
 
     x, _ = validation_windows(corpus.val, 32)
     out = diag.probe(model, x[:4], corpus.chars)
@@ -182,8 +182,8 @@ def test_arms_of_one_variant_differ_in_line_style_not_colour():
 
 def test_a_diagnostics_step_reads_the_device_once_per_probe_not_once_per_value(corpus, monkeypatch):
     """One batched transfer per call instead of ~180 `.item()` syncs; the floats are what `.item()` gives."""
-    from embnorm_lib.core.data import validation_windows
-    from embnorm_lib.core.train import make_optimizer
+    from embnorm_lib.core.corpora.data import validation_windows
+    from embnorm_lib.core.training.train import make_optimizer
 
     model = GPT(tiny(variant="ln"))
     optimizer = make_optimizer(model, model.cfg, torch.device("cpu"))

@@ -7,10 +7,10 @@ import pytest
 import torch
 from conftest import REPO, tiny
 
-from embnorm_lib.core import distributed
-from embnorm_lib.core.io import atomic_write_text
-from embnorm_lib.core.steplog import read_step_log
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records.io import atomic_write_text
+from embnorm_lib.core.records.steplog import read_step_log
+from embnorm_lib.core.training import distributed
+from embnorm_lib.core.training.train import train
 
 TINY = ["--preset", "tiny", "--variant", "ln", "--seed", "1", "--set", "max_iters=16", "--set", "torch_threads=1",
         "--set", "eval_interval=8"]

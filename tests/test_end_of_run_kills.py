@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from conftest import tiny
 
-from embnorm_lib.core import seal
-from embnorm_lib.core import train as train_module
-from embnorm_lib.core.io import read_json
-from embnorm_lib.core.lm_eval_adapter import score_if_asked, write_result
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records import seal
+from embnorm_lib.core.records.io import read_json
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.scoring.lm_eval_adapter import score_if_asked, write_result
+from embnorm_lib.core.training import train as train_module
+from embnorm_lib.core.training.train import train
 
 
 class Killed(BaseException):
@@ -80,7 +80,7 @@ def test_the_seal_command_names_the_runs_directory_in_use(tmp_path):
 
 def _comparable(run: RunDir) -> dict:
     """What a finished run holds, timings aside: the summary's numbers and every sealed file's rows."""
-    from embnorm_lib.core.steplog import read_step_log
+    from embnorm_lib.core.records.steplog import read_step_log
 
     drop = ("wall_s", "train_ms_per_iter", "eval_s_total", "lm_eval_s", "seconds")
     summary = {k: v for k, v in read_json(run.summary).items() if k not in drop}
@@ -95,7 +95,8 @@ def test_a_kill_at_every_file_appearance_of_the_runs_end_resumes_by_rerunning(tm
     """Issue 117's probe: killed right after each file the end of a run writes (the last checkpoint onwards: logs,
     calibration, weights, summary, seal; then the zero-shot stage's result and its reseal), re-running the same
     commands finishes the run with the files an uninterrupted run has."""
-    from embnorm_lib.core import lm_eval_adapter, writes
+    from embnorm_lib.core.records import writes
+    from embnorm_lib.core.scoring import lm_eval_adapter
 
     fake = {"macro": {"0shot": {"acc": 0.5, "acc_norm": 0.5}}, "tasks": {"t": {"0shot": {"acc": 0.5}}}}
     monkeypatch.setattr(lm_eval_adapter, "evaluate_lm", lambda *a, **k: fake)  # the suite is tested elsewhere

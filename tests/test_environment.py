@@ -3,7 +3,7 @@ import os
 
 from conftest import USER_ENVIRONMENT
 
-from embnorm_lib.core.data import CORPUS_SHA256, data_candidates, resolve_data_path
+from embnorm_lib.core.corpora.data import CORPUS_SHA256, data_candidates, resolve_data_path
 
 
 def test_a_test_sees_none_of_the_users_variables_and_finds_the_corpus_by_the_librarys_rule():

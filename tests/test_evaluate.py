@@ -3,13 +3,13 @@ import torch
 from conftest import tiny
 
 from embnorm_lib.core.config import preset_config
-from embnorm_lib.core.data import validation_windows
+from embnorm_lib.core.corpora.data import validation_windows
 from embnorm_lib.core.device import Precision
-from embnorm_lib.core.evaluate import FORWARD_WINDOWS, SUM_WINDOWS, evaluate
-from embnorm_lib.core.io import read_jsonl
-from embnorm_lib.core.model import GPT
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.train import train
+from embnorm_lib.core.nets.model import GPT
+from embnorm_lib.core.records.io import read_jsonl
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.scoring.evaluate import FORWARD_WINDOWS, SUM_WINDOWS, evaluate
+from embnorm_lib.core.training.train import train
 
 FP32 = Precision("fp32", torch.device("cpu"))
 
@@ -69,9 +69,9 @@ def test_evaluations_before_the_last_use_an_even_subset_and_the_final_one_every_
 
 def test_the_final_pass_records_loss_by_position_and_it_averages_to_the_val_loss(tmp_path, data_path):
     from embnorm_lib.core.config import preset_config
-    from embnorm_lib.core.io import read_json
-    from embnorm_lib.core.rundir import run_dir_for
-    from embnorm_lib.core.train import train
+    from embnorm_lib.core.records.io import read_json
+    from embnorm_lib.core.records.rundir import run_dir_for
+    from embnorm_lib.core.training.train import train
     from embnorm_lib.runner.results import load_positions
 
     cfg = preset_config("tiny", variant="ln", max_iters=4, eval_interval=0, eval_windows=16, torch_threads=1)
@@ -105,7 +105,7 @@ def test_an_arm_is_its_longest_variant_prefix_in_order_and_in_pairing():
     import pandas as pd
 
     from embnorm_lib.analyses.length import position_deltas
-    from embnorm_lib.core.variants import arm_variant
+    from embnorm_lib.core.nets.variants import arm_variant
     from embnorm_lib.runner.results import arm_order
 
     assert arm_variant("ln_matched_lr=1") == "ln_matched" and arm_variant("ln_lr=1") == "ln"

@@ -3,7 +3,7 @@ import os
 
 import matplotlib.pyplot as plt
 
-from embnorm_lib.core.io import same_pdf_drawing, write_figure_if_changed
+from embnorm_lib.core.records.io import same_pdf_drawing, write_figure_if_changed
 
 
 def _pdf(last_y: float) -> bytes:

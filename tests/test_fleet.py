@@ -9,17 +9,17 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from embnorm_lib import studies
 from embnorm_lib.analyses import paired as analysis
-from embnorm_lib.core import variants
-from embnorm_lib.core.data import BatchSampler
+from embnorm_lib.core.corpora.data import BatchSampler
 from embnorm_lib.core.device import Precision
 from embnorm_lib.core.errors import ConfigError
-from embnorm_lib.core.fleet import Fleet, adamw_, fleet_configs, fleet_forward, schedule_tables, train_fleet
-from embnorm_lib.core.io import read_json
-from embnorm_lib.core.model import GPT
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.steplog import read_step_log
-from embnorm_lib.core.train import lr_at, train
-from embnorm_lib.core.variants import VARIANTS
+from embnorm_lib.core.nets import variants
+from embnorm_lib.core.nets.model import GPT
+from embnorm_lib.core.nets.variants import VARIANTS
+from embnorm_lib.core.records.io import read_json
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.records.steplog import read_step_log
+from embnorm_lib.core.training.fleet import Fleet, adamw_, fleet_configs, fleet_forward, schedule_tables, train_fleet
+from embnorm_lib.core.training.train import lr_at, train
 from embnorm_lib.publishing.report import arm_table
 from embnorm_lib.runner import sweep
 from embnorm_lib.runner.results import load_runs

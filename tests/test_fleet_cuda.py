@@ -4,8 +4,8 @@ import pytest
 import torch
 from conftest import strip_timing, tiny
 
-from embnorm_lib.core.fleet import fleet_configs, train_fleet
-from embnorm_lib.core.steplog import read_step_log
+from embnorm_lib.core.records.steplog import read_step_log
+from embnorm_lib.core.training.fleet import fleet_configs, train_fleet
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (issue 75)")
 

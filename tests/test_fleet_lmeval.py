@@ -4,9 +4,9 @@ import pytest
 import torch
 from conftest import tiny
 
-from embnorm_lib.core.fleet_lmeval import MemberLM, SharedScores, score_runs, stack_members
-from embnorm_lib.core.lm_eval_adapter import CharLM, evaluate_lm
-from embnorm_lib.core.model import GPT
+from embnorm_lib.core.nets.model import GPT
+from embnorm_lib.core.scoring.fleet_lmeval import MemberLM, SharedScores, score_runs, stack_members
+from embnorm_lib.core.scoring.lm_eval_adapter import CharLM, evaluate_lm
 
 
 def sharpened(cfg) -> GPT:
@@ -64,8 +64,8 @@ def test_shared_scoring_refuses_an_unfinished_run_in_one_line(tmp_path):
 
 
 def test_a_fleet_sweep_scores_its_runs_together_and_writes_what_a_single_run_writes(tmp_path, data_path, monkeypatch):
-    from embnorm_lib.core import fleet_lmeval
-    from embnorm_lib.core.io import read_json
+    from embnorm_lib.core.records.io import read_json
+    from embnorm_lib.core.scoring import fleet_lmeval
     from embnorm_lib.runner import sweep
     from embnorm_lib.runner.sweep import main as sweep_main
 

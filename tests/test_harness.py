@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from embnorm_lib.core.errors import ConfigError
-from embnorm_lib.core.harness import HARNESS_FILE, UserTokenizer, load_harness_lm
+from embnorm_lib.core.scoring.harness import HARNESS_FILE, UserTokenizer, load_harness_lm
 
 ITEMS = [("First Citizen: Before we proceed any further, hear me", [" speak.", " sing.", " fly."], 0),
          ("You are all resolved rather to die than to", [" famish?", " table", " purple"], 0),
@@ -55,8 +55,8 @@ def trained(tmp_path_factory, data_path):
 
 
 def test_a_local_task_scores_a_shards_run_through_the_users_tokenizer(trained):
-    from embnorm_lib.core.rundir import RunDir
-    from embnorm_lib.core.seal import verify_run
+    from embnorm_lib.core.records.rundir import RunDir
+    from embnorm_lib.core.records.seal import verify_run
 
     run_dir, tokenizer, tasks = trained
     done = subprocess.run([sys.executable, "-m", "embnorm_lib", "harness", "--run-dir", str(run_dir), "--tokenizer",

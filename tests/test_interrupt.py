@@ -14,10 +14,10 @@ import pytest
 import torch
 from conftest import REPO, strip_timing, tiny
 
-from embnorm_lib.core.interrupt import Terminated, TerminatedRun, stop_on_interrupt, stop_on_terminate
-from embnorm_lib.core.io import read_jsonl
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.train import Interrupted, train
+from embnorm_lib.core.records.io import read_jsonl
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.training.interrupt import Terminated, TerminatedRun, stop_on_interrupt, stop_on_terminate
+from embnorm_lib.core.training.train import Interrupted, train
 
 
 @pytest.fixture(autouse=True)

@@ -5,11 +5,12 @@ import json
 import pytest
 from conftest import tiny
 
-from embnorm_lib.core import checkpoint, seal
 from embnorm_lib.core.errors import RunDirError
-from embnorm_lib.core.fleet import fleet_configs, train_fleet
-from embnorm_lib.core.io import RunLock
-from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.records import seal
+from embnorm_lib.core.records.io import RunLock
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.training import checkpoint
+from embnorm_lib.core.training.fleet import fleet_configs, train_fleet
 
 JOBS = {"fleet": (fleet_configs, train_fleet)}
 

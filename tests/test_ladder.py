@@ -905,8 +905,8 @@ def test_publishing_an_lr_check_asks_no_size_findings(monkeypatch, tmp_path):
 def test_the_registered_token_counts_are_the_committed_tokenizers_counts_and_listing_cells_tokenizes_nothing(monkeypatch):
     """Study.cells() has no side effect (issue 114 item 5): the subword ladder's budgets read registered token counts,
     which equal what the committed tokenizers give for tiny Shakespeare's training split."""
-    from embnorm_lib.core import data
-    from embnorm_lib.core.data import load_corpus
+    from embnorm_lib.core.corpora import data
+    from embnorm_lib.core.corpora.data import load_corpus
     from embnorm_lib.studies import STUDIES
     from embnorm_lib.studies.ladder import TRAIN_TOKENS
 

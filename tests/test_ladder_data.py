@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 from embnorm_lib.analyses import ladder_data_words as words
-from embnorm_lib.core import opencorpus
 from embnorm_lib.core.config import PRESETS, RunConfig
-from embnorm_lib.core.data import load_corpus
+from embnorm_lib.core.corpora import opencorpus
+from embnorm_lib.core.corpora.data import load_corpus
 from embnorm_lib.core.errors import DataError
-from embnorm_lib.core.io import repo_root
+from embnorm_lib.core.records.io import repo_root
 from embnorm_lib.studies import ladder_data, study_cells
 
 # -- a synthetic .deb: an ar archive with a data.tar.xz -------------------------------------------------------------
@@ -545,7 +545,7 @@ def test_a_rung_is_quoted_once_its_runs_are_in_and_the_seed_rule_is_settled(monk
 
 
 def test_the_dictionary_share_counts_the_dictd_sources_of_the_record():
-    from embnorm_lib.core.opencorpus import dictionary_share
+    from embnorm_lib.core.corpora.opencorpus import dictionary_share
 
     record = {"per_source": [{"source": "gcide", "chars_train": 60, "chars_val": 10},
                              {"source": "fortunes", "chars_train": 15, "chars_val": 5},

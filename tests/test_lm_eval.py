@@ -8,9 +8,9 @@ from conftest import tiny
 from scipy.stats import binomtest
 from torch.nn import functional as F
 
-from embnorm_lib.core.lm_eval_adapter import CharLM, evaluate_lm, fits, score_if_asked
-from embnorm_lib.core.model import GPT
-from embnorm_lib.core.train import train
+from embnorm_lib.core.nets.model import GPT
+from embnorm_lib.core.scoring.lm_eval_adapter import CharLM, evaluate_lm, fits, score_if_asked
+from embnorm_lib.core.training.train import train
 from embnorm_lib.lmtasks import build
 from embnorm_lib.runner.results import lm_summary_fields
 
@@ -143,7 +143,7 @@ def test_suite_v2_is_its_pinned_items_from_the_validation_split(corpus):
 
 
 def test_suite_v2_keeps_every_items_answer_through_the_harness(data_path, corpus):
-    from embnorm_lib.core.lm_eval_adapter import get_suite
+    from embnorm_lib.core.scoring.lm_eval_adapter import get_suite
 
     model = GPT(tiny(seed=3, block_size=64))
     result = evaluate_lm(CharLM(model, corpus.chars), shots=(0,), data_path=data_path, suite="v2", limit=24)

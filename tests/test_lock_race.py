@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from embnorm_lib.core import io as io_module
-from embnorm_lib.core.checkpoint import holding
 from embnorm_lib.core.errors import RunDirError
-from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.records import io as io_module
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.training.checkpoint import holding
 
 
 def test_a_refused_attempt_never_removes_the_winners_lock_or_directory(tmp_path, monkeypatch):

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from embnorm_lib.core.config import preset_config
-from embnorm_lib.core.model import GPT
-from embnorm_lib.core.variants import VARIANTS
+from embnorm_lib.core.nets.model import GPT
+from embnorm_lib.core.nets.variants import VARIANTS
 
 
 def expected_params(cfg, variant):

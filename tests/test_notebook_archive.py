@@ -12,7 +12,7 @@ from conftest import REPO
 from test_runs_portable import ABSOLUTE_PATH
 
 from embnorm_lib.core.errors import RunDirError
-from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.records.rundir import RunDir
 from embnorm_lib.runner import notebook_archive as na
 from embnorm_lib.tools import compact_logs
 

@@ -179,9 +179,9 @@ def test_the_smoke_check_and_the_design_card_run_never_share_a_directory(tmp_pat
     config's run is refused in one line that says which way out to take."""
     from conftest import tiny
 
-    from embnorm_lib.core.checkpoint import ResumeError
     from embnorm_lib.core.notebook import existing_run_note, run_dir_from_parameters
-    from embnorm_lib.core.train import train
+    from embnorm_lib.core.training.checkpoint import ResumeError
+    from embnorm_lib.core.training.train import train
 
     out = str(tmp_path / "runs")
     cfg = tiny(variant="ln", seed=3, max_iters=3, eval_windows=8)
@@ -204,8 +204,8 @@ def test_the_design_card_says_how_long_it_will_take_from_committed_runs_of_its_c
     import statistics
 
     from embnorm_lib.core.config import preset_config
-    from embnorm_lib.core.io import read_json
     from embnorm_lib.core.notebook import recorded_time_note
+    from embnorm_lib.core.records.io import read_json
 
     cfg = preset_config("seeds-final", variant="ln", seed=3)
     note = recorded_time_note(cfg)

@@ -7,7 +7,7 @@ import pytest
 from conftest import REPO
 
 from embnorm_lib.analyses import paper
-from embnorm_lib.core.io import published
+from embnorm_lib.core.records.io import published
 
 
 def test_the_paper_source_types_no_number():

@@ -9,11 +9,11 @@ import json
 import pytest
 import torch
 
-from embnorm_lib.core import overlap, prosecorpus
 from embnorm_lib.core.config import RunConfig
+from embnorm_lib.core.corpora import overlap, prosecorpus
+from embnorm_lib.core.corpora.prose_markup import html_paragraphs, is_prose, pod_paragraphs
 from embnorm_lib.core.errors import ConfigError, DataError
-from embnorm_lib.core.model import GPT
-from embnorm_lib.core.prose_markup import html_paragraphs, is_prose, pod_paragraphs
+from embnorm_lib.core.nets.model import GPT
 from embnorm_lib.core.recipes import RECIPES, get_recipe
 from tests.test_ladder_data import make_deb
 
@@ -166,7 +166,7 @@ def test_committed_record_meets_the_issue():
 def test_byte_alphabet_is_the_one_hf_tokenizers_uses():
     from tokenizers import pre_tokenizers
 
-    from embnorm_lib.core.tokenizer import byte_alphabet
+    from embnorm_lib.core.corpora.tokenizer import byte_alphabet
 
     table = byte_alphabet()
     assert len(set(table.values())) == 256
@@ -175,7 +175,7 @@ def test_byte_alphabet_is_the_one_hf_tokenizers_uses():
 
 
 def test_byte_level_tokens_measure_bytes_and_round_trip(tmp_path):
-    from embnorm_lib.core.tokenizer import TOKENIZERS, bpe_tokenizer, encode_text, token_texts
+    from embnorm_lib.core.corpora.tokenizer import TOKENIZERS, bpe_tokenizer, encode_text, token_texts
 
     spec = TOKENIZERS["bytebpe-4096"]
     text = "".join(f"Line {i} says that the model reads bytes, not characters.\n" for i in range(400))

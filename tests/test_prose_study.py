@@ -11,8 +11,8 @@ import pytest
 
 from embnorm_lib.analyses import prose as analysis
 from embnorm_lib.core.config import PRESETS, RunConfig
-from embnorm_lib.core.io import repo_root
 from embnorm_lib.core.presets import PROSE_RECORD, PROSE_TOKENIZER_RECORD, prose_iters, prose_params
+from embnorm_lib.core.records.io import repo_root
 from embnorm_lib.studies import STUDIES, prose
 
 needs_records = pytest.mark.skipif(not (PROSE_RECORD.is_file() and PROSE_TOKENIZER_RECORD.is_file()),

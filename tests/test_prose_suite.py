@@ -95,7 +95,7 @@ def test_the_pinned_manifest_records_the_rules_it_was_built_with():
     assert manifest["settings"]["max_item_chars"] == suite.MAX_ITEM_CHARS
     assert manifest["settings"]["far_lines"] == suite.FAR and manifest["chance"] == suite.CHANCE
     assert set(manifest["sha256"]) == {f"{t}/{s}" for t in suite.TASKS for s in ("fewshot", "test")}
-    from embnorm_lib.core.lm_eval_adapter import get_suite
+    from embnorm_lib.core.scoring.lm_eval_adapter import get_suite
 
     assert sorted(get_suite("v3").tasks) == sorted(f"prose3_{t}" for t in suite.TASKS) and get_suite("v3").shots == (0,)
     for task in suite.TASKS:  # one lm-eval YAML per task, reading the suite through utils.load_items_v3
@@ -121,8 +121,8 @@ def test_the_suite_scores_through_lm_eval_with_the_runs_tokenizer_uncut():
     from tokenizers import Tokenizer
 
     from embnorm_lib.core.config import preset_config
-    from embnorm_lib.core.lm_eval_adapter import SubwordLM, evaluate_lm
-    from embnorm_lib.core.model import GPT
+    from embnorm_lib.core.nets.model import GPT
+    from embnorm_lib.core.scoring.lm_eval_adapter import SubwordLM, evaluate_lm
 
     tokenizers = sorted((Path(__file__).resolve().parents[1] / "runs" / "tokenizers").glob("bytebpe-4096-1335ce2b*.json"))
     if not tokenizers:
@@ -160,9 +160,9 @@ def test_the_pilots_mdes_follow_the_runs_spread():
 def test_a_prose_run_that_asks_is_scored_on_suite_v3_after_training(tmp_path, monkeypatch):
     """lm_eval=True is allowed on the corpus suite v3 is drawn from (and only there among corpora of one's own); the
     stage after training then writes lm_eval_v3.json, not v1's file, and runs.csv reads it as lm3 columns."""
-    from embnorm_lib.core import lm_eval_adapter as adapter
     from embnorm_lib.core.config import preset_config
     from embnorm_lib.core.errors import ConfigError
+    from embnorm_lib.core.scoring import lm_eval_adapter as adapter
     from embnorm_lib.runner.results import lm_summary_fields
 
     cfg = preset_config("prose-gpt2-1", seed=100)

@@ -10,10 +10,10 @@ import pytest
 from conftest import REPO, tiny
 
 from embnorm_lib.analyses import paired as analysis
-from embnorm_lib.core import lm_eval_adapter
 from embnorm_lib.core.cli import parse_axes
 from embnorm_lib.core.errors import ConfigError, RunDirError, entry
-from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.scoring import lm_eval_adapter
 from embnorm_lib.runner import sweep
 from embnorm_lib.runner.results import index_row, load_runs
 
@@ -191,7 +191,7 @@ def test_sweep_flags_that_would_be_ignored_or_collide_are_refused_before_anythin
 
 
 def test_the_index_and_the_seal_refuse_a_study_folder_that_is_not_there_in_the_same_words(tmp_path, capsys):
-    from embnorm_lib.core import seal
+    from embnorm_lib.core.records import seal
 
     (tmp_path / "tmine").mkdir()
     assert entry(sweep.main, ["nosuch", "--index-only", "--out-dir", str(tmp_path)]) == 2
@@ -216,7 +216,7 @@ def test_publishing_a_study_without_runs_names_what_can_be_published(tmp_path, c
 
 @pytest.mark.parametrize("tag", ["_matched", "_matched_lr=1", "lr=1", "_lr"])
 def test_a_run_tag_that_could_read_as_a_variant_name_is_refused(tmp_path, tag):
-    from embnorm_lib.core.rundir import run_dir_for
+    from embnorm_lib.core.records.rundir import run_dir_for
 
     # 'ln' + '_matched' would be the directory of variant ln_matched
     with pytest.raises(ConfigError, match=f"invalid run_tag='{tag}'; allowed: empty, or '_FIELD=VALUE' pairs"):
@@ -249,7 +249,7 @@ def test_a_run_tag_must_name_the_runs_own_config(tmp_path, tag, why):
 
 
 def test_every_registered_cells_tag_names_its_own_config():
-    from embnorm_lib.core.rundir import check_run_tag
+    from embnorm_lib.core.records.rundir import check_run_tag
     from embnorm_lib.runner.registry import STUDIES
 
     cells = [cell for study in STUDIES.values() for cell in study.cells()]
@@ -264,7 +264,7 @@ def test_every_registered_cells_tag_names_its_own_config():
 def test_a_summary_whose_loss_the_index_cannot_count_is_neither_indexed_nor_sealed(tmp_path, capsys, summary):
     """A missing or NaN loss in a run that did not diverge was indexed as a run and averaged as none (n 2, mean of
     one); sealing it by hand vouched for it."""
-    from embnorm_lib.core import seal
+    from embnorm_lib.core.records import seal
 
     run = RunDir(tmp_path / "tsyn" / "none" / "seed0")
     run.root.mkdir(parents=True)
@@ -300,7 +300,7 @@ def test_an_out_dir_where_a_file_stands_is_refused_in_one_line_by_every_command(
 
 
 def test_opencorpus_checks_where_it_writes_before_it_builds(tmp_path, capsys):
-    from embnorm_lib.core import opencorpus
+    from embnorm_lib.core.corpora import opencorpus
 
     blocker = tmp_path / "afile"
     blocker.write_text("")
@@ -365,7 +365,7 @@ def test_a_run_whose_files_name_another_seed_or_variant_than_its_directory_is_ne
         tmp_path, capsys, arm, config, summary, message):
     """A summary copied into another seed's directory and resealed by hand was indexed as a second seed; publish then
     stopped in pandas ('duplicate labels') instead of one line naming the run."""
-    from embnorm_lib.core import seal
+    from embnorm_lib.core.records import seal
 
     run = RunDir(tmp_path / "tsyn" / arm / "seed0")
     run.root.mkdir(parents=True)
@@ -381,7 +381,7 @@ def test_a_run_whose_files_name_another_seed_or_variant_than_its_directory_is_ne
 @pytest.mark.parametrize("arm,variant", [("ln", "ln"), ("ln_lr=0.001", "layernorm"), ("ln_matched", "ln_matched"),
                                          ("ln_matched_preset=tiny", "ln_matched")])
 def test_a_run_whose_files_agree_with_its_directory_is_indexed_and_sealed(tmp_path, arm, variant):
-    from embnorm_lib.core import seal
+    from embnorm_lib.core.records import seal
 
     run = RunDir(tmp_path / "tsyn" / arm / "seed3")
     run.root.mkdir(parents=True)

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.seal import reseal
-from embnorm_lib.core.steplog import parquet_path, read_step_log, write_parquet_log
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.records.seal import reseal
+from embnorm_lib.core.records.steplog import parquet_path, read_step_log, write_parquet_log
+from embnorm_lib.core.training.train import train
 from embnorm_lib.runner import sweep
 from embnorm_lib.studies import Cell
 from embnorm_lib.tools import rescore

@@ -8,13 +8,13 @@ import pytest
 import torch
 from conftest import REPO, tiny
 
-from embnorm_lib.core import io as io_module
-from embnorm_lib.core.checkpoint import ResumeError
 from embnorm_lib.core.errors import ConfigError, DiskFullError, RunDirError
-from embnorm_lib.core.io import RunLock, read_jsonl, write_jsonl
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.steplog import read_step_log
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records import io as io_module
+from embnorm_lib.core.records.io import RunLock, read_jsonl, write_jsonl
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.records.steplog import read_step_log
+from embnorm_lib.core.training.checkpoint import ResumeError
+from embnorm_lib.core.training.train import train
 
 
 def names(run_dir):
@@ -120,7 +120,7 @@ def test_torch_saves_iostream_error_is_a_full_disk_only_where_the_disk_is_full(t
     import re
     import shutil
 
-    from embnorm_lib.core import writes
+    from embnorm_lib.core.records import writes
 
     def failing_stream(obj, path, *args, **kwargs):
         with open(path, "wb") as f:
@@ -167,7 +167,7 @@ def test_malformed_json_names_the_file(tmp_path):
 
 def test_lock_is_released_when_its_holder_dies(tmp_path):
     lock_path = tmp_path / "run" / ".lock"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom embnorm_lib.core.io import RunLock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom embnorm_lib.core.records.io import RunLock\n"
                                f"l = RunLock({str(lock_path)!r}); assert l.acquire(); print('held', flush=True); "
                                "time.sleep(60)"], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"

@@ -97,7 +97,7 @@ def test_the_modules_command_line_writes_the_report_publish_writes(tmp_path):
 @pytest.mark.committed
 def test_findings_quote_each_half_against_layernorm_with_its_interval_not_a_share():
     from embnorm_lib.analyses.findings import scale_finding
-    from embnorm_lib.core.io import runs_root
+    from embnorm_lib.core.records.io import runs_root
 
     line = scale_finding(runs_root())
     runs = scale_vs_norm.load_runs(scale_vs_norm.STUDY, runs_root())

@@ -9,9 +9,9 @@ import shutil
 import pytest
 from conftest import REPO, tiny
 
-from embnorm_lib.core import seal
 from embnorm_lib.core.errors import RunDirError
-from embnorm_lib.core.rundir import RunDir
+from embnorm_lib.core.records import seal
+from embnorm_lib.core.records.rundir import RunDir
 from embnorm_lib.publishing import publish
 from embnorm_lib.runner import results, sweep
 from embnorm_lib.studies import MissingRunsError, check_registered_runs
@@ -32,7 +32,7 @@ def fake_run(root, arm="none", seed=0, steps=3) -> RunDir:
 
 
 def test_a_trained_run_is_sealed_last_with_sizes_hashes_rows_and_steps(tmp_path, data_path):
-    from embnorm_lib.core.train import train
+    from embnorm_lib.core.training.train import train
 
     run = RunDir(tmp_path / "t" / "ln" / "seed0")
     train(tiny(variant="ln", max_iters=4, eval_interval=2, lm_eval=False), run.root, data_path, progress=False)
@@ -120,7 +120,7 @@ def test_a_stage_that_adds_a_file_reseals_but_never_over_damage(tmp_path):
 
 
 def test_a_damaged_finished_cell_is_corrupt_for_the_sweep(tmp_path):
-    from embnorm_lib.core.checkpoint import write_config
+    from embnorm_lib.core.training.checkpoint import write_config
     from embnorm_lib.studies import grid
 
     cell = grid("tcell", "tiny", ["ln"], [0])[0]
@@ -180,9 +180,9 @@ def test_publishing_a_damaged_copy_of_a_committed_study_refuses_and_changes_no_c
 
 def test_seal_check_applies_the_index_identity_checks(tmp_path, capsys, data_path):
     """Issue 117 #9: `seal --check` passed a run whose summary names another seed, which the index refuses."""
-    from embnorm_lib.core.io import read_json, write_json
-    from embnorm_lib.core.seal import main, reseal
-    from embnorm_lib.core.train import train
+    from embnorm_lib.core.records.io import read_json, write_json
+    from embnorm_lib.core.records.seal import main, reseal
+    from embnorm_lib.core.training.train import train
 
     run = RunDir(tmp_path / "runs" / "s" / "ln" / "seed0")
     train(tiny(max_iters=2, eval_at_init=False), run.root, data_path, progress=False)

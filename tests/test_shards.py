@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from embnorm_lib.core import shards
-from embnorm_lib.core.data import BatchSampler, validation_windows
-from embnorm_lib.core.diagnostics import mean_pairwise_cosine
+from embnorm_lib.core.corpora import shards
+from embnorm_lib.core.corpora.data import BatchSampler, validation_windows
 from embnorm_lib.core.errors import DataError
+from embnorm_lib.core.scoring.diagnostics import mean_pairwise_cosine
 
 VOCAB = 50257
 
@@ -140,7 +140,7 @@ def test_overrides_detect_a_directory_and_refuse_a_text_tokenizer(tmp_path):
 def test_mean_pairwise_cosine_of_a_large_set_needs_no_gram_matrix(monkeypatch):
     v = torch.randn(500, 16) + 0.2
     small = mean_pairwise_cosine(v)
-    monkeypatch.setattr("embnorm_lib.core.diagnostics.GRAM_MAX_ROWS", 100)
+    monkeypatch.setattr("embnorm_lib.core.scoring.diagnostics.GRAM_MAX_ROWS", 100)
     assert float(mean_pairwise_cosine(v)) == pytest.approx(float(small), abs=1e-6)
 
 
@@ -168,7 +168,7 @@ def test_run_trains_on_a_shard_directory(tmp_path, layout):
 
 @pytest.mark.slow  # two torchrun launches and a single run: ~40 s
 def test_two_gloo_ranks_on_shards_match_one_process(tmp_path):
-    from embnorm_lib.core.steplog import read_step_log
+    from embnorm_lib.core.records.steplog import read_step_log
 
     d = nanogpt_dir(tmp_path)
     args = ["--preset", "tiny", "--variant", "rms", "--seed", "2", "--data-path", str(d), "--set", "vocab_size=50257",
@@ -186,7 +186,7 @@ def test_two_gloo_ranks_on_shards_match_one_process(tmp_path):
 
 
 def test_the_guide_carries_the_cost_table_the_code_computes():
-    from embnorm_lib.core.io import repo_root
+    from embnorm_lib.core.records.io import repo_root
     from embnorm_lib.tools import gpu_cost
 
     table = gpu_cost.render(*gpu_cost.cost_rows())

@@ -3,7 +3,7 @@ import pytest
 
 from embnorm_lib.core.errors import ConfigError
 from embnorm_lib.core.notebook import SMOKE, config_from_parameters
-from embnorm_lib.core.train import train
+from embnorm_lib.core.training.train import train
 
 
 def test_smoke_shortens_the_run_and_its_summary_says_it_is_not_comparable(tmp_path, data_path):

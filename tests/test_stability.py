@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from embnorm_lib.analyses import stability, stability_words
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.seal import seal_run
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.records.seal import seal_run
 
 
 def lr_runs():

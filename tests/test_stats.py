@@ -318,7 +318,7 @@ def test_mean_interval_is_the_t_interval_of_the_finite_values():
 def test_every_compared_metric_is_registered_once_with_its_direction_and_labels():
     """Issue 114 item 5: one metric registry; the directions, labels and words the pages use are read from it."""
     from embnorm_lib.analyses import answer_words, findings, paired, paper_figures, prose_confirm
-    from embnorm_lib.core.calibration import N_BINS
+    from embnorm_lib.core.scoring.calibration import N_BINS
     from embnorm_lib.publishing import plots
     from embnorm_lib.stats.metrics import ECE_BINS, METRICS
 

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from embnorm_lib.core import schedule, seal, steplog
 from embnorm_lib.core.errors import RunDirError, entry
-from embnorm_lib.core.io import read_jsonl, write_jsonl
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.steplog import decode, encode, parquet_path, read_step_log, same_rows
+from embnorm_lib.core.records import seal, steplog
+from embnorm_lib.core.records.io import read_jsonl, write_jsonl
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.records.steplog import decode, encode, parquet_path, read_step_log, same_rows
+from embnorm_lib.core.training import schedule
 from embnorm_lib.tools import compact_logs
 
 ODD_ROWS = [
@@ -58,7 +59,7 @@ def test_the_bytes_depend_on_the_rows_only(tmp_path):
     payload = encode(ODD_ROWS)
     assert encode([dict(r) for r in ODD_ROWS]) == payload
     (tmp_path / "rows.json").write_text(json.dumps(ODD_ROWS))  # NaN/inf survive Python's json
-    code = ("import json, sys; from embnorm_lib.core.steplog import encode; "
+    code = ("import json, sys; from embnorm_lib.core.records.steplog import encode; "
             "sys.stdout.buffer.write(encode(json.loads(open(sys.argv[1]).read())))")
     other = subprocess.run([sys.executable, "-c", code, str(tmp_path / "rows.json")], cwd=REPO, capture_output=True,
                            env={"PYTHONHASHSEED": "123", "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, check=True)
@@ -232,7 +233,7 @@ def test_the_command_checks_its_arguments_and_keeps_to_the_budget(tmp_path, caps
 def test_a_finish_killed_after_its_parquet_logs_resumes_to_the_same_run(tmp_path, data_path, monkeypatch):
     from conftest import strip_timing, tiny
 
-    from embnorm_lib.core import train as train_module
+    from embnorm_lib.core.training import train as train_module
 
     cfg = tiny(max_iters=12, checkpoint_interval=6, eval_interval=6)
     train_module.train(cfg, tmp_path / "full", data_path, progress=False)
@@ -345,7 +346,7 @@ def test_a_re_encoding_killed_part_way_is_finished_by_a_rerun(tmp_path, monkeypa
     with monkeypatch.context() as m:
         m.setattr(compact_logs, "reseal" if where == "before-seal" else "atomic_write_bytes", boom, raising=False)
         if where == "before-file":
-            import embnorm_lib.core.io as io_module
+            import embnorm_lib.core.records.io as io_module
             m.setattr(io_module, "atomic_write_bytes", boom)
         with pytest.raises(KeyboardInterrupt):
             compact_logs.convert_locked(run)

@@ -9,8 +9,8 @@ import pytest
 from conftest import REPO
 
 from embnorm_lib import studies
-from embnorm_lib.core.io import read_jsonl
 from embnorm_lib.core.notebook import FIGURE_NOT_DRAWN
+from embnorm_lib.core.records.io import read_jsonl
 from embnorm_lib.runner import reuse, sweep
 
 # one seed, two variants: every notebook execution costs a kernel start (the seed axis is covered by studies.grid)
@@ -201,7 +201,7 @@ def test_a_relative_data_path_is_read_from_the_callers_directory_not_the_kernels
 
 
 def test_the_notebook_gets_a_checkout_file_relative_to_its_folder_and_an_outside_one_absolute(tmp_path, monkeypatch):
-    from embnorm_lib.core.io import repo_root
+    from embnorm_lib.core.records.io import repo_root
     from embnorm_lib.runner.jobs import kernel_data_path
 
     root = repo_root().resolve()
@@ -215,7 +215,7 @@ def test_the_notebook_gets_a_checkout_file_relative_to_its_folder_and_an_outside
 def test_slim_notebook_writes_papermills_paths_relative_to_the_checkout(tmp_path):
     """The sweep hands papermill absolute paths; kept as they are, the executed copy named the machine's folder
     (test_no_packed_notebook_names_an_absolute_path caught two such runs of a worktree)."""
-    from embnorm_lib.core.io import repo_root
+    from embnorm_lib.core.records.io import repo_root
     from embnorm_lib.runner.jobs import slim_notebook
 
     root = repo_root().resolve()

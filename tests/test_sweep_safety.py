@@ -6,8 +6,8 @@ import pytest
 
 from embnorm_lib import studies
 from embnorm_lib.core.errors import RunDirError
-from embnorm_lib.core.io import read_jsonl
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records.io import read_jsonl
+from embnorm_lib.core.training.train import train
 from embnorm_lib.runner import results, reuse, sweep
 
 FIXED = {"max_iters": 4, "eval_interval": 2}

@@ -2,17 +2,17 @@
 import pytest
 import torch
 
-from embnorm_lib.core import data as data_module
-from embnorm_lib.core import tokenizer as tokenizer_module
 from embnorm_lib.core.config import preset_config
+from embnorm_lib.core.corpora import data as data_module
+from embnorm_lib.core.corpora import tokenizer as tokenizer_module
+from embnorm_lib.core.corpora.tokenizer import bpe_tokenizer
 from embnorm_lib.core.errors import ConfigError
-from embnorm_lib.core.io import read_json, read_jsonl
-from embnorm_lib.core.tokenizer import bpe_tokenizer
-from embnorm_lib.core.train import train
+from embnorm_lib.core.records.io import read_json, read_jsonl
+from embnorm_lib.core.training.train import train
 
 
 def test_bpe_is_trained_on_the_training_split_deterministically_and_round_trips(tmp_path, corpus, monkeypatch):
-    from embnorm_lib.core import io as io_module
+    from embnorm_lib.core.records import io as io_module
 
     monkeypatch.setattr(io_module, "default_runs_dir", lambda: tmp_path / "checkout")  # trained, not the committed one
     tok, sha = bpe_tokenizer("bpe-512", corpus.train_text, corpus.sha256, out_dir=tmp_path / "a")
@@ -90,8 +90,8 @@ def test_a_corpus_of_your_own_is_named_by_its_sha256_split_deterministically_and
 def test_subword_scoring_splits_at_the_context_boundary_and_obeys_the_chain_rule(tmp_path, corpus):
     from types import SimpleNamespace
 
-    from embnorm_lib.core.lm_eval_adapter import SubwordLM
-    from embnorm_lib.core.model import GPT
+    from embnorm_lib.core.nets.model import GPT
+    from embnorm_lib.core.scoring.lm_eval_adapter import SubwordLM
 
     tok, _ = bpe_tokenizer("bpe-512", corpus.train_text, corpus.sha256, out_dir=tmp_path)
     lm = SubwordLM(GPT(preset_config("tiny", tokenizer="bpe-512", vocab_size=512, seed=3)), tok)
@@ -121,9 +121,9 @@ def test_a_bpe_tokenizer_is_kept_under_the_runs_directory_it_belongs_to_and_scor
     import hashlib
     import shutil
 
-    from embnorm_lib.core import io as io_module
-    from embnorm_lib.core.lm_eval_adapter import CharLM, SubwordLM
-    from embnorm_lib.core.tokenizer import recorded_tokenizer
+    from embnorm_lib.core.corpora.tokenizer import recorded_tokenizer
+    from embnorm_lib.core.records import io as io_module
+    from embnorm_lib.core.scoring.lm_eval_adapter import CharLM, SubwordLM
 
     monkeypatch.setattr(data_module, "_TOKENIZED", {})
     checkout, scratch = tmp_path / "checkout-runs", tmp_path / "scratch"

@@ -5,13 +5,13 @@ import pytest
 import torch
 from conftest import strip_timing, tiny
 
-from embnorm_lib.core import data as data_module
-from embnorm_lib.core.checkpoint import ResumeError
-from embnorm_lib.core.data import DataError
+from embnorm_lib.core.corpora import data as data_module
+from embnorm_lib.core.corpora.data import DataError
 from embnorm_lib.core.errors import ConfigError
-from embnorm_lib.core.rundir import RunDir
-from embnorm_lib.core.steplog import read_step_log, round_timings, same_rows
-from embnorm_lib.core.train import lr_at, train
+from embnorm_lib.core.records.rundir import RunDir
+from embnorm_lib.core.records.steplog import read_step_log, round_timings, same_rows
+from embnorm_lib.core.training.checkpoint import ResumeError
+from embnorm_lib.core.training.train import lr_at, train
 
 
 def files_of(run_dir):
@@ -79,8 +79,8 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, data_path):
 
 def test_a_run_records_the_cpus_that_trained_it_and_says_when_a_resume_moves_to_another(tmp_path, data_path,
                                                                                           monkeypatch, capsys):
-    from embnorm_lib.core import io as io_module
-    from embnorm_lib.core import train as train_module
+    from embnorm_lib.core.records import io as io_module
+    from embnorm_lib.core.training import train as train_module
 
     here = io_module.cpu_info()["cpu_model"]
     cfg = tiny(max_iters=8, checkpoint_interval=0, eval_at_init=False)
@@ -201,14 +201,14 @@ def test_compile_auto_is_on_for_large_models_on_cuda_only():
     assert not resolve_compile("auto", cpu, 10 * COMPILE_MIN_PARAMS)
     assert resolve_compile(True, cpu, 1) and not resolve_compile(False, cuda, 10 * COMPILE_MIN_PARAMS)
     from embnorm_lib.core.config import preset_config
-    from embnorm_lib.core.model import GPT
+    from embnorm_lib.core.nets.model import GPT
 
     sizes = {p: GPT(preset_config(p)).num_params() for p in ("gpt-small", "seeds-final", "ladder-4")}
     assert [resolve_compile("auto", cuda, n) for n in sizes.values()] == [True, False, False], sizes
 
 
 def test_a_copied_tree_names_its_commit_from_the_environment(tmp_path, monkeypatch):
-    from embnorm_lib.core.io import git_commit
+    from embnorm_lib.core.records.io import git_commit
 
     monkeypatch.delenv("EMBNORM_SOURCE_COMMIT", raising=False)
     assert git_commit(tmp_path) == "unknown"  # tmp_path is no git checkout
@@ -245,7 +245,7 @@ def test_a_training_step_reads_the_device_once(tmp_path, data_path, monkeypatch)
 
 def test_the_summary_names_the_commit_the_run_started_with(tmp_path, data_path, monkeypatch):
     """The checkout may move while a run trains; the run ran the code of its start, so that commit is recorded."""
-    from embnorm_lib.core import train as train_module
+    from embnorm_lib.core.training import train as train_module
 
     commits = iter(["commit-at-start"])
     monkeypatch.setattr(train_module, "git_commit", lambda *a, **k: next(commits, "commit-at-the-end"))
@@ -258,7 +258,7 @@ def test_a_run_is_dirty_when_code_differs_not_when_results_do(tmp_path):
     """A sweep re-indexes runs/<study>/runs.csv after each run; the runs after it must not record '-dirty' for that."""
     import subprocess
 
-    from embnorm_lib.core.io import git_commit
+    from embnorm_lib.core.records.io import git_commit
 
     def git(*args):  # noqa: ANN202
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)

@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 from test_stability import write_run
 
-from embnorm_lib.core import io
+from embnorm_lib.core.records import io
 from embnorm_lib.publishing import publish
 
 
@@ -96,7 +96,7 @@ def test_a_publish_that_fails_late_changes_no_output(tmp_path, monkeypatch):
 
 
 def test_out_dir_implies_its_own_figures_folder(tmp_path):
-    from embnorm_lib.core.io import default_figures_dir, repo_root
+    from embnorm_lib.core.records.io import default_figures_dir, repo_root
 
     assert default_figures_dir(None, "seeds-final") == repo_root() / "figures" / "seeds-final"
     assert default_figures_dir(tmp_path, "seeds-final") == tmp_path / "figures" / "seeds-final"

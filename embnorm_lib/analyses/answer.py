@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.config import RunConfig
-from ..core.io import read_json, repo_root, runs_root
-from ..core.rundir import study_dir_for
+from ..core.records.io import read_json, repo_root, runs_root
+from ..core.records.rundir import study_dir_for
 from ..publishing.templating import macro
 from ..runner.results import has_index, load_runs
 from ..studies.paper_sources import BOUNDARY_KEYS, LADDER, MAIN
@@ -76,7 +76,7 @@ def _rows(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
 def registered_data(out: Path) -> dict:
     """Per regime of the registered study: the model, seeds, iterations, each norm's difference in final validation
     loss (family.csv) and the decision rule's verdict (decision.json)."""
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
 
     runs = load_runs(REGISTERED_STUDY, out)
     train = len(load_corpus().train)
@@ -141,7 +141,7 @@ def zeroshot_data(out: Path) -> dict:
 
 def budget_data(out: Path) -> dict:
     """The budget trend (exploratory): each norm's difference in final validation loss per training budget."""
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
     from .budget import budget_table, load_budget_runs
 
     runs = load_budget_runs(out)
@@ -250,7 +250,7 @@ def size_data(out: Path) -> dict:
     """The character size ladder: each norm's difference per finished size (Holm within the size), the budget per
     size (tokens per non-embedding parameter, passes over the training split) and where the baseline plateaus."""
     from ..core.config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
     from ..studies import registered_seeds
     from . import ladder, ladder_sections
 
@@ -280,7 +280,7 @@ def data_ladder_progress(out: Path) -> dict:
     finished, and each finished rung's registered comparison on the primary endpoint (`ladder_data.quoted_table`:
     every confirmatory seed in, item 6's seed rule settled). Its grids are registered rung by rung (the
     confirmatory runs once the LRs are tuned), so the registered count grows."""
-    from ..core.opencorpus import dictionary_share
+    from ..core.corpora.opencorpus import dictionary_share
     from ..core.presets import DATA_TOKENS_PER_PARAM
     from ..studies import study_cells
     from ..studies.ladder_data import (
@@ -334,7 +334,7 @@ def baseline_data() -> dict:
 
 def answer_data(out_dir=None) -> dict:
     """Every number the README's first screen quotes, from the committed studies."""
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
     from .curves import curves_data
     from .prose import confirmatory_result
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core.io import fingerprint, repo_root, runs_root
-from ..core.rundir import study_dir_for
+from ..core.records.io import fingerprint, repo_root, runs_root
+from ..core.records.rundir import study_dir_for
 from ..publishing.templating import effect, millions, model, pick
 from ..studies.paper_sources import LADDER_DATA
 from .answer_words import (

@@ -20,8 +20,8 @@ import pandas as pd
 from .. import stats
 from ..core.cli import report_main
 from ..core.errors import entry
-from ..core.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
-from ..core.rundir import study_dir_for
+from ..core.records.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
+from ..core.records.rundir import study_dir_for
 from ..publishing import plots
 from ..publishing.render import PARTIAL, compact_markdown
 from ..publishing.study_header import header_lines

@@ -16,10 +16,10 @@ import pandas as pd
 
 from .. import stats
 from ..core.cli import report_main
-from ..core.data import load_corpus
+from ..core.corpora.data import load_corpus
 from ..core.errors import entry
-from ..core.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
-from ..core.rundir import study_dir_for
+from ..core.records.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
+from ..core.records.rundir import study_dir_for
 from ..publishing import plots
 from ..publishing.render import PARTIAL, compact_markdown
 from ..runner.results import has_index, load_runs

@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..core.io import runs_root
-from ..core.rundir import study_dir_for
-from ..core.steplog import step_log_frame
+from ..core.records.io import runs_root
+from ..core.records.rundir import study_dir_for
+from ..core.records.steplog import step_log_frame
 from ..stats import mean_interval
 
 WINDOW_SHARE = 0.01  # the rolling mean's window, as a share of the run's steps (at least 1 step)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analyses.stability import recommendation_for
-from ..core.io import runs_root
+from ..core.records.io import runs_root
 from ..publishing.render import percent
 from ..runner.results import has_index, load_runs
 from ..stats import p_text
@@ -197,7 +197,7 @@ def ladder_paragraphs(out: Path) -> list[str]:
 
 def data_ladder_paragraph(out: Path) -> str:
     """The adequate-data ladder (amendment 16): each size once all its registered runs are in (quoted_lines)."""
-    from ..core.opencorpus import dictionary_share
+    from ..core.corpora.opencorpus import dictionary_share
     from ..core.presets import DATA_TOKENS_PER_PARAM
     from ..studies.ladder_data import corpus_record
     from . import ladder
@@ -320,7 +320,7 @@ def budget_finding(out: Path) -> str:
     """LayerNorm's cost per budget and whether it is still there at the largest, once every registered run of the
     budget study has finished."""
     from ..analyses import budget as budget_trend
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
 
     done, registered = budget_trend.finished(out)
     if done < registered:

@@ -141,8 +141,8 @@ def pending_lines(runs: pd.DataFrame, cells) -> list[str]:
 
 
 def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
-    from ..core.io import fingerprint, git_commit, runs_root, write_text_stable
-    from ..core.rundir import study_dir_for
+    from ..core.records.io import fingerprint, git_commit, runs_root, write_text_stable
+    from ..core.records.rundir import study_dir_for
     from ..publishing.render import compact_markdown
     from ..runner.results import load_runs
     from ..studies import STUDIES

@@ -54,8 +54,8 @@ def write_report(study: str = LADDER, out_dir=None, figures_dir=None, answer: li
     ladder_findings imports this module, so this module does not import it)."""
     import matplotlib.pyplot as plt
 
-    from ..core.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
-    from ..core.rundir import study_dir_for
+    from ..core.records.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
+    from ..core.records.rundir import study_dir_for
     from ..publishing import plots
     from ..publishing.render import compact_markdown
     from ..runner.results import load_runs
@@ -185,7 +185,7 @@ def lr_check_report(runs: pd.DataFrame, study: str = LADDER_LR) -> str:
     """The character ladder's LR check registers each arm's best factor for the ladder (amendment 5); the subword
     checks (at rungs 1 and 2) are exploratory and only say whether the subword ladder's factor, checked on
     characters, is also best on subwords."""
-    from ..core.io import git_commit
+    from ..core.records.io import git_commit
     from ..publishing.render import compact_markdown
     from ..publishing.study_header import header_lines
     from ..studies import LADDER_LR_CHECKED, STUDIES

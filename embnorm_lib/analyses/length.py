@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from ..core.variants import arm_variant
+from ..core.nets.variants import arm_variant
 from ..studies.paper_sources import BOUNDARY_KEYS
 
 
@@ -77,8 +77,8 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
     """runs/stability-h1b-v2/LENGTH.md and figures/stability-v2/length_tuned.png (exploratory, descriptive)."""
     import matplotlib.pyplot as plt
 
-    from ..core.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
-    from ..core.rundir import study_dir_for
+    from ..core.records.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
+    from ..core.records.rundir import study_dir_for
     from ..publishing import plots
     from ..publishing.render import compact_markdown
     from . import plots as analysis_plots
@@ -86,7 +86,7 @@ def write_report(out_dir=None, figures_dir=None) -> Path:
 
     out = runs_root(out_dir)
     positions = tuned_positions(out)
-    from ..core.variants import variant_rank
+    from ..core.nets.variants import variant_rank
 
     deltas = position_deltas(positions)
     deltas = deltas.sort_values(["variant", "position"], key=lambda c: c.map(variant_rank) if c.name == "variant"

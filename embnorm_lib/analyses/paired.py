@@ -18,7 +18,8 @@ import pandas as pd
 
 from .. import stats
 from ..core.errors import RunDirError, entry
-from ..core.io import (
+from ..core.nets.variants import variant_names
+from ..core.records.io import (
     atomic_write_text,
     default_figures_dir,
     directory_option,
@@ -28,7 +29,6 @@ from ..core.io import (
     write_published_json,
     write_text_stable,
 )
-from ..core.variants import variant_names
 from ..publishing import plots
 from ..publishing.figures import study_stamp
 from ..publishing.render import to_latex, to_markdown

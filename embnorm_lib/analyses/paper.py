@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import entry
-from ..core.io import published, read_json, repo_root, runs_root
-from ..core.rundir import study_dir_for
+from ..core.records.io import published, read_json, repo_root, runs_root
+from ..core.records.rundir import study_dir_for
 from ..publishing.paper import (  # noqa: F401 (data_json, latex_export: importable from here as before)
     PAPER_DIR,
     compile_paper,
@@ -60,7 +60,7 @@ def family_rows(study: str, scope: str, out: Path) -> list[dict]:
 def paper_data(out: Path) -> dict:
     """Everything the paper quotes, computed from the committed studies."""
     from ..analyses.budget import budget_table, load_budget_runs
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
     from ..studies.seed_study import SEED_STUDY_TABLE1
     from .replication import replication_table
 
@@ -76,9 +76,9 @@ def paper_data(out: Path) -> dict:
             "n_layer": int(runs["cfg.n_layer"].iloc[0]), "n_embd": int(runs["cfg.n_embd"].iloc[0]),
             "params_none": int(runs.loc[runs["variant"] == "none", "n_params"].iloc[0])}
     from .. import stats
-    from ..core import calibration
     from ..core.config import RunConfig
-    from ..core.data import TRAIN_FRACTION
+    from ..core.corpora.data import TRAIN_FRACTION
+    from ..core.scoring import calibration
 
     data["protocol"] = {"mei": stats.MEI, "alpha": stats.ALPHA, "ece_bins": calibration.N_BINS,
                         "train_percent": round(100 * TRAIN_FRACTION), "ci_percent": 95,
@@ -155,7 +155,7 @@ def design_limits(out: Path) -> dict:
     a count bigram model on subword tokens as the floor the subword ladder should be read against."""
     from ..analyses import ladder
     from ..core.config import LADDER_RUNGS, LADDER_TOKENS_PER_ITER, PRESETS
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
 
     train_chars = len(load_corpus().train)
     runs = load_runs(LADDER, out)

@@ -25,7 +25,7 @@ def subword_bigram(out: Path) -> dict:
     """A count bigram on BIGRAM_TOKENIZER tokens, interpolated with the unigram (stats.baselines.count_bigram),
     scored on the validation split in nats per character; beside it none's final validation loss per character at
     the subword ladder's rung 1."""
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
     from ..stats.baselines import count_bigram
 
     corpus = load_corpus(tokenizer=BIGRAM_TOKENIZER)

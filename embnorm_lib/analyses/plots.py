@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..core.variants import variant_names
+from ..core.nets.variants import variant_names
 from ..publishing.plots import *  # noqa: F403 (the old embnorm_lib.analyses.plots held these too)
 from ..publishing.plots import (
     _finish_delta_vs_log_x,

@@ -81,7 +81,7 @@ def findings_paragraphs(out: Path) -> list[str]:
     path = Path(out) / prose.TUNING_STUDY / "result.json"
     if not path.is_file():
         return []
-    from ..core.io import read_json
+    from ..core.records.io import read_json
 
     return [render("prose_findings.md.j2", {"tuning": read_json(path), "confirm": confirmatory_result(out)}).strip()]
 
@@ -89,7 +89,7 @@ def findings_paragraphs(out: Path) -> list[str]:
 def confirmatory_result(out: Path) -> dict | None:
     """The ladder's confirmatory record as its report wrote it (runs/<study>/result.json; this module is its one
     writer) once it has runs, else None: the README's first screen leads with its trained, complete cells."""
-    from ..core.io import read_json
+    from ..core.records.io import read_json
 
     path = Path(out) / prose.CONFIRM_STUDY / "result.json"
     found = read_json(path) if path.is_file() else None
@@ -115,7 +115,7 @@ def _effects_figure(record: dict, out, figures_dir, study: str) -> str:
     """figures/<study>/effects.png (and .pdf) from the record; its path for the report, relative to the checkout."""
     import matplotlib.pyplot as plt
 
-    from ..core.io import default_figures_dir, repo_root
+    from ..core.records.io import default_figures_dir, repo_root
     from .plots import plot_prose_effects, save
 
     folder = Path(figures_dir) if figures_dir else default_figures_dir(out, study)
@@ -129,8 +129,8 @@ def _effects_figure(record: dict, out, figures_dir, study: str) -> str:
 
 
 def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
-    from ..core.io import fingerprint, git_commit, runs_root, write_text_stable
-    from ..core.rundir import study_dir_for
+    from ..core.records.io import fingerprint, git_commit, runs_root, write_text_stable
+    from ..core.records.rundir import study_dir_for
     from ..runner.results import load_runs
     from ..studies import STUDIES
 

@@ -19,8 +19,8 @@ import pandas as pd
 from .. import stats
 from ..core.cli import report_main
 from ..core.errors import entry
-from ..core.io import git_commit, runs_root, write_text_stable
-from ..core.rundir import study_dir_for
+from ..core.records.io import git_commit, runs_root, write_text_stable
+from ..core.records.rundir import study_dir_for
 from ..publishing.render import compact_markdown
 from ..runner.results import load_runs, load_series
 from ..studies import STUDIES

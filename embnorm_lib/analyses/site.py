@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core.io import repo_root, runs_root, write_bytes_if_changed
+from ..core.records.io import repo_root, runs_root, write_bytes_if_changed
 from ..publishing.readme import ANSWER_END, ANSWER_START, FINDINGS_PAGE, figure_index, findings_page, replace_block
 from ..studies.figure_sources import (
     BOUNDARY_PREFIX,

@@ -17,9 +17,9 @@ import pandas as pd
 
 from .. import stats
 from ..core.errors import entry
-from ..core.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
-from ..core.rundir import study_dir_for
-from ..core.variants import variant_names
+from ..core.nets.variants import variant_names
+from ..core.records.io import default_figures_dir, fingerprint, git_commit, runs_root, write_text_stable
+from ..core.records.rundir import study_dir_for
 from ..publishing import plots
 from ..publishing.render import compact_markdown, layouts_text
 from ..runner.results import has_index, load_runs, load_series, reused_mask, study_provenance

@@ -16,8 +16,8 @@ import pandas as pd
 
 from .. import stats
 from ..core.errors import entry
-from ..core.io import read_json
-from ..core.rundir import finished_run_dirs
+from ..core.records.io import read_json
+from ..core.records.rundir import finished_run_dirs
 from ..publishing.render import percent
 from ..runner.results import study_dir
 from ..studies.paired import ZEROSHOT_V2_CONFIRMATORY
@@ -326,8 +326,8 @@ QUESTION = ("Does an embedding norm change zero-shot accuracy on suite v2's four
 
 def write_report(study: str, out_dir=None) -> Path:
     """runs/<study>/ZEROSHOT.md: suite v2 on the study's runs that were scored with it."""
-    from ..core.io import git_commit, runs_root, write_text_stable
-    from ..core.rundir import study_dir_for
+    from ..core.records.io import git_commit, runs_root, write_text_stable
+    from ..core.records.rundir import study_dir_for
     from ..publishing.render import compact_markdown
     from ..publishing.study_header import header_lines
 

@@ -75,8 +75,8 @@ def report_main(argv, doc: str, studies: Sequence[str], write: Callable[[str, ar
                 options: Sequence[str] = ("--figures-dir",)) -> int:
     """The command line every report module shares: the study (a choice when there are several), --out-dir and the
     module's path options; a study without runs.csv is refused in one line; the written report is printed."""
-    from .io import directory_option, runs_root
-    from .rundir import study_dir_for
+    from .records.io import directory_option, runs_root
+    from .records.rundir import study_dir_for
 
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     if len(studies) > 1:

@@ -8,8 +8,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from .corpora.tokenizer import check_tokenizer
 from .errors import ConfigError
-from .io import read_json
+from .nets.variants import canonical_variant
 from .presets import (  # noqa: F401 (re-exported: callers look presets and the ladder's rules up in config)
     DEFAULT_PRESET,
     LADDER_EPOCH_CAP,
@@ -22,8 +23,7 @@ from .presets import (  # noqa: F401 (re-exported: callers look presets and the 
     ladder_iters,
     non_embedding_params,
 )
-from .tokenizer import check_tokenizer
-from .variants import canonical_variant
+from .records.io import read_json
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 EXECUTIONS = ("single", "fleet")

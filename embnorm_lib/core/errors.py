@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-from .interrupt import Terminated
+from .training.interrupt import Terminated
 
 
 class ConfigError(ValueError):

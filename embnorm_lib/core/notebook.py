@@ -9,12 +9,12 @@ from typing import Any
 import pandas as pd
 
 from .config import DEFAULT_PRESET, RunConfig, preset_config
-from .data import Corpus
-from .diagnostics import TOKEN_CLASSES, token_class
+from .corpora.data import Corpus
 from .errors import BRIEF_ERRORS, ConfigError
-from .io import check_out_dir, default_runs_dir, repo_root, shown_path
-from .rundir import RunDir, check_run_tag, recorded_seconds, run_dir_for
-from .steplog import step_log_frame
+from .records.io import check_out_dir, default_runs_dir, repo_root, shown_path
+from .records.rundir import RunDir, check_run_tag, recorded_seconds, run_dir_for
+from .records.steplog import step_log_frame
+from .scoring.diagnostics import TOKEN_CLASSES, token_class
 
 FIGURE_NOT_DRAWN = ("[run figure not drawn (figures=False): redraw it from metrics.jsonl and evals.jsonl with "
                     "plots.plot_run(notebook.run_table(run_dir), notebook.eval_table(run_dir))]")
@@ -136,7 +136,7 @@ def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int 
     if not isinstance(overrides, dict):
         raise ConfigError(f"invalid overrides={overrides!r}; allowed: a mapping of config fields, e.g. "
                           f"papermill -y 'overrides: {{lr: 0.001}}' (papermill -p passes text)")
-    from .shards import shard_overrides
+    from .corpora.shards import shard_overrides
 
     overrides = shard_overrides(data_path, overrides)
     reserved = [k for k in RESERVED_OVERRIDES if k in overrides]
@@ -160,7 +160,7 @@ def config_from_parameters(preset: str, variant: str, seed: int, max_iters: int 
 def train_job(cfg: RunConfig, run_dir: Path, data_path=None, progress: bool = True,
               on_eval: Callable[[dict], None] | None = None, out_dir=None) -> dict:
     """Train the notebook's run and return its summary."""
-    from .train import train
+    from .training.train import train
 
     return train(cfg, run_dir, data_path, progress=progress, on_eval=on_eval, out_dir=out_dir)
 
@@ -183,7 +183,7 @@ def run_dir_from_parameters(cfg: RunConfig, study: str, out_dir: str = "", tag: 
 def existing_run_note(cfg: RunConfig, run_dir: Path) -> str:
     """What the directory already holds, said before anything trains: "" (nothing), a finished run that will be
     shown rather than retrained, a partial one that resumes; another config's run is refused in one line."""
-    from .checkpoint import check_same_run
+    from .training.checkpoint import check_same_run
 
     run = RunDir(Path(run_dir))
     check_same_run(run, cfg)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .io import repo_root
+from .records.io import repo_root
 
 DEFAULT_PRESET = "seeds-final"  # what a command trains when given no preset: the seed study's final plan
 

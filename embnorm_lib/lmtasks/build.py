@@ -16,8 +16,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from ..core.data import load_corpus
-from ..core.io import write_json
+from ..core.corpora.data import load_corpus
+from ..core.records.io import write_json
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.json"

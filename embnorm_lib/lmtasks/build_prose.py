@@ -27,7 +27,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from ..core.io import write_json
+from ..core.records.io import write_json
 from .build import POOL_FRACTION, to_jsonl
 
 HERE = Path(__file__).resolve().parent
@@ -189,7 +189,7 @@ def digests(suite: dict) -> dict[str, str]:
 def corpus_texts(data_path) -> tuple[str, str, str]:
     """(validation text, training text, corpus sha256) of the open-prose corpus at data_path, split where the prose
     presets split it."""
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
     from ..core.presets import PRESETS
 
     preset = PRESETS["prose-gpt2-0-x4"]

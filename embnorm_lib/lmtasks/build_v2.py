@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from ..core.data import load_corpus
-from ..core.io import write_json
+from ..core.corpora.data import load_corpus
+from ..core.records.io import write_json
 from .build import POOL_FRACTION, _ok, to_jsonl
 from .build import _item as build_v1_item
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.data import load_corpus
-from ..core.io import read_json
+from ..core.corpora.data import load_corpus
+from ..core.records.io import read_json
 from . import build_v2
 
 MARGIN = 0.05  # issue 17: no task within 0.05 of chance or ceiling
@@ -33,7 +33,7 @@ def item_correct(lm, items: list[dict]) -> np.ndarray:
 def pilot(run_dirs: list[Path], names=None, data_path=None, n_items: int = build_v2.N_TEST) -> tuple[pd.DataFrame,
                                                                                                       dict]:
     """Per run and task: accuracy and its item standard error; and the per-item correctness for paired use."""
-    from ..core.lm_eval_adapter import CharLM
+    from ..core.scoring.lm_eval_adapter import CharLM
 
     corpus = load_corpus(data_path)
     names = list(names or build_v2.CANDIDATES)

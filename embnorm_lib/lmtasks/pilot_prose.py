@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.io import read_json, write_json
+from ..core.records.io import read_json, write_json
 from ..stats import ALPHA, power_figures
 from . import build_prose
 from .pilot import item_correct
@@ -30,7 +30,7 @@ FAMILY_TESTS = 4  # per recipe and size: {ln, rms} x {macro accuracy, bits per b
 
 def score(run_dirs: list[Path], data_path) -> tuple[pd.DataFrame, dict]:
     """Per run and task: items, accuracy, its distance from chance and ceiling; and each run's 0/1 per item."""
-    from ..core.lm_eval_adapter import CharLM
+    from ..core.scoring.lm_eval_adapter import CharLM
 
     suite = build_prose.verified_suite(str(data_path))
     rows, correct = [], {}

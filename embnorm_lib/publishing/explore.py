@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..core.variants import variant_rank
+from ..core.nets.variants import variant_rank
 from ..runner.results import load_runs
 from . import plots
 
@@ -176,7 +176,7 @@ def explorer(study: str = "", out_dir=None) -> ipywidgets.VBox:
     import ipywidgets as widgets
     from IPython.display import display
 
-    from ..core.io import runs_root
+    from ..core.records.io import runs_root
     from .figures import FIGURES, StudyData
 
     studies = sorted(p.parent.name for p in runs_root(out_dir).glob("*/runs.csv"))

@@ -11,8 +11,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..core.io import default_figures_dir, fingerprint
-from ..core.rundir import study_dir_for
+from ..core.records.io import default_figures_dir, fingerprint
+from ..core.records.rundir import study_dir_for
 from ..runner.results import load_calibration, load_series
 from . import plots
 

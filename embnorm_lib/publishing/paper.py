@@ -11,7 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..core.io import published, stable_svg, write_bytes_if_changed, write_figure_if_changed
+from ..core.records.io import published, stable_svg, write_bytes_if_changed, write_figure_if_changed
 
 PAPER_DIR = "paper"
 

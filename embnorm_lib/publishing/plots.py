@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..core.io import write_figure_if_changed
-from ..core.variants import VARIANTS, arm_variant, variant_names
+from ..core.nets.variants import VARIANTS, arm_variant, variant_names
+from ..core.records.io import write_figure_if_changed
 from ..stats.metrics import labels
 
 # No dates in the files: the same data drawn by the same matplotlib gives the same bytes, so re-publishing

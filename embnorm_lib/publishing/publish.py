@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..core.config import check_name
 from ..core.errors import BRIEF_ERRORS, ConfigError, DataError, RunDirError, entry
-from ..core.io import (
+from ..core.records.io import (
     default_runs_dir,
     directory_option,
     repo_root,

@@ -15,14 +15,14 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.config import RunConfig
-from ..core.io import write_bytes_if_changed
-from ..core.variants import variant_rank
+from ..core.nets.variants import variant_rank
+from ..core.records.io import write_bytes_if_changed
 from ..runner.registry import STUDIES
 from ..runner.results import has_index, load_runs
 
 PAGE = "RECIPES.md"
-OPTIMIZER = "AdamW, weight decay on matrices and embeddings only (core.train.make_optimizer)"
-SCHEDULE = "linear warm-up, then cosine decay to the minimum LR (core.schedule.lr_at)"
+OPTIMIZER = "AdamW, weight decay on matrices and embeddings only (core.training.train.make_optimizer)"
+SCHEDULE = "linear warm-up, then cosine decay to the minimum LR (core.training.schedule.lr_at)"
 
 
 def _number(value) -> str:

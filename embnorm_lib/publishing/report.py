@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.errors import entry
-from ..core.io import runs_root, write_bytes_if_changed
+from ..core.records.io import runs_root, write_bytes_if_changed
 from ..runner.registry import ANALYSES, STUDIES, Section, site, study_cells
 from ..runner.results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .render import compact_markdown, layouts_text, markdown_arm_table
@@ -101,7 +101,7 @@ HEADER = ["# Committed study results",
           "Each study directory holds one run directory per cell (`<variant>[_<axis>=<value>]/seed<k>/`) "
           "with `config.json`, `metrics.parquet` (every step), `evals.jsonl` (full-validation passes), "
           "`diagnostics.parquet` (runs not yet converted by `embnorm_lib.tools.compact_logs`: `metrics.jsonl` and "
-          "`diagnostics.jsonl`; either form reads through `embnorm_lib.core.steplog.read_step_log`), `calibration.json`, "
+          "`diagnostics.jsonl`; either form reads through `embnorm_lib.core.records.steplog.read_step_log`), `calibration.json`, "
           "`positions.json` (runs trained since it exists), `summary.json` and "
           "the executed `02_train.ipynb` (packed with the study's others into `notebooks.tar.xz` by "
           "`embnorm_lib.tools.compact_logs`; `python -m embnorm_lib extract-notebooks <study>` puts them back); "

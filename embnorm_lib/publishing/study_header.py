@@ -11,8 +11,8 @@ import re
 import subprocess
 from dataclasses import asdict
 
-from ..core.io import repo_root
-from ..core.variants import variant_rank
+from ..core.nets.variants import variant_rank
+from ..core.records.io import repo_root
 from ..runner.registry import STATUSES, STUDIES, Cell, study_cells
 
 PROTOCOL = "docs/PROTOCOL.md"
@@ -107,7 +107,7 @@ def design_lines(study: str) -> list[str]:
 def baseline_words(studies: list[str]) -> str:
     """The count baselines of every split the studies' cells train on (docs/baselines.json): how far below them a
     variant ends is how far past counting it is. A split not yet measured is named with the command that measures it."""
-    from ..core.data import CORPUS_SHA256
+    from ..core.corpora.data import CORPUS_SHA256
     from ..tools.baselines import load
 
     measured = {(e["corpus_sha256"], e["tokenizer"]): e for e in load().values()}

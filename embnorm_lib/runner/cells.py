@@ -8,9 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..core.cli import parse_axes, parse_overrides, parse_seeds
+from ..core.corpora.shards import shard_overrides
 from ..core.errors import ConfigError
-from ..core.io import shown_path
-from ..core.shards import shard_overrides
+from ..core.records.io import shown_path
 from .registry import ABC, STUDIES, Cell, grid, study_cells
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from ..core.config import RunConfig
 from ..core.errors import ConfigError, RunDirError
-from ..core.io import read_json, runs_root, shown_path
-from ..core.rundir import RunDir, finished_run_dirs
+from ..core.records.io import read_json, runs_root, shown_path
+from ..core.records.rundir import RunDir, finished_run_dirs
 from .registry import STUDIES, check_registered_runs
 
 

@@ -18,9 +18,9 @@ if TYPE_CHECKING:  # annotations only: imported where used, it is slow to load
 
 from ..core.config import RunConfig
 from ..core.errors import BRIEF_ERRORS, RunDirError
-from ..core.io import default_runs_dir, read_json, repo_root
-from ..core.rundir import RunDir, holds_a_run
-from ..core.seal import finished_summary
+from ..core.records.io import default_runs_dir, read_json, repo_root
+from ..core.records.rundir import RunDir, holds_a_run
+from ..core.records.seal import finished_summary
 from .kernels import execute_notebook
 from .notebook_archive import FIGURE_NOT_KEPT, slim_notebook  # noqa: F401 (sweep and compact_logs import them here)
 from .registry import Cell
@@ -229,8 +229,8 @@ def with_execution(cell: Cell, execution: str) -> Cell:
 def run_fleet(cells: list[Cell], out: Path, data_path: str | None, threads: int, echo=print) -> list[dict]:
     """The cells trained in this process as batched fleets (fleet.py), then their zero/few-shot suites where asked:
     one result record per cell. A cell with a checkpoint (a partial run of another mode) fails with what to do."""
-    from ..core.fleet import train_fleet
-    from ..core.fleet_lmeval import score_if_asked
+    from ..core.scoring.fleet_lmeval import score_if_asked
+    from ..core.training.fleet import train_fleet
 
     start = time.perf_counter()
     records = [{"cell": c.label(), "run_dir": str(c.run_dir(out))} for c in cells]

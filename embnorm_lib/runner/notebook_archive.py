@@ -30,9 +30,9 @@ import tarfile
 from pathlib import Path
 
 from ..core.errors import ConfigError, RunDirError, entry
-from ..core.io import repo_root, runs_root, shown_path, write_bytes_if_changed
-from ..core.rundir import RunDir, StudyDir, existing_study, finished_run_dirs
-from ..core.writes import atomic_write_bytes
+from ..core.records.io import repo_root, runs_root, shown_path, write_bytes_if_changed
+from ..core.records.rundir import RunDir, StudyDir, existing_study, finished_run_dirs
+from ..core.records.writes import atomic_write_bytes
 
 ARCHIVE = "notebooks.tar.xz"
 # what an archive may hold: a run's notebook at its path under the study, never a path that leaves it

@@ -16,10 +16,10 @@ from typing import Any
 
 from ..core.config import RunConfig, check_name
 from ..core.errors import ConfigError, RunDirError
-from ..core.io import runs_root
+from ..core.nets.variants import canonical_variant, variant_names
 from ..core.notebook import config_from_parameters
-from ..core.rundir import RunDir, run_dir_for
-from ..core.variants import canonical_variant, variant_names
+from ..core.records.io import runs_root
+from ..core.records.rundir import RunDir, run_dir_for
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.config import TRAIN_CHARS_TINY_SHAKESPEARE, RunConfig
-from ..core.diagnostics import after_warmup
 from ..core.errors import RunDirError
-from ..core.io import atomic_write_text, read_json, runs_root
-from ..core.rundir import RunDir, StudyDir, finished_run_dirs, study_dir_for
-from ..core.seal import check_run_identity, check_summary_outcome, run_dirs_of, verify_run
-from ..core.steplog import LOGS, read_step_log
-from ..core.variants import arm_variant, variant_rank
+from ..core.nets.variants import arm_variant, variant_rank
+from ..core.records.io import atomic_write_text, read_json, runs_root
+from ..core.records.rundir import RunDir, StudyDir, finished_run_dirs, study_dir_for
+from ..core.records.seal import check_run_identity, check_summary_outcome, run_dirs_of, verify_run
+from ..core.records.steplog import LOGS, read_step_log
+from ..core.scoring.diagnostics import after_warmup
 
 
 def study_dir(study: str, out_dir: str | Path | None = None) -> Path:

@@ -13,13 +13,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..core.checkpoint import write_config
 from ..core.config import RunConfig
 from ..core.errors import BRIEF_ERRORS
-from ..core.io import read_json, write_json
-from ..core.lm_eval_adapter import copy_result, score_if_asked
-from ..core.rundir import LOCK_FILES, RunDir
-from ..core.seal import reseal, verify_run
+from ..core.records.io import read_json, write_json
+from ..core.records.rundir import LOCK_FILES, RunDir
+from ..core.records.seal import reseal, verify_run
+from ..core.scoring.lm_eval_adapter import copy_result, score_if_asked
+from ..core.training.checkpoint import write_config
 from .registry import Cell
 
 

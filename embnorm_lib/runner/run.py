@@ -15,9 +15,9 @@ import sys
 from ..core.cli import parse_overrides
 from ..core.config import DEFAULT_PRESET
 from ..core.errors import ConfigError, entry
-from ..core.lm_eval_adapter import score_if_asked
 from ..core.notebook import config_from_parameters, run_dir_from_parameters
-from ..core.train import train
+from ..core.scoring.lm_eval_adapter import score_if_asked
+from ..core.training.train import train
 from .design import DesignError, check_registered_cell
 
 

@@ -1,4 +1,4 @@
-"""The `seal` verb: the seal's command line (core/seal.py) with the index's rule for a whole study applied by
+"""The `seal` verb: the seal's command line (core/records/seal.py) with the index's rule for a whole study applied by
 `--check` (runner/design.py: exactly the registered cells, no link, no off-design run).
 
     python -m embnorm_lib seal                   # seal every finished run under runs/ that has no manifest yet
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from ..core.errors import entry
-from ..core.seal import main as seal_main
+from ..core.records.seal import main as seal_main
 from .design import check_design
 
 

@@ -31,15 +31,9 @@ from pathlib import Path
 
 from ..core.config import check_name
 from ..core.errors import BRIEF_ERRORS, ConfigError, entry
-from ..core.interrupt import stop_on_terminate
-from ..core.io import (
-    atomic_write_text,
-    git_commit,
-    repo_root,
-    runs_root,
-    shown_path,
-)
-from ..core.rundir import existing_study, study_dir_for
+from ..core.records.io import atomic_write_text, git_commit, repo_root, runs_root, shown_path
+from ..core.records.rundir import existing_study, study_dir_for
+from ..core.training.interrupt import stop_on_terminate
 from .cells import cells_of, only_cells, seed_cells  # noqa: F401 (importable from here as before)
 from .jobs import (  # noqa: F401 (one cell's status and execution, importable from here as before)
     CELL_TIMEOUT_S,

@@ -95,7 +95,7 @@ def _ladder_cells(study: str, rungs, variants, seeds, tokenizers=("char",), fact
         for tokenizer in tokenizers:
             fixed = {"lm_eval": False}
             if tokenizer != "char":
-                from ..core.tokenizer import TOKENIZERS
+                from ..core.corpora.tokenizer import TOKENIZERS
 
                 fixed.update(tokenizer=tokenizer, vocab_size=TOKENIZERS[tokenizer].bpe_vocab_size,
                              max_iters=ladder_iters(n_layer, n_embd, _train_tokens(tokenizer)))

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core.io import atomic_write_text, repo_root
 from ..core.presets import PRESETS, PROSE_EVALS, PROSE_RECORD, PROSE_TOKENIZER, PROSE_TOKENIZER_RECORD
+from ..core.records.io import atomic_write_text, repo_root
 from ..stats.baselines import count_bigram
 from . import prose
 
@@ -32,7 +32,7 @@ TIMING_EVERY = 10  # an interim evaluation every this many steps
 
 
 def write_tokenizer_record(data_path: str) -> dict:
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
 
     corpus_record = json.loads(PROSE_RECORD.read_text())
     corpus = load_corpus(data_path, tokenizer=PROSE_TOKENIZER, corpus_sha256=corpus_record["sha256"],

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 from ..core.errors import DataError
-from ..core.io import atomic_write_text, repo_root
+from ..core.records.io import atomic_write_text, repo_root
 from ..stats.baselines import UNIGRAM_WEIGHTS_WIDE, count_bigram, count_unigram
 
 BASELINES = repo_root() / "docs" / "baselines.json"
@@ -24,7 +24,7 @@ BASELINES = repo_root() / "docs" / "baselines.json"
 def measure(data_path: str | None = None, record: dict | None = None, tokenizer: str = "char") -> dict:
     """The baselines of one corpus split: the corpus's name (its record's, else tinyshakespeare), its sha256, the
     tokens and bytes scored, and each model's loss per token (nats) and per byte (bits)."""
-    from ..core.data import load_corpus
+    from ..core.corpora.data import load_corpus
 
     record = record or {}
     corpus = load_corpus(data_path, tokenizer=tokenizer, corpus_sha256=record.get("sha256", ""),

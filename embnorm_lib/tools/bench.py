@@ -24,12 +24,12 @@ from pathlib import Path
 import torch
 
 from ..core.config import DEFAULT_PRESET, preset_config
-from ..core.data import evenly_spaced, load_corpus, validation_windows
+from ..core.corpora.data import evenly_spaced, load_corpus, validation_windows
 from ..core.device import Precision
-from ..core.evaluate import evaluate
-from ..core.io import environment_info, git_commit, read_json, runs_root, write_json
-from ..core.model import GPT
-from ..core.train import train
+from ..core.nets.model import GPT
+from ..core.records.io import environment_info, git_commit, read_json, runs_root, write_json
+from ..core.scoring.evaluate import evaluate
+from ..core.training.train import train
 from ..runner.registry import INTERIM_EVAL, Cell, default_study, study_cells
 
 FLEET_ARMS = ("none", "ln", "rms")  # the fleet timed: one member per arm
@@ -88,8 +88,8 @@ def parallelism(preset: str, iters: int, data_path=None) -> dict:
 def fleet_it_per_s(preset: str, iters: int, data_path=None) -> float:
     """Member-iterations/s of one fleet of the three arms (none, ln, rms; seed 0) in this process at its thread count:
     the time of `iters` steps less that of 3, each a fresh fleet (which cancels building it and its final pass)."""
-    from ..core.fleet import train_fleet
-    from ..core.fleet_ops import fleet_configs
+    from ..core.training.fleet import train_fleet
+    from ..core.training.fleet_ops import fleet_configs
 
     base = dict(eval_interval=0, eval_at_init=False, checkpoint_interval=0, diag_interval=0, lm_eval=False,
                 torch_threads=torch.get_num_threads(), eval_windows=8)
@@ -199,7 +199,7 @@ def study_wall(study: str, data_path, workers: int = 0) -> dict:
 
 
 def _train_notebook() -> Path:
-    from ..core.io import repo_root
+    from ..core.records.io import repo_root
     from ..runner.sweep import TRAIN_NOTEBOOK
 
     return repo_root() / TRAIN_NOTEBOOK

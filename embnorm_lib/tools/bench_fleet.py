@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from ..core.fleet import train_fleet
-from ..core.io import read_json, repo_root, runs_root, write_json
-from ..core.steplog import read_step_log
+from ..core.records.io import read_json, repo_root, runs_root, write_json
+from ..core.records.steplog import read_step_log
+from ..core.training.fleet import train_fleet
 from ..runner.registry import ABCD, INTERIM_EVAL, Cell, grid, study_cells
 from ..runner.results import build_index
 from .bench_gpu import against_committed, gpu_study, matmul_peak_tflops, merge
@@ -137,8 +137,8 @@ def lm_eval_part(study: str, keep: str, data_path=None, solo_runs: int = 2) -> d
     """The zero/few-shot suite on the fleet's kept runs: all of them with one shared forward per shape group
     (fleet_lmeval), timed as a whole; then `solo_runs` of them again one harness pass each (as a single run scores),
     for the ratio. Interrupted by a time limit, it returns what it measured."""
-    from ..core.fleet_lmeval import score_if_asked
-    from ..core.lm_eval_adapter import evaluate_run
+    from ..core.scoring.fleet_lmeval import score_if_asked
+    from ..core.scoring.lm_eval_adapter import evaluate_run
 
     cells = fleet_cells(study_cells(study))
     dirs = [cell.run_dir(Path(keep)) for cell in cells]
@@ -193,7 +193,7 @@ def sweep_part(members: int = 1000, preset: str = "tiny", iters: int = 200, data
 def dry_run_part(data_path=None) -> dict:
     """The GPU script's path on this machine's CPU at the tiny preset: a two-arm study through the fleet (with
     its index), each run against its single run, and a small sweep."""
-    from ..core.train import train
+    from ..core.training.train import train
 
     cells = fleet_cells(grid("fleet-dry-run", "tiny", ["none", "ln"], [0],
                              fixed={"max_iters": 8, "eval_interval": 4, "diag_interval": 4, "torch_threads": 1}),
@@ -214,8 +214,8 @@ def cpu_ratio_part(members: int = 8, iters: int = 100, data_path=None) -> dict:
     """The fleet against the same runs trained one after another as single runs, on this machine at one torch
     thread: whole runs (training, evaluations, diagnostics, files) and the training steps alone."""
     from ..core.config import preset_config
-    from ..core.fleet import fleet_configs
-    from ..core.train import train
+    from ..core.training.fleet import fleet_configs
+    from ..core.training.train import train
 
     cfgs = [preset_config("tiny", variant=("none", "ln")[i % 2], seed=i // 2, max_iters=iters, torch_threads=1)
             for i in range(members)]

@@ -26,9 +26,9 @@ import torch
 
 from ..core.config import DEFAULT_PRESET, RunConfig, preset_config
 from ..core.errors import entry
-from ..core.io import environment_info, git_commit, read_json, repo_root, runs_root, write_json
-from ..core.steplog import read_step_log
-from ..core.train import train
+from ..core.records.io import environment_info, git_commit, read_json, repo_root, runs_root, write_json
+from ..core.records.steplog import read_step_log
+from ..core.training.train import train
 from ..runner.registry import headline_studies, study_cells
 
 PARTS = ("loop", "notebook", "study", "gpt-small", "profile", "compare")

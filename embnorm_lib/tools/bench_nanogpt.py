@@ -27,7 +27,7 @@ import torch
 
 from ..core.config import RunConfig, preset_config
 from ..core.errors import ConfigError, entry
-from ..core.model import GPT
+from ..core.nets.model import GPT
 
 WARMUP_STEPS = 5  # compilation and allocator warm-up: not timed
 
@@ -101,7 +101,7 @@ def side_by_side(nanogpt: str | Path, preset: str = "gpt2-124m", batch: int = 8,
 def synthetic_shards(directory: Path, vocab: int = 50257, train_tokens: int = 2_000_000, val_tokens: int = 300_000,
                      ) -> Path:
     """llm.c / FineWeb-layout shards of random token ids (a header of 256 int32: magic, version, count)."""
-    from ..core.shards import HEADER_INTS, MAGIC, VERSION
+    from ..core.corpora.shards import HEADER_INTS, MAGIC, VERSION
 
     rng = np.random.default_rng(0)
     for name, n in (("synthetic_val_000000.bin", val_tokens), ("synthetic_train_000001.bin", train_tokens)):
@@ -116,7 +116,7 @@ def synthetic_shards(directory: Path, vocab: int = 50257, train_tokens: int = 2_
 def shards_part(iters: int = 50, preset: str = "gpt2-124m", device: str = "cuda") -> dict:
     """`preset`'s steps on synthetic shards, as a shards run trains them: ms/step, tokens/s, model FLOP/s and the
     peak memory (bench_gpu.loop_figures), with MFU against the measured bf16 matmul peak on CUDA."""
-    from ..core.shards import shard_overrides
+    from ..core.corpora.shards import shard_overrides
     from . import bench_gpu
 
     with tempfile.TemporaryDirectory(prefix="embnorm-shards-") as tmp:
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--save", default=None, help="merge into this JSON (default on CUDA: runs/bench-gpu.json)")
     args = p.parse_args(argv)
-    from ..core.io import runs_root
+    from ..core.records.io import runs_root
     from . import bench_gpu
 
     cuda = torch.cuda.is_available()

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import ConfigError, RunDirError, entry
-from ..core.io import RunLock, atomic_write_bytes, read_json, read_jsonl, runs_root, shown_path, write_json
-from ..core.rundir import RunDir
-from ..core.seal import RETIME_MARKER, _read_manifest, reseal, reseal_replacing, run_dirs_of, verify_run
-from ..core.steplog import (
+from ..core.records.io import RunLock, atomic_write_bytes, read_json, read_jsonl, runs_root, shown_path, write_json
+from ..core.records.rundir import RunDir
+from ..core.records.seal import RETIME_MARKER, _read_manifest, reseal, reseal_replacing, run_dirs_of, verify_run
+from ..core.records.steplog import (
     COMPACTED,
     checked_encode,
     outdated,

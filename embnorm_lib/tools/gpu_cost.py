@@ -17,8 +17,8 @@ import sys
 import torch
 
 from ..core.config import PRESETS, preset_config
-from ..core.io import repo_root
-from ..core.model import GPT
+from ..core.nets.model import GPT
+from ..core.records.io import repo_root
 
 BENCH = repo_root() / "runs" / "bench-gpu.json"
 MEASURED = "gpt-small"  # the benchmark part whose FLOP/s the table uses

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from ..core.errors import BRIEF_ERRORS, entry
-from ..core.io import default_runs_dir, read_json, repo_root, shown_path
-from ..core.rundir import RunDir, recorded_seconds
-from ..core.steplog import read_step_log
+from ..core.records.io import default_runs_dir, read_json, repo_root, shown_path
+from ..core.records.rundir import RunDir, recorded_seconds
+from ..core.records.steplog import read_step_log
 from ..publishing.publish import publish
 from ..runner import sweep
 from ..runner.kernels import execute_notebook

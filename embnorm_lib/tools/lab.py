@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import entry
-from ..core.io import repo_root
+from ..core.records.io import repo_root
 
 LAB_DIR = "lab"  # under the checkout, git-ignored
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from ..core.config import RunConfig
 from ..core.errors import entry
-from ..core.io import read_json, runs_root
-from ..core.lm_eval_adapter import evaluate_run, get_suite, write_result
-from ..core.rundir import RunDir
+from ..core.records.io import read_json, runs_root
+from ..core.records.rundir import RunDir
+from ..core.scoring.lm_eval_adapter import evaluate_run, get_suite, write_result
 from ..runner.registry import Cell, study_cells
 from ..runner.reuse import _identity_key, finished_runs_by_identity
 from .job import compare_runs
@@ -39,7 +39,7 @@ def _scorable(run: RunDir) -> bool:
 
 def plan(cells: list[Cell], out: Path, suite: str) -> dict[str, list]:
     """Sort a study's cells by how each gets the suite's result: done, in place, copy, retrain (or skipped)."""
-    from ..core.lm_eval_adapter import suites
+    from ..core.scoring.lm_eval_adapter import suites
 
     target = get_suite(suite).run_file
     others = [s.run_file for s in suites().values() if s.run_file != target]

@@ -19,8 +19,8 @@ import torch
 
 from ..core.config import DEFAULT_PRESET, preset_config
 from ..core.errors import entry
-from ..core.io import environment_info, git_commit, runs_root, write_json
-from ..core.model import GPT
+from ..core.nets.model import GPT
+from ..core.records.io import environment_info, git_commit, runs_root, write_json
 from ..runner.registry import ABC
 
 

@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import RunConfig, check_name
-from .errors import ConfigError
+from ..config import RunConfig, check_name
+from ..errors import ConfigError
+from ..nets.variants import canonical_variant
 from .io import RunLock, runs_root, shown_path
-from .variants import canonical_variant
 
 LOCK_FILES = (".lock", ".cell.lock")
 

@@ -39,10 +39,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .errors import RunDirError
+from ..errors import RunDirError
+from ..training.schedule import config_beside
 from .io import atomic_write_bytes, jsonl_text, same_rows
 from .rundir import RunDir
-from .schedule import config_beside
 from .steplog_legacy import decode_wide
 
 LOGS = ("metrics", "evals", "diagnostics")  # the per-step logs of a run (RunDir attributes, file stems)
@@ -301,7 +301,7 @@ def read_parquet_log(path: str | os.PathLike) -> list[dict]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .errors import ConfigError
+    from ..errors import ConfigError
 
     path = Path(path)
     try:
@@ -378,6 +378,6 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     import sys
 
-    from .errors import entry
+    from ..errors import entry
 
     sys.exit(entry(main))

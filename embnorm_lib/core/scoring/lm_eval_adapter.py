@@ -27,15 +27,15 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # the harness's per-request bars wou
 import torch  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from .config import RunConfig, check_name  # noqa: E402
-from .data import encode_chars, load_corpus  # noqa: E402
-from .errors import ConfigError, RunDirError, entry  # noqa: E402
-from .io import git_commit, json_text, read_json, runs_root  # noqa: E402
-from .model import GPT  # noqa: E402
-from .rundir import RunDir, finished_run_dirs  # noqa: E402
-from .seal import adding_result_file, finish_interrupted  # noqa: E402
+from ..config import RunConfig, check_name  # noqa: E402
+from ..corpora.data import encode_chars, load_corpus  # noqa: E402
+from ..errors import ConfigError, RunDirError, entry  # noqa: E402
+from ..nets.model import GPT  # noqa: E402
+from ..records.io import git_commit, json_text, read_json, runs_root  # noqa: E402
+from ..records.rundir import RunDir, finished_run_dirs  # noqa: E402
+from ..records.seal import adding_result_file, finish_interrupted  # noqa: E402
+from ..records.writes import atomic_write_text  # noqa: E402
 from .suites import SHOTS, TASKS, Suite, get_suite, suite_after_training, suites  # noqa: E402,F401
-from .writes import atomic_write_text  # noqa: E402
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "lmtasks"
 FEWSHOT_SEED = 1234
@@ -87,7 +87,7 @@ class CharLM(_LMBase):
         kwargs.setdefault("device", "cuda" if cfg.device in ("auto", "cuda") and torch.cuda.is_available() else "cpu")
         if cfg.tokenizer == "char":
             return CharLM(model, corpus.chars, **kwargs)
-        from .tokenizer import recorded_tokenizer
+        from ..corpora.tokenizer import recorded_tokenizer
         recorded = read_json(run.summary).get("tokenizer_sha256", "")  # the very file it trained with
         return SubwordLM(model, recorded_tokenizer(cfg.tokenizer, corpus.sha256, recorded, run.root), **kwargs)
 

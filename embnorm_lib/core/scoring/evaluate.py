@@ -7,8 +7,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ..device import Precision
 from .calibration import CalibrationStream
-from .device import Precision
 
 # The forward runs on 32 windows at a time: a full pass of the seeds-final model took 6.6 s instead of 8.5-9.2 s
 # at 1 thread and 4.0 s instead of 5.2 s at 2 (128 windows' MLP activation is about the size of the L3 cache).

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from .errors import DataError, entry
-from .io import atomic_write_bytes, atomic_write_text
+from ..errors import DataError, entry
+from ..records.io import atomic_write_bytes, atomic_write_text
 
 MIN_CHARS = 1000  # what data.load_corpus accepts
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ConfigError, entry
+from ..errors import ConfigError, entry
 from .lm_eval_adapter import FEWSHOT_SEED, SubwordLM, _without_env_report  # also sets the offline switches first
 
 if TYPE_CHECKING:
@@ -118,9 +118,9 @@ def load_harness_lm(run_dir: str | Path, tokenizer: str, device: str = "") -> Ha
     """A finished run's final weights behind lm-eval's interface, read through `tokenizer`."""
     import torch
 
-    from .config import RunConfig
-    from .model import GPT
-    from .rundir import RunDir
+    from ..config import RunConfig
+    from ..nets.model import GPT
+    from ..records.rundir import RunDir
 
     run = RunDir(Path(run_dir))
     if not run.final_model.is_file():
@@ -184,10 +184,10 @@ def main(argv=None) -> int:
     p.add_argument("--include-path", default=None, help="a folder of your own lm-eval task YAML files")
     p.add_argument("--limit", type=int, default=None, help="score only the first N items of each task (a check)")
     args = p.parse_args(argv)
-    from .io import json_text
-    from .rundir import RunDir
-    from .seal import adding_result_file, finish_interrupted
-    from .writes import atomic_write_text
+    from ..records.io import json_text
+    from ..records.rundir import RunDir
+    from ..records.seal import adding_result_file, finish_interrupted
+    from ..records.writes import atomic_write_text
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not tasks or args.shots < 0 or (args.limit is not None and args.limit < 1):

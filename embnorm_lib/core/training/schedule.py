@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import RunConfig
+from ..config import RunConfig
 
 CONFIG_NAME = "config.json"  # beside a step log in its run directory: what derived columns are computed from
 

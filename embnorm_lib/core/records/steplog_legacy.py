@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .schedule import fill_derived
+from ..training.schedule import fill_derived
 
 KEYS_COLUMN = "__keys__"  # formats 1-3: per row, the index of its key list in the metadata's "keysets"
 

@@ -9,7 +9,7 @@ the shape a single run's has; only the forward is shared. Scores follow the sing
 (batched matmuls sum in another order), so an item's answer can differ only on a near tie; the test compares
 per-item answers with the harness on each run alone.
 
-    python -m embnorm_lib.core.fleet_lmeval RUN_DIR [RUN_DIR ...] [--suite v2]"""
+    python -m embnorm_lib.core.scoring.fleet_lmeval RUN_DIR [RUN_DIR ...] [--suite v2]"""
 from __future__ import annotations
 
 import argparse
@@ -19,16 +19,16 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from .config import RunConfig
-from .data import load_corpus
-from .errors import ConfigError, entry
-from .fleet_ops import ArmNorm, Members, groups_of, shapes_by_name, slot_key
-from .fleet_ops import fleet_forward as _forward
-from .io import read_json
+from ..config import RunConfig
+from ..corpora.data import load_corpus
+from ..errors import ConfigError, entry
+from ..nets.model import GPT
+from ..nets.variants import get_variant, variant_rank
+from ..records.io import read_json
+from ..records.rundir import RunDir
+from ..training.fleet_ops import ArmNorm, Members, groups_of, shapes_by_name, slot_key
+from ..training.fleet_ops import fleet_forward as _forward
 from .lm_eval_adapter import CharLM, evaluate_lm, get_suite, padded_batches, write_result
-from .model import GPT
-from .rundir import RunDir
-from .variants import get_variant, variant_rank
 
 
 def stack_members(cfgs: Sequence[RunConfig], states: Sequence[dict]) -> tuple[dict, Members, list[int]]:
@@ -109,7 +109,7 @@ def score_runs(run_dirs: Sequence[str | Path], suite: str = "v1", data_path=None
     bad = next((c for c in cfgs if c.tokenizer != "char"), None)
     if bad is not None:
         raise ConfigError(f"invalid tokenizer={bad.tokenizer!r} for shared scoring; allowed: char (score subword "
-                          f"runs one by one with embnorm_lib.core.lm_eval_adapter)")
+                          f"runs one by one with embnorm_lib.core.scoring.lm_eval_adapter)")
     results: list[dict | None] = [None] * len(runs)
     for group in groups_of(cfgs):
         states = [torch.load(runs[i].final_model, map_location="cpu", weights_only=True) for i in group]

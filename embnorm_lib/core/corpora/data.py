@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import ConfigError, DataError
-from .io import atomic_write_bytes, repo_root
+from ..errors import ConfigError, DataError
+from ..records.io import atomic_write_bytes, repo_root
 
 CORPUS_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 CORPUS_BYTES = 1_115_394

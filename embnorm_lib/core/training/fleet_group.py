@@ -12,11 +12,13 @@ from types import SimpleNamespace
 import torch
 from torch.nn import functional as F
 
-from . import diagnostics as diag
-from .config import RunConfig
-from .data import evenly_spaced, validation_windows
-from .device import Precision
-from .evaluate import FORWARD_WINDOWS, SUM_WINDOWS, metrics_from_totals
+from ..config import RunConfig
+from ..corpora.data import evenly_spaced, validation_windows
+from ..device import Precision
+from ..nets.model import GPT, init_parameter_
+from ..nets.variants import get_variant, variant_rank
+from ..scoring import diagnostics as diag
+from ..scoring.evaluate import FORWARD_WINDOWS, SUM_WINDOWS, metrics_from_totals
 from .fleet_ops import (
     _LAYOUT_WARNING,
     EVAL_ELEMENTS_GPU,
@@ -32,8 +34,6 @@ from .fleet_ops import (
     fleet_probe,
     schedule_tables,
 )
-from .model import GPT, init_parameter_
-from .variants import get_variant, variant_rank
 
 
 class Fleet:

@@ -39,11 +39,14 @@ from types import SimpleNamespace
 
 import torch
 
+from ..config import RunConfig
+from ..corpora.data import load_corpus
+from ..device import Precision, resolve_precision, select_device
+from ..errors import ConfigError
+from ..records.io import cpu_info, git_commit
+from ..records.rundir import RunDir
+from ..records.steplog import round_timings
 from .checkpoint import Logs, cpu_changed, holding_all, write_config
-from .config import RunConfig
-from .data import load_corpus
-from .device import Precision, resolve_precision, select_device
-from .errors import ConfigError
 from .fleet_group import Fleet
 from .fleet_ops import (  # noqa: F401 (the fleet's arithmetic, importable from here as before)
     ADAM_EPS,
@@ -67,9 +70,6 @@ from .fleet_ops import (  # noqa: F401 (the fleet's arithmetic, importable from 
     schedule_tables,
     shape_key,
 )
-from .io import cpu_info, git_commit
-from .rundir import RunDir
-from .steplog import round_timings
 from .train import _finish, check_fits_data, lr_at
 
 

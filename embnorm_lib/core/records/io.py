@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, RunDirError
+from ..errors import ConfigError, RunDirError
 from .writes import (  # noqa: F401 (how every file is written; importable from io as before)
     DRAWING_TOLERANCE_PT,
     JOURNAL_DIR,
@@ -34,7 +34,7 @@ from .writes import (  # noqa: F401 (how every file is written; importable from 
     write_text_stable,
 )
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # embnorm_lib/ (this file is embnorm_lib/core/io.py)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # embnorm_lib/ (this file is embnorm_lib/core/records/io.py)
 
 
 def repo_root() -> Path:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .config import RunConfig
-from .errors import RunDirError
-from .io import RunLock, save_torch, write_json, write_jsonl
-from .rundir import RunDir, holds_a_run
-from .steplog import COMPACTED, parquet_path, read_step_log, write_parquet_log
+from ..config import RunConfig
+from ..errors import RunDirError
+from ..records.io import RunLock, save_torch, write_json, write_jsonl
+from ..records.rundir import RunDir, holds_a_run
+from ..records.steplog import COMPACTED, parquet_path, read_step_log, write_parquet_log
 
 
 class ResumeError(RunDirError):
@@ -228,7 +228,7 @@ def holding_all(runs: Sequence[RunDir], cfgs: Sequence[RunConfig]) -> Iterator[d
     directory is judged, and each directory checked to hold the same run; yields the summaries of the members that
     have finished, by position, each verified against its seal (seal.finished_summary: a damaged run is named, never
     passed on as done)."""
-    from .seal import finished_summary
+    from ..records.seal import finished_summary
 
     with contextlib.ExitStack() as locks:
         for run, cfg in zip(runs, cfgs, strict=True):

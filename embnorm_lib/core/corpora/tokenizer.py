@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ConfigError, DataError
-from .io import atomic_write_bytes, runs_root
+from ..errors import ConfigError, DataError
+from ..records.io import atomic_write_bytes, runs_root
 
 if TYPE_CHECKING:  # imported where used: the char path never loads it
     from tokenizers import Tokenizer

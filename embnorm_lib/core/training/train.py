@@ -14,9 +14,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import diagnostics as diag
+from ..config import RunConfig
+from ..corpora.data import BatchSampler, evenly_spaced, load_corpus, validation_windows
+from ..device import Precision, resolve_compile, resolve_precision, select_device
+from ..errors import ConfigError
+from ..nets.model import GPT
+from ..records.io import cpu_info, environment_info, git_commit, save_torch, write_json
+from ..records.rundir import RunDir
+from ..records.seal import finish_interrupted, finished_summary, seal_run
+from ..records.steplog import TIMING_DECIMALS
+from ..scoring import diagnostics as diag
+from ..scoring.calibration import calibration
+from ..scoring.evaluate import by_position, evaluate
 from . import distributed as D
-from .calibration import calibration
 from .checkpoint import (
     TrainingState,
     check_same_run,
@@ -28,18 +38,8 @@ from .checkpoint import (
     save_checkpoint,
     write_config,
 )
-from .config import RunConfig
-from .data import BatchSampler, evenly_spaced, load_corpus, validation_windows
-from .device import Precision, resolve_compile, resolve_precision, select_device
-from .errors import ConfigError
-from .evaluate import by_position, evaluate
 from .interrupt import Interrupted, raise_if_stopped, stop_on_interrupt  # noqa: F401 (Interrupted: from here too)
-from .io import cpu_info, environment_info, git_commit, save_torch, write_json
-from .model import GPT
-from .rundir import RunDir
 from .schedule import lr_at
-from .seal import finish_interrupted, finished_summary, seal_run
-from .steplog import TIMING_DECIMALS
 
 
 def make_optimizer(model: GPT, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:

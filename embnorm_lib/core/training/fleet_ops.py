@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from . import diagnostics as diag
-from .config import RunConfig
-from .device import resolve_precision, select_device
-from .errors import ConfigError
-from .model import GPT
+from ..config import RunConfig
+from ..device import resolve_precision, select_device
+from ..errors import ConfigError
+from ..nets.model import GPT
+from ..nets.variants import EmbeddingNorm, get_variant
+from ..scoring import diagnostics as diag
 from .train import lr_at
-from .variants import EmbeddingNorm, get_variant
 
 # What members of one group must share: the tensor shapes of a step and of an evaluation, and where it runs.
 SHAPE_FIELDS = ("n_layer", "n_head", "n_embd", "block_size", "batch_size", "vocab_size", "tokenizer", "corpus_sha256",

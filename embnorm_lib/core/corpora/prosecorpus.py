@@ -36,9 +36,9 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..errors import DataError
+from ..records.io import repo_root
 from . import overlap
-from .errors import DataError
-from .io import repo_root
 from .opencorpus import (
     build_command,
     clean,

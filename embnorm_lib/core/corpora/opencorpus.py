@@ -38,9 +38,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import DataError
+from ..records.io import atomic_write_bytes, atomic_write_text, repo_root
 from .data import resolve_data_path
-from .errors import DataError
-from .io import atomic_write_bytes, atomic_write_text, repo_root
 
 RECIPE_VERSION = 1  # bump when a cleaning rule changes: the sha256 changes with it
 VALIDATION_SHARE = 40  # one document in 40 (by its sha256) is validation

@@ -18,11 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import DiskFullError, RunDirError
+from ..errors import DiskFullError, RunDirError
 
 
 def atomic_write_bytes(path: str | os.PathLike, payload: bytes) -> Path:
-    from .distributed import current_rank  # here, not at the top: it loads torch.distributed, which readers skip
+    from ..training.distributed import (
+        current_rank,  # here, not at the top: it loads torch.distributed, which readers skip
+    )
 
     if current_rank() != 0:  # under torchrun only rank 0 writes the run directory
         raise RuntimeError(f"rank {current_rank()} tried to write {path}; allowed: rank 0 only")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import RunConfig, prose_suite_corpus
+from ..config import RunConfig, prose_suite_corpus
 
 TASKS = ["shakespeare_word_cloze", "shakespeare_shuffled", "shakespeare_next_line", "shakespeare_next_speaker"]
 SHOTS = (0, 1, 3)
@@ -25,7 +25,7 @@ class Suite:
 def suites() -> dict[str, Suite]:
     """v1: the committed studies' suite (100 items per task); v2 (issue 17): thousands of items per task, the
     tasks a pilot kept (lmtasks/manifest_v2.json); v3: the open-prose suite, its item bound in tokens (zero-shot)."""
-    from ..lmtasks import build_prose, build_v2
+    from ...lmtasks import build_prose, build_v2
 
     return {"v1": Suite("v1", tuple(TASKS), SHOTS, 31, "lm_eval", False),
             "v2": Suite("v2", tuple(f"shakespeare2_{t}" for t in build_v2.frozen_tasks()), (0, 1),

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .config import RunConfig
+from ..config import RunConfig
 from .variants import EmbNorm, get_variant
 
 

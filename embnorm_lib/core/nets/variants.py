@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 Params = dict[str, torch.Tensor]
 

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import ConfigError, RunDirError, entry
+from ..errors import ConfigError, RunDirError, entry
+from ..nets.variants import VARIANTS, canonical_variant
 from .io import default_runs_dir, read_json, runs_root, write_json
 from .rundir import LOCK_FILES, RunDir, existing_study
 from .steplog import PARQUET, parquet_last_step, parquet_rows
-from .variants import VARIANTS, canonical_variant
 
 MANIFEST_FORMAT = 1
 # not results: weights and checkpoints stay local (never committed), the executed notebook is the sweep's record of
