@@ -308,3 +308,12 @@ def test_every_plugin_is_a_function_not_a_name():
                              "len(ANALYSES); site(); print(sorted(m for m in ('matplotlib', 'typst') if m in sys.modules))"],
                             capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]"
+
+
+def test_paths_an_engine_module_takes_from_its_own_file_point_into_the_package():
+    """Moving core/'s modules into folders left two `parents[1]` one level short (the lm-eval tasks and the checkout
+    were not found): each path a module derives from __file__ is checked here."""
+    from embnorm_lib.core.records import io
+    from embnorm_lib.core.scoring import lm_eval_adapter
+
+    assert io.PACKAGE_DIR == PACKAGE and (lm_eval_adapter.TASK_DIR / "manifest.json").is_file()

@@ -89,7 +89,7 @@ def test_the_temperature_subset_is_bounded_in_bytes(monkeypatch):
 
 MEMORY_PROBE = """
 import resource, sys, torch
-from embnorm_lib.core import calibration, evaluate
+from embnorm_lib.core.scoring import calibration, evaluate
 from embnorm_lib.core.config import RunConfig
 from embnorm_lib.core.device import Precision
 from embnorm_lib.core.nets.model import GPT

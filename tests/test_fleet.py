@@ -130,9 +130,10 @@ def test_batched_adamw_follows_torch_adamw_member_by_member_over_100_steps():
     assert not torch.equal(p[2], start[2])
 
 
-def _compare(fleet_dir, single_dir) -> tuple[float, int]:
-    """The largest relative difference of any logged float, and of correct next-token counts (val_acc x tokens)."""
-    worst, acc_tokens = 0.0, 0
+def _compare(fleet_dir, single_dir) -> tuple[float, int, str]:
+    """The largest relative difference of any logged float, and of correct next-token counts (val_acc x tokens),
+    with where the largest difference is (log, step, key)."""
+    worst, acc_tokens, where = 0.0, 0, ""
     for name in ("metrics", "evals", "diagnostics"):
         a_rows, b_rows = (read_step_log(d, name) for d in (fleet_dir, single_dir))
         assert [r["step"] for r in a_rows] == [r["step"] for r in b_rows], name
@@ -141,9 +142,9 @@ def _compare(fleet_dir, single_dir) -> tuple[float, int]:
             for key, value in b.items():
                 if key == "val_acc":  # a count: a near-tie argmax may flip at float rounding
                     acc_tokens = max(acc_tokens, round(abs(a[key] - value) * b["val_tokens"]))
-                elif isinstance(value, float) and value:
-                    worst = max(worst, abs(a[key] - value) / abs(value))
-    return worst, acc_tokens
+                elif isinstance(value, float) and value and abs(a[key] - value) / abs(value) > worst:
+                    worst, where = abs(a[key] - value) / abs(value), f"{name} step {b['step']} {key}"
+    return worst, acc_tokens, where
 
 
 def test_fleet_members_follow_their_single_runs_for_50_steps(tmp_path, data_path):
@@ -165,7 +166,7 @@ def test_fleet_members_follow_their_single_runs_for_50_steps(tmp_path, data_path
         assert read_json(RunDir(run_dir).config)["execution"] == "fleet" and summary["execution"] == "fleet"
         assert set(single) <= set(summary) and summary["steps"] == single["steps"] == cfg.max_iters
         assert summary["val_loss"] == pytest.approx(single["val_loss"], rel=1e-5)
-        w, t = _compare(run_dir, tmp_path / "single" / run_dir.name)
+        w, t, _ = _compare(run_dir, tmp_path / "single" / run_dir.name)
         worst, acc_tokens = max(worst, w), max(acc_tokens, t)
         weights, own = (torch.load(RunDir(d).final_model, weights_only=True) for d in (run_dir, tmp_path / "single"
                                                                                        / run_dir.name))
@@ -340,12 +341,16 @@ def test_fleet_members_follow_their_single_runs_for_150_steps_of_a_ladder_preset
     """Issue 114's parity bar: 150 steps of ladder-data-2's shape with clipping active, every arm and the test-only
     ScaleNorm: the final validation loss within 1e-5 of its single run's and every logged number within 1e-4
     relative (~11 minutes)."""
-    cfgs = _ladder_shape(("none", "ln", "rms", scalenorm), max_iters=150, eval_interval=150, checkpoint_interval=150, diag_interval=0, eval_windows=64)
+    cfgs = _ladder_shape(("none", "ln", "rms", scalenorm), max_iters=150, eval_interval=150, checkpoint_interval=150,
+                         diag_interval=0, eval_windows=64)
     dirs = [tmp_path / "fleet" / c.variant for c in cfgs]
     summaries = train_fleet(fleet_configs(cfgs), dirs, data_path)
+    seen = {}
     for cfg, run_dir, summary in zip(cfgs, dirs, summaries):
         single = train(cfg, tmp_path / "single" / cfg.variant, data_path, progress=False)
-        assert abs(summary["val_loss"] - single["val_loss"]) <= 1e-5, cfg.variant
-        worst, acc_tokens = _compare(run_dir, tmp_path / "single" / cfg.variant)
-        assert worst <= 1e-4 and acc_tokens <= 1, (cfg.variant, worst, acc_tokens)
+        worst, acc_tokens, where = _compare(run_dir, tmp_path / "single" / cfg.variant)
+        seen[cfg.variant] = (abs(summary["val_loss"] - single["val_loss"]), worst, acc_tokens, where)
+        print(f"{cfg.variant}: val_loss {seen[cfg.variant][0]:.3g} apart; worst relative difference {worst:.3g} "
+              f"({where}); val_acc tokens {acc_tokens}", flush=True)
         assert any(r["clipped"] for r in read_step_log(run_dir, "metrics")), "clipping must be exercised"
+    assert all(gap <= 1e-5 and worst <= 1e-4 and tokens <= 1 for gap, worst, tokens, _ in seen.values()), seen

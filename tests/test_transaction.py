@@ -28,7 +28,7 @@ def test_a_failed_transaction_puts_every_file_back_including_a_child_processes(t
     with pytest.raises(RuntimeError, match="a later step failed"), io.transaction(runs):
         io.atomic_write_text(kept, "a half-published report")
         io.write_bytes_if_changed(elsewhere, b"png")
-        _python(f"from embnorm_lib.core import io; io.atomic_write_text({str(runs / 'new.md')!r}, 'written by a worker')")
+        _python(f"from embnorm_lib.core.records import io; io.atomic_write_text({str(runs / 'new.md')!r}, 'written by a worker')")
         assert (runs / "new.md").read_text() == "written by a worker"
         raise RuntimeError("a later step failed")
     assert kept.read_text() == "the committed report"
@@ -44,7 +44,7 @@ def test_a_publication_killed_part_way_is_rolled_back_by_the_next_one(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()
     (runs / "REPORT.md").write_text("the committed report")
-    _python(f"import os\nfrom embnorm_lib.core import io\nwith io.transaction({str(runs)!r}):\n"
+    _python(f"import os\nfrom embnorm_lib.core.records import io\nwith io.transaction({str(runs)!r}):\n"
             f"    io.atomic_write_text({str(runs / 'REPORT.md')!r}, 'half')\n    os._exit(9)")  # killed: no clean-up
     assert (runs / "REPORT.md").read_text() == "half"
     notes = []

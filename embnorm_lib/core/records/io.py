@@ -34,7 +34,7 @@ from .writes import (  # noqa: F401 (how every file is written; importable from 
     write_text_stable,
 )
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # embnorm_lib/ (this file is embnorm_lib/core/records/io.py)
+PACKAGE_DIR = Path(__file__).resolve().parents[2]  # embnorm_lib/ (this file is embnorm_lib/core/records/io.py)
 
 
 def repo_root() -> Path:

@@ -37,7 +37,7 @@ from ..records.seal import adding_result_file, finish_interrupted  # noqa: E402
 from ..records.writes import atomic_write_text  # noqa: E402
 from .suites import SHOTS, TASKS, Suite, get_suite, suite_after_training, suites  # noqa: E402,F401
 
-TASK_DIR = Path(__file__).resolve().parents[1] / "lmtasks"
+TASK_DIR = Path(__file__).resolve().parents[2] / "lmtasks"
 FEWSHOT_SEED = 1234
 
 
