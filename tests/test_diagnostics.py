@@ -183,7 +183,7 @@ def test_arms_of_one_variant_differ_in_line_style_not_colour():
 def test_a_diagnostics_step_reads_the_device_once_per_probe_not_once_per_value(corpus, monkeypatch):
     """One batched transfer per call instead of ~180 `.item()` syncs; the floats are what `.item()` gives."""
     from embnorm_lib.core.corpora.data import validation_windows
-    from embnorm_lib.core.training.train import make_optimizer
+    from embnorm_lib.core.training.optimizer import make_optimizer
 
     model = GPT(tiny(variant="ln"))
     optimizer = make_optimizer(model, model.cfg, torch.device("cpu"))

@@ -258,3 +258,30 @@ def test_the_corpus_feeds_no_rung_past_its_four_passes():
     assert largest_fed(train_tokens) == 4 * train_tokens // 20 and largest_fed(1000) == 200
     assert all(prose_params(rung) <= largest_fed() for rung in range(len(PROSE_RUNGS)))
     assert largest_fed() < 10_000_000
+
+
+def test_the_embedding_decay_cells_are_the_size_1_confirmatory_cells_with_the_tables_undecayed():
+    """Amendment 21: each cell is a `prose` cell of size 1 (same arm, seed, LR, scoring) but for emb_weight_decay=0,
+    seeds 0-5 only, and a cell exists only once its arm's LR is registered."""
+    decay_off = STUDIES[prose.EMB_DECAY_STUDY].cells()
+    confirmatory = {(c.preset, c.variant, c.seed): c.config() for c in STUDIES["prose"].cells()
+                    if c.preset.endswith(f"-{prose.EMB_DECAY_LEVEL}")}
+    assert {c.seed for c in decay_off} <= set(prose.CONFIRMATORY_SEEDS)
+    assert {(c.preset, c.variant) for c in decay_off} == {(p, v) for p, v, _ in confirmatory}
+    for cell in decay_off:
+        cfg = cell.config()
+        twin = confirmatory[(cell.preset, cell.variant, cell.seed)]
+        assert cfg.emb_weight_decay == 0.0 and twin.emb_weight_decay is None and cfg.lm_eval
+        assert {k for k, v in cfg.training_identity().items() if twin.training_identity()[k] != v} == {
+            "emb_weight_decay"}, cell.label()
+        assert "emb_weight_decay=0.0" in str(cell.run_dir("runs"))
+    assert STUDIES[prose.EMB_DECAY_STUDY].status == "exploratory"
+
+
+def test_amendment_21_precedes_every_embedding_decay_run():
+    ancestor = amendment_commit(21)
+    for path in (repo_root() / "runs" / prose.EMB_DECAY_STUDY).rglob("summary.json"):
+        assert ancestor, f"{path}: an embedding-decay run but no commit registers amendment 21"
+        assert descends_from(json.loads(path.read_text())["git_commit"], ancestor), f"{path}: before amendment 21"
+    if not ancestor:
+        pytest.skip("amendment 21 not committed yet")

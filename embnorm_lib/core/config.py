@@ -62,6 +62,9 @@ class RunConfig:
     min_lr_ratio: float = 0.1
     warmup_frac: float = 0.1
     weight_decay: float = 0.1
+    # The token and position tables' own decay; None: weight_decay, as for every matrix (nanoGPT decays them; minGPT
+    # does not). A tied head is the token table, so it follows this too.
+    emb_weight_decay: float | None = None
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0  # 0 disables clipping
@@ -109,6 +112,8 @@ class RunConfig:
         _check(_num(self.dropout) and 0 <= self.dropout < 1, "dropout", self.dropout, "a number in [0, 1)")
         for name in ("weight_decay", "grad_clip"):
             _check(_num(getattr(self, name)) and getattr(self, name) >= 0, name, getattr(self, name), "a number >= 0")
+        _check(self.emb_weight_decay is None or (_num(self.emb_weight_decay) and self.emb_weight_decay >= 0),
+               "emb_weight_decay", self.emb_weight_decay, "null (weight_decay's value) or a number >= 0")
         for name in ("beta1", "beta2"):
             _check(_num(getattr(self, name)) and 0 <= getattr(self, name) < 1, name, getattr(self, name),
                    "a number in [0, 1)")

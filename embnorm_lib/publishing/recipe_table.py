@@ -21,7 +21,7 @@ from ..runner.registry import STUDIES
 from ..runner.results import has_index, load_runs
 
 PAGE = "RECIPES.md"
-OPTIMIZER = "AdamW, weight decay on matrices and embeddings only (core.training.train.make_optimizer)"
+OPTIMIZER = "AdamW, weight decay on matrices and embeddings only (core.training.optimizer.make_optimizer)"
 SCHEDULE = "linear warm-up, then cosine decay to the minimum LR (core.training.schedule.lr_at)"
 
 

@@ -42,7 +42,10 @@ COMPUTE_LIMIT_HOURS = 200  # issue 112: the whole study within ~200 core-hours o
 SCORED_STUDIES = ("prose", "prose-budget")  # scored on suite v3 after training (lm_eval=True; amendment 20)
 TUNING_STUDY = "prose-lr"
 CONFIRM_STUDY, BUDGET_STUDY = SCORED_STUDIES  # the budget control is read beside the confirmatory size 0-x4
-PROSE_KIND = "prose"  # the analysis kind the three studies here are read as (analyses/plugins.py registers it)
+PROSE_KIND = "prose"  # the analysis kind the studies here are read as (analyses/plugins.py registers it)
+# Amendment 21 (exploratory): the confirmatory cells of size 1 again with the token and position tables not decayed,
+# read beside the confirmatory runs of the same seeds, which decay them as every matrix (nanoGPT's convention).
+EMB_DECAY_STUDY, EMB_DECAY_LEVEL, EMB_DECAY_OFF = "prose-embdecay", "1", 0.0
 
 # Filled in by the registered rule as tuning runs land (tested against the runs):
 # (recipe, level) -> arm -> extra LRs beyond an edge where the best sat; and -> arm -> the bracketed best LR.
@@ -182,8 +185,10 @@ def lr_of(recipe: str, level: str, arm: str) -> float | None:
 def _cells(study: str, kind: str) -> list[registry.Cell]:
     """tuning: every recipe x arm on each level's grid x the tuning seeds (a level's grid exists once the level
     before has its registered LRs). confirmatory: every recipe x arm of MAIN_LEVELS at its registered LR x fresh
-    seeds. budget: the same at BUDGET_LEVEL, size 0 on a quarter of its confirmatory tokens."""
-    levels = {"tuning": LEVELS, "confirmatory": MAIN_LEVELS, "budget": (BUDGET_LEVEL,)}[kind]
+    seeds. budget: the same at BUDGET_LEVEL, size 0 on a quarter of its confirmatory tokens. embdecay: the confirmatory
+    cells of EMB_DECAY_LEVEL at seeds 0-5 with the embedding tables not decayed (emb_weight_decay=0)."""
+    levels = {"tuning": LEVELS, "confirmatory": MAIN_LEVELS, "budget": (BUDGET_LEVEL,),
+              "embdecay": (EMB_DECAY_LEVEL,)}[kind]
     cells = []
     for level in levels:
         for recipe in RECIPE_NAMES:
@@ -193,8 +198,9 @@ def _cells(study: str, kind: str) -> list[registry.Cell]:
                                            axes={"lr": grid(recipe, level, arm)}, tag_preset=True)
                 elif kind != "tuning" and lr_of(recipe, level, arm) is not None:
                     seeds = confirmatory_seeds(recipe, level) if kind == "confirmatory" else CONFIRMATORY_SEEDS
+                    axes = {"emb_weight_decay": [EMB_DECAY_OFF]} if kind == "embdecay" else None
                     cells += registry.grid(study, preset_name(recipe, level), [arm], seeds, tag_preset=True,
-                                           fixed={"lr": lr_of(recipe, level, arm), "lm_eval": True})
+                                           fixed={"lr": lr_of(recipe, level, arm), "lm_eval": True}, axes=axes)
     return cells
 
 
@@ -229,4 +235,16 @@ ENTRIES = (
                         "(4x), each arm tuned at each budget.",
                    status="exploratory", amendment=20,  # amendment 19 item 5: exploratory whatever its level
                    question="Does the arms' difference at the smallest size change when only the budget grows?"),
+    registry.Study(EMB_DECAY_STUDY, "Prose ladder, embedding decay (amendment 21): the 3x96 size's confirmatory "
+                                    "cells (both recipes x none/ln/rms, each arm at its tuned LR, seeds 0-5, scored "
+                                    "on suite v3) with the token and position tables not weight-decayed "
+                                    "(emb_weight_decay=0; a tied head is the token table), read beside the "
+                                    "confirmatory runs of the same seeds, which decay them at 0.1.",
+                   PROSE_KIND, lambda: _cells(EMB_DECAY_STUDY, "embdecay"),
+                   note="With a norm right after the embedding, decay on the tables mostly changes their effective "
+                        "LR; without a norm it shrinks what enters block 1. Exploratory: each arm keeps the LR tuned "
+                        "with the tables decayed.",
+                   status="exploratory", amendment=21,
+                   question=("Does the norm's effect change when the embedding tables are not weight-decayed "
+                             "(minGPT's convention) instead of decayed like every matrix (nanoGPT's)?")),
 )

@@ -48,6 +48,9 @@ def check_fleet_configs(cfgs: Sequence[RunConfig]) -> None:
                               f"from the global generator in an order a batched step cannot reproduce)")
         if cfg.grad_accum != 1:
             raise ConfigError(f"invalid grad_accum={cfg.grad_accum} in a fleet; allowed: 1")
+        if cfg.emb_weight_decay not in (None, cfg.weight_decay):
+            raise ConfigError(f"invalid emb_weight_decay={cfg.emb_weight_decay} in a fleet; allowed: null or "
+                              f"weight_decay's value (the fleet decays every matrix and table as one slice)")
         device = select_device(cfg.device)
         if resolve_precision(cfg.precision, device) == "fp16":
             raise ConfigError(f"invalid precision={cfg.precision!r} on {device} in a fleet (resolves to fp16, "

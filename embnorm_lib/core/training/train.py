@@ -39,16 +39,8 @@ from .checkpoint import (
     write_config,
 )
 from .interrupt import Interrupted, raise_if_stopped, stop_on_interrupt  # noqa: F401 (Interrupted: from here too)
+from .optimizer import make_optimizer
 from .schedule import lr_at
-
-
-def make_optimizer(model: GPT, cfg: RunConfig, device: torch.device) -> torch.optim.AdamW:
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]  # matrices and embeddings; norms and biases are not decayed
-    no_decay = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    fused = device.type in ("cuda", "cpu")
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused)
 
 
 def check_fits_data(cfg: RunConfig, corpus) -> None:
