@@ -637,7 +637,9 @@ def test_the_figure_panels_name_their_study_seeds_and_budget():
     assert f"LayerNorm reaches no norm's final loss at {back['mean']:.0%} of its steps ({back['pairs']} of" in curves.get_title()
     assert all(f"{x}" in init.get_title() for x in (i["layers"], i["width"], i["iters"], f"{i['seeds']} seeds"))
     assert f"{d['budget']['seeds']} seeds" in budget.get_title()
-    assert "filled marker" in fig._suptitle.get_text()
+    # the marker key: filled = resolved after Holm, grey = equivalent, open = not resolved or exploratory
+    assert all(key in fig._suptitle.get_text() for key in ("filled: a difference resolved after Holm", "grey: equivalent",
+                                                           "open markers: a description"))
     plt.close(fig)
 
 
