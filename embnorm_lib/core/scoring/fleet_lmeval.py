@@ -42,10 +42,10 @@ def stack_members(cfgs: Sequence[RunConfig], states: Sequence[dict]) -> tuple[di
     like = {k: next(state[k] for state in keyed if k in state) for k in keys}
     w = {k: torch.stack([state[k] if k in state else torch.zeros_like(like[k]) for state in keyed]).float()
          for k in keys}
-    kinds = [ArmNorm.of(cfgs[i].variant, cfgs[i].bias,
+    norms = [ArmNorm.of(cfgs[i].variant, cfgs[i].bias,
                         lambda n, i=i: slot_key(n, tuple(states[i][n].shape), shapes)) for i in order]
     scales = [get_variant(cfgs[i].variant).token_scale(cfgs[i].n_embd, cfgs[i].emb_init_std) for i in order]
-    return w, Members.build(kinds, torch.tensor(scales, dtype=torch.float32)), order
+    return w, Members.build(norms, torch.tensor(scales, dtype=torch.float32)), order
 
 
 class SharedScores:

@@ -70,9 +70,9 @@ class Fleet:
             names = {id(p): self.layout.keys[variant][n] for n, p in template.named_parameters()}
             self.group_slots[variant] = {group: [names[id(p)] for p in params]
                                          for group, params in diag.parameter_groups(template).items()}
-        kinds = [ArmNorm.of(c.variant, c.bias, self.layout.keys[c.variant].__getitem__) for c in self.cfgs]
+        norms = [ArmNorm.of(c.variant, c.bias, self.layout.keys[c.variant].__getitem__) for c in self.cfgs]
         scales = [get_variant(c.variant).token_scale(c.n_embd, c.emb_init_std) for c in self.cfgs]
-        self.members = Members.build(kinds, torch.tensor(scales, dtype=torch.float32, device=device))
+        self.members = Members.build(norms, torch.tensor(scales, dtype=torch.float32, device=device))
         self._schedules(device)
         self.data = corpus.train.to(device)
         starts = torch.zeros(K, self.steps, self.cfg.batch_size, dtype=torch.int64)
