@@ -4,7 +4,8 @@ from that record, so its prose is edited as prose and no number in it is typed.
 
 The confirmatory analysis (paired differences in bits per byte and zero-shot macro accuracy, Holm, TOST) is
 prose_confirm.py's record (with the compute multiplier and the budget control's size-or-budget comparison), rendered
-by templates/prose_confirm.md.j2 once the study has runs."""
+by templates/prose_confirm.md.j2 once the study has runs; amendment 21's exploratory embedding-decay comparison is
+prose_embdecay.py's, rendered by templates/prose_embdecay.md.j2."""
 from __future__ import annotations
 
 import json
@@ -111,6 +112,18 @@ def _confirmatory(study: str, runs, out) -> dict:
     return confirmatory_record(runs, bigram, TRAINED_MARGIN, evals, budget)
 
 
+def _embdecay(runs, out) -> dict:
+    """Amendment 21's record: these runs beside the confirmatory study's runs of the same size (none yet: empty)."""
+    import pandas as pd
+
+    from ..runner.results import has_index, load_runs
+    from .prose_embdecay import embdecay_record
+
+    decayed = load_runs(prose.CONFIRM_STUDY, out) if has_index(prose.CONFIRM_STUDY, out) else pd.DataFrame(
+        columns=runs.columns)
+    return embdecay_record(decayed, runs)
+
+
 def _effects_figure(record: dict, out, figures_dir, study: str) -> str:
     """figures/<study>/effects.png (and .pdf) from the record; its path for the report, relative to the checkout."""
     import matplotlib.pyplot as plt
@@ -140,6 +153,8 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         record = tuning_record(runs)
     elif study in prose.SCORED_STUDIES and len(runs):
         record = _confirmatory(study, runs, out)
+    elif study == prose.EMB_DECAY_STUDY and len(runs):
+        record = _embdecay(runs, out)
     else:
         record = {"kind": "prose-pending", "finished": int(len(runs))}
     record.update(study=study, commit=git_commit()[:12], planned=len(STUDIES[study].cells()),
@@ -150,7 +165,8 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         record["figure"] = _effects_figure(record, out, figures_dir, study)
     write_text_stable(folder / "result.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
     report = folder / "PROSE.md"
-    template = {"prose-tuning": "prose_tuning.md.j2", "prose-confirmatory": "prose_confirm.md.j2"}.get(
+    template = {"prose-tuning": "prose_tuning.md.j2", "prose-confirmatory": "prose_confirm.md.j2",
+                "prose-embedding-decay": "prose_embdecay.md.j2"}.get(
         record["kind"], "prose_pending.md.j2")
     write_text_stable(report, render(template, record))
     return report
