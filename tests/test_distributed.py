@@ -50,6 +50,7 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, data_p
     assert summary["steps"] == 16 and summary["tokens"] == 16 * 8 * 32
 
 
+@pytest.mark.slow  # ~10 s of torchrun; two ranks against one process stays in the default suite
 def test_resume_across_world_sizes(tmp_path, data_path, single):
     torchrun([*TINY, "--study", "ddp", "--out-dir", str(tmp_path), "--until-step", "8"], data_path)
     run = tmp_path / "ddp" / "ln" / "seed1"

@@ -123,7 +123,9 @@ def test_sigterm_is_taken_as_ctrl_c_inside_a_sweep_only_where_it_is_the_default(
         signal.signal(signal.SIGTERM, before)
 
 
-@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+# Ctrl-C end to end runs with -m slow (~25 s): the default suite has SIGTERM's end to end and Ctrl-C at a step
+# boundary (test_ctrl_c_stops_a_run_at_the_next_step_checkpoints_it_and_the_resume_equals_the_uninterrupted_run)
+@pytest.mark.parametrize("stop", [pytest.param("ctrl-c", marks=pytest.mark.slow), "sigterm"])
 def test_a_stopped_sweep_checkpoints_the_running_cell_starts_no_queued_one_and_leaves_no_kernel(tmp_path, data_path,
                                                                                                 stop):
     """Ctrl-C from a terminal (SIGINT to the sweep's process group), and `kill PID` of a sweep in the background

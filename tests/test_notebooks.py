@@ -121,9 +121,11 @@ def test_kaggle_quickstart_installs_only_what_the_image_lacks():
     assert namespace["changed"] == []  # nothing the kernel had loaded changed: no restart
 
 
-# Under papermill, one probe per refusing layer (the config's validation, the run-directory names); every other bad
-# value goes through the same gate and is checked without a kernel in test_config.py.
-@pytest.mark.parametrize("params,message", [
+# Every bad value but the data path goes through the notebook's own configuration cell (the data path is refused
+# where training reads it). Under papermill, one probe per cell that refuses (configuration, training) checks that
+# the refusal is papermill's last line: every other refusal is the same ConfigError through the same one-line hook.
+BAD_DATA_PATH = (dict(data_path=5), "ConfigError: invalid data_path=5; allowed: a text file's path as text")
+BAD_PARAMETERS = [
     (dict(seed=3.5), "ConfigError: invalid seed=3.5; allowed: an integer"),
     (dict(run_tag="/../../y"), "ConfigError: invalid run_tag='/../../y'"),
     (dict(figures="no"), "ConfigError: invalid figures='no'; allowed: True or False"),  # text read as True
@@ -134,17 +136,42 @@ def test_kaggle_quickstart_installs_only_what_the_image_lacks():
     (dict(variant=None), "ConfigError: unknown variant None; allowed: layernorm, ln, "),
     (dict(out_dir=5), "ConfigError: invalid out_dir=5; allowed: a directory path as text"),
     (dict(out_dir="/proc/nope"), "ConfigError: invalid out_dir '/proc/nope': cannot write in /proc"),
-    (dict(data_path=5), "ConfigError: invalid data_path=5; allowed: a text file's path as text"),
-])
-def test_bad_notebook_parameters_are_one_line_refusals(tmp_path, data_path, params, message):
+]
+
+
+def _good_parameters(tmp_path, data_path) -> dict:
+    return dict(variant="ln", preset="tiny", out_dir=str(tmp_path / "runs"), data_path=data_path, progress=False)
+
+
+@pytest.mark.parametrize("params,message", BAD_PARAMETERS)
+def test_bad_notebook_parameters_are_refused_by_the_notebooks_configuration_cell(tmp_path, data_path, params,
+                                                                                  message):
+    """The training notebook's parameters cell and its configuration cell, executed as written in the .ipynb with
+    the parameters papermill would inject: the refusal names the bad value, and nothing is written anywhere."""
+    from embnorm_lib.core.errors import ConfigError
+
+    nb = nbformat.read(REPO / "notebooks" / "02_train.ipynb", as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    parameters = next(src for src in code if src.lstrip().startswith("variant ="))
+    configuration = next(src for src in code if "config_from_parameters(" in src and "run_dir_from_parameters(" in src)
+    namespace: dict = {}
+    exec(compile(parameters, "parameters", "exec"), namespace)
+    namespace.update({**_good_parameters(tmp_path, data_path), **params})
+    with pytest.raises(ConfigError) as err:
+        exec(compile(configuration, "configuration", "exec"), namespace)
+    assert f"ConfigError: {err.value}".startswith(message) and "\n" not in str(err.value)
+    assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "x").exists()
+
+
+@pytest.mark.parametrize("params,message", [BAD_PARAMETERS[0], BAD_DATA_PATH], ids=["configuration-cell", "training-cell"])
+def test_bad_notebook_parameters_are_one_line_refusals_under_papermill(tmp_path, data_path, params, message):
     """Under papermill the refusal is the error's whole traceback (so the last line papermill prints), and
     nothing is written anywhere."""
     out = tmp_path / "out.ipynb"
     with pytest.raises(pm.PapermillExecutionError) as err:
         execute_notebook(str(REPO / "notebooks" / "02_train.ipynb"), str(out),
                          progress_bar=False, cwd=str(REPO / "notebooks"),
-                         parameters={**dict(variant="ln", preset="tiny", out_dir=str(tmp_path / "runs"),
-                                            data_path=data_path, progress=False), **params})
+                         parameters={**_good_parameters(tmp_path, data_path), **params})
     assert len(err.value.traceback) == 1 and err.value.traceback[0].startswith(message)
     assert str(err.value).strip().splitlines()[-1].startswith(message)
     assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "x").exists()
@@ -171,6 +198,24 @@ def test_a_pinned_kernel_keeps_the_code_it_started_with(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == str(tmp_path / "embnorm_lib" / "publishing" / "plots.py")
     assert "edited after the run started" in (tmp_path / "embnorm_lib" / "publishing" / "plots.py").read_text()
+
+
+def test_pinning_reads_the_source_without_importing_it(tmp_path):
+    """A pin costs milliseconds: no module is imported by it (plotting stays unloaded in a sweep's kernel that draws
+    no figure), and pinning twice adds no second finder."""
+    import sys
+
+    script = "\n".join([
+        "import sys",
+        "from embnorm_lib.core.notebook import pin_library",
+        "pin_library(); pin_library()",
+        "print(sum(type(f).__name__ == '_PinnedLibrary' for f in sys.meta_path))",
+        "print('embnorm_lib.publishing.plots' in sys.modules, 'matplotlib.pyplot' in sys.modules)",
+        "from embnorm_lib.publishing import plots",
+        "print(type(plots.__loader__).__name__, plots.__spec__.origin == plots.__file__)"])
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:3] == ["1", "False False", "_PinnedSource True"]
 
 
 def test_the_smoke_check_and_the_design_card_run_never_share_a_directory(tmp_path, data_path):

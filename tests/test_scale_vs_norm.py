@@ -76,6 +76,7 @@ def test_each_half_is_compared_with_layernorm_itself_paired_by_seed():
     assert (shares.loc[0.02, "ln_matched_vs_ln_low"], shares.loc[0.02, "ln_matched_vs_ln_high"]) == (c.ci_low, c.ci_high)
     assert "ln_matched_vs_ln" not in scale_vs_norm.normalizing_share(scale_vs_norm.regime_table(runs))  # no runs given
 
+@pytest.mark.slow  # ~13 s: the whole regime table again; the report's own tests run on planted runs
 @pytest.mark.committed
 def test_the_modules_command_line_writes_the_report_publish_writes(tmp_path):
     """`python -m embnorm_lib.analyses.scale`, which SCALE.md names as its writer, writes what `publish` committed

@@ -187,6 +187,7 @@ def test_a_resumed_runs_result_line_says_so_instead_of_a_negative_overhead():
     assert "resumed: its train loop's 510.0 s include the time before it stopped" in line and "-" not in line.split("(")[1]
 
 
+@pytest.mark.slow  # ~22 s end to end; the rule itself is the next test's, in the default suite
 def test_a_relative_data_path_is_read_from_the_callers_directory_not_the_kernels(tmp_path, data_path):
     """The kernel runs in notebooks/, so `--data-path data/x.txt` (the GUIDE's command) failed there with 'data file
     not found'; the sweep resolves it where it was typed."""
