@@ -332,3 +332,18 @@ def test_every_compared_metric_is_registered_once_with_its_direction_and_labels(
     row = {"equivalent": False, "significant": True, "mean_diff": 0.02}
     assert prose_confirm.word({**row, "metric": "lm3_macro_acc"}) == "helps"
     assert prose_confirm.word({**row, "metric": "val_bits_per_byte"}) == "costs"
+
+
+def test_a_pages_seed_count_is_the_count_every_row_rests_on_or_a_refusal():
+    """A heading's seed count comes from the family's rows, not the index: an arm that lost a seed would otherwise sit
+    under a heading naming the full count."""
+    from embnorm_lib.stats import seeds_behind
+
+    rows = [{"variant": "ln", "metric": "val_loss", "n": 10}, {"variant": "rms", "metric": "val_loss", "n": 10}]
+    assert seeds_behind(rows, "main seeds-final") == 10
+    assert seeds_behind(pd.DataFrame(rows), "main seeds-final") == 10
+    rows[1]["n"] = 9  # rms lost a seed
+    with pytest.raises(ValueError, match=r"main seeds-final: .*ln val_loss: 10, rms val_loss: 9"):
+        seeds_behind(rows, "main seeds-final")
+    with pytest.raises(ValueError, match="no rows"):
+        seeds_behind([], "main seeds-final")

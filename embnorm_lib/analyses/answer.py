@@ -21,6 +21,7 @@ from ..core.records.io import read_json, repo_root, runs_root
 from ..core.records.rundir import study_dir_for
 from ..publishing.templating import macro
 from ..runner.results import has_index, load_runs
+from ..stats import seeds_behind
 from ..studies.paper_sources import BOUNDARY_KEYS, LADDER, MAIN
 from .answer_words import CALIBRATION, DATA_LADDER, NORMS, REGIMES, STUDIES_QUOTED, answer_record, data_ladder_record
 
@@ -89,7 +90,8 @@ def registered_data(out: Path) -> dict:
         v1 = family[(family["metric"] == "lm_macro_acc") & family["variant"].isin(NORMS)]
         calibration = family[family["metric"].isin(CALIBRATION) & family["variant"].isin(NORMS)]
         found[regime] = {"layers": int(sub["cfg.n_layer"].iloc[0]), "width": int(sub["cfg.n_embd"].iloc[0]),
-                         "iters": int(sub["cfg.max_iters"].iloc[0]), "seeds": int(sub["seed"].nunique()),
+                         "iters": int(sub["cfg.max_iters"].iloc[0]),
+                         "seeds": seeds_behind(rows, f"{REGISTERED_STUDY} {regime}"),
                          "epochs": _clean(sub["tokens"].mean() / train),
                          "emb_init_std": _clean(sub["cfg.emb_init_std"].iloc[0]),
                          # a run written before the field existed has no column: its config loads with the default

@@ -29,6 +29,7 @@ from ..publishing.paper import (  # noqa: F401 (data_json, latex_export: importa
     write_paper_inputs,
 )
 from ..runner.results import has_index, load_runs
+from ..stats import seeds_behind
 from ..studies import STUDIES
 from ..studies.paper_sources import (  # noqa: F401 (REGISTRATION, BOUNDARY_KEYS: importable from here as before)
     BOUNDARY_KEYS,
@@ -70,9 +71,11 @@ def paper_data(out: Path) -> dict:
         decision = read_json(study_dir_for(MAIN, out).analysis / scope / "decision.json")
         runs = load_runs(MAIN, out)
         runs = runs[runs["cfg.preset"] == scope]
+        family = family_rows(MAIN, scope, out)
         data["regimes"][scope.replace("-", "_")] = {
-            "family": family_rows(MAIN, scope, out), "overall": decision["overall"],
-            "seeds": int(runs["seed"].nunique()), "iters": int(runs["cfg.max_iters"].iloc[0]),
+            "family": family, "overall": decision["overall"],
+            "seeds": seeds_behind([r for r in family if r["metric"] == "val_loss"], f"{MAIN} {scope}"),
+            "iters": int(runs["cfg.max_iters"].iloc[0]),
             "n_layer": int(runs["cfg.n_layer"].iloc[0]), "n_embd": int(runs["cfg.n_embd"].iloc[0]),
             "params_none": int(runs.loc[runs["variant"] == "none", "n_params"].iloc[0])}
     from .. import stats

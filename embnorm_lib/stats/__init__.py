@@ -117,6 +117,19 @@ def t_interval(diffs: np.ndarray, confidence: float = 0.95) -> tuple[float, floa
     return float(ci.low), float(ci.high)
 
 
+def seeds_behind(rows, where: str) -> int:
+    """The one seed count a page may print over a family's rows (dicts or a DataFrame with `variant`, `metric` and
+    `n`): the count every row rests on. Rows resting on different counts (a seed one arm lost) are refused in one line
+    naming them, so no heading states a count some row does not rest on (counting the index's seeds would)."""
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    counts = {f"{r['variant']} {r['metric']}": int(r["n"]) for r in records}
+    if len(set(counts.values())) != 1:
+        raise ValueError(f"{where}: the family's rows rest on different seed counts "
+                         f"({', '.join(f'{k}: {v}' for k, v in counts.items()) or 'no rows'}); allowed: one count, "
+                         "or a page that prints each row's n")
+    return next(iter(counts.values()))
+
+
 def mean_interval(values) -> dict:
     """The mean of the finite values and its 95% t interval (None where fewer than 2 values give no interval; a
     mean of None where there are none), with `n`, how many values it rests on: the one helper for a mean over seeds
