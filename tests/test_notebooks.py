@@ -341,3 +341,19 @@ def test_kaggle_quickstart_shows_rendered_tables_and_plain_output(capsys):
     exec(compile(ast.Module(body=body, type_ignores=[]), "summary-cell", "exec"), namespace)
     shown = eval(compile(ast.Expression(last.value), "summary-cell", "eval"), namespace)
     assert isinstance(shown, Markdown) and shown.data.startswith("| arm")
+
+
+@pytest.mark.committed
+def test_every_published_analysis_notebook_runs_the_code_its_notebook_holds_now():
+    """A study's executed 03/04 notebooks are the notebooks as they are now, run on its runs: after the library's
+    modules moved (core/ in folders), three studies' copies still imported the old paths, and the main job's
+    re-publish rewrote them on a fresh clone."""
+    published = sorted((REPO / "runs").glob("*/0[34]_*.ipynb"))
+    assert published
+    for path in published:
+        source = nbformat.read(REPO / "notebooks" / path.name, as_version=4)
+        executed = nbformat.read(path, as_version=4)
+        want = [c.source for c in source.cells if c.cell_type == "code"]
+        got = [c.source for c in executed.cells
+               if c.cell_type == "code" and "injected-parameters" not in c.metadata.get("tags", [])]
+        assert got == want, f"{path.relative_to(REPO)} was executed from another version of {path.name}: publish again"
