@@ -85,6 +85,30 @@ def test_t_and_wilcoxon_agree_with_scipy_directly():
     assert stats.wilcoxon_p(d) == pytest.approx(sps.wilcoxon(d).pvalue)
 
 
+def test_the_signed_rank_p_is_scipys_bit_for_bit_with_ties_and_zeros():
+    """stats.wilcoxon_p enumerates the sign flips at once where scipy's default permutation test loops over them
+    (zeros or ties, n <= 13): the p-values must be scipy's exactly, not approximately, or republished pages change."""
+    from scipy import stats as sps
+
+    from embnorm_lib.stats import signed_rank
+
+    rng = np.random.default_rng(11)
+    cases = [np.array([0.5, 0.5, -0.25, 0.0]), np.array([1.0, -1.0, 1.0, -1.0, 2.0]), np.array([0.0, 0.0, 3.0]),
+             np.array([0.02, -0.01, 0.03, 0.015, 0.04, 0.0, 0.025]), np.array([3.0, -3.0] * 6 + [1.0])]  # 13 with ties
+    # scipy's own time doubles with each difference: many short cases, two at the largest n
+    cases += [rng.integers(-3, 4, int(n)) / 64.0 for n in rng.integers(2, 9, 60)]
+    cases += [np.round(rng.normal(0, 1, int(n)), 1) for n in rng.integers(5, 9, 15)] + [np.round(rng.normal(0, 1, 11), 1)]
+    cases += [rng.normal(0, 1, 8), rng.normal(0, 1, 20)]  # no ties: scipy's own exact path, passed through
+    used = 0
+    for d in cases:
+        if np.all(d == 0):
+            continue
+        ours, theirs = stats.wilcoxon_p(d), float(sps.wilcoxon(d).pvalue)
+        assert ours == theirs or (np.isnan(ours) and np.isnan(theirs)), (d.tolist(), ours, theirs)
+        used += 1
+    assert used > 70 and signed_rank.PERMUTATION_MAX_N == 13
+
+
 def test_bootstrap_ci_brackets_the_mean_and_is_reproducible():
     rng = np.random.default_rng(5)
     d = rng.normal(0.03, 0.01, size=10)

@@ -16,6 +16,7 @@ from scipy import stats as sps
 from .equivalence import MEI, NOISELESS_SPREAD, equivalence_columns, noiseless  # noqa: F401 (re-exported)
 from .metrics import METRICS
 from .multiple import ALPHA, holm, holm_alphas  # noqa: F401 (re-exported)
+from .signed_rank import wilcoxon_p  # noqa: F401 (re-exported)
 
 N_RESAMPLES = 10_000
 INTERVAL_METHOD = "paired t"  # the primary 95% interval (docs/PROTOCOL.md, amendment 1)
@@ -152,13 +153,6 @@ def paired_t_p(diffs: np.ndarray) -> float:
     if noiseless(diffs):
         return 1.0 if diffs[0] == 0 else 0.0  # an exact, noiseless shift
     return float(sps.ttest_1samp(diffs, 0.0).pvalue)
-
-
-def wilcoxon_p(diffs: np.ndarray) -> float:
-    diffs = np.asarray(diffs, dtype=float)
-    if len(diffs) < 2 or np.all(diffs == 0):
-        return float("nan") if len(diffs) < 2 else 1.0
-    return float(sps.wilcoxon(diffs).pvalue)
 
 
 def hedges_correction(n: int) -> float:
