@@ -131,14 +131,14 @@ def ladder_data(out: Path) -> dict:
         found["family"] = family
     found["scale"] = scale
     found["unfinished_rungs"] = [r for r in range(len(LADDER_RUNGS)) if r not in finished_rungs]
-    if has_index(LADDER, out):  # the first data-bound rung, by the answer's rule (README, FINDINGS say the same)
-        from .answer import size_data
+    from .answer import data_ladder_progress, size_data
 
-        found["plateau_from"] = size_data(out)["plateau_from"]
+    # size_data holds data_ladder_progress too (~6 s of tables): computed once here
+    size = size_data(out) if has_index(LADDER, out) else None
+    if size:  # the first data-bound rung, by the answer's rule (README, FINDINGS say the same)
+        found["plateau_from"] = size["plateau_from"]
     if has_index(LADDER_DATA, out):  # amendment 16: each rung once all its registered runs have finished
-        from .answer import data_ladder_progress
-
-        found["data_ladder"] = data_ladder_progress(out)
+        found["data_ladder"] = size["data_ladder"] if size else data_ladder_progress(out)
         # the 1 MB ladder's smallest size beside the adequate-data ladder's: shape, iterations, passes over its text
         found["rung0_1mb"] = {"shape": found["shape"]["0"], "iters": PRESETS["ladder-0"]["max_iters"],
                                "passes": tokens[0] / TRAIN_CHARS_TINY_SHAKESPEARE}

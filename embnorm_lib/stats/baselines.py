@@ -10,12 +10,15 @@ UNIGRAM_WEIGHTS_WIDE = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, *UNIGRAM_WEIGHT
 
 
 def _nll(fit: np.ndarray, score: np.ndarray, vocab: int, weight: float) -> float:
-    counts = np.zeros((vocab, vocab))
-    np.add.at(counts, (fit[:-1], fit[1:]), 1)
+    # pair counts by one bincount (np.add.at took ~2 s at vocab 4,096); the interpolated probability only at the
+    # scored pairs, in the order of operations of the whole matrix, so the sum is bitwise the dense formula's
+    pairs = fit[:-1].astype(np.int64) * vocab + fit[1:]
+    counts = np.bincount(pairs, minlength=vocab * vocab).astype(float).reshape(vocab, vocab)
     unigram = (np.bincount(fit, minlength=vocab) + 1.0) / (len(fit) + vocab)
-    rows = counts.sum(1, keepdims=True)
-    prob = (1 - weight) * counts / np.maximum(rows, 1) + weight * unigram[None, :]
-    return float(-np.log(prob[score[:-1], score[1:]]).sum())
+    rows = np.maximum(counts.sum(1), 1)
+    before, after = score[:-1], score[1:]
+    prob = (1 - weight) * counts[before, after] / rows[before] + weight * unigram[after]
+    return float(-np.log(prob).sum())
 
 
 def count_bigram(train: np.ndarray, val: np.ndarray, vocab: int, weights: tuple = UNIGRAM_WEIGHTS) -> dict:
