@@ -14,21 +14,40 @@ resuming from a checkpoint go first, furthest on first; a cell already finished 
 one whose run a process is training is left to it). A lane's kernels import the worktree's own package (PYTHONPATH=the worktree, for
 commits older than the sweep that does this itself). Arguments after `--` go to every sweep (`--data-path` is read in
 the worktree). `--dry-run` prints each lane's command and starts nothing. Logs: WORKTREE.lanes/lane-K.log.
+
+A session's machine does not outlive it, so a run still training at its end is lost. `--until HH:MM` (UTC, today)
+starts a cell only while its estimated time still ends by then (its steps left at the median seconds per step of
+the runs of its study and preset landed here, or of its preset in any study, x RUN_MARGIN, plus START_S); a cell
+that would not is skipped, and its lane goes on to the next. Name several studies, joined by commas
+(`start prose-lr,prose --until 14:40`), to fill a session's last hour with the shorter cells of the second: each
+lane takes its cells of the first study first. A preset with no landed run is timed by the FLOPs of its steps at the
+speed of the landed preset nearest in FLOPs per token.
+
+    python scripts/lanes.py start prose-lr,prose --worktree /work/wt-prose22 --until 14:40 -- \\
+        --data-path data/open-prose.txt
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from embnorm_lib.core.records.rundir import RunDir  # noqa: E402
 from embnorm_lib.studies import STUDIES  # noqa: E402
+
+# a session's runs share its 2 cores with its tests and publishing: on 2026-12-07 two prose-gpt2-1 runs took 0.9-1.2 s
+# a step beside the suite and check_reports, against 0.54 s for that preset's landed runs
+RUN_MARGIN = 1.7
+START_S = 180  # kernel start, corpus read and tokenizing, the final evaluation's scoring: not in a run's wall_s
 
 
 def cell_path(study: str, cell) -> str:
@@ -122,26 +141,104 @@ def deal(cells: list[str], lanes: int, left: dict[str, int] | None = None) -> li
     return [sorted(queue, key=cells.index) for queue in queues]
 
 
-def lane_commands(study: str, cells: list[str], lanes: int, sweep_args: list[str],
-                  left: dict[str, int] | None = None) -> list[str]:
+def lane_commands(study: str, cells: list, lanes: int, sweep_args: list[str], left: dict | None = None,
+                  latest_start: dict | None = None) -> list[str]:
     """One shell command per lane: its cells' sweeps in turn, each on one worker and one thread, stopping at a
-    failed one."""
+    failed one. A cell is a run directory of `study` or a (study, run directory) pair; one with a latest start
+    (epoch seconds) is skipped, not trained, when its lane reaches it later."""
     queues = deal(cells, lanes, left)
-    return [" && ".join(f"python -m embnorm_lib sweep {shlex.quote(study)} --workers 1 --threads 1 --only "
-                        f"{shlex.quote(rel)}" + "".join(" " + shlex.quote(a) for a in sweep_args) for rel in queue)
+    return [" && ".join(_cell_command(study, cell, sweep_args, (latest_start or {}).get(cell)) for cell in queue)
             for queue in queues if queue]
 
 
+def _cell_command(study: str, cell, sweep_args: list[str], latest: float | None) -> str:
+    study, rel = cell if isinstance(cell, tuple) else (study, cell)
+    sweep = (f"python -m embnorm_lib sweep {shlex.quote(study)} --workers 1 --threads 1 --only {shlex.quote(rel)}"
+             + "".join(" " + shlex.quote(a) for a in sweep_args))
+    if latest is None:
+        return sweep
+    skipped = shlex.quote(f"lanes: {study} {rel} skipped: it would not finish by --until")
+    return f"if [ $(date +%s) -le {int(latest)} ]; then {sweep}; else echo {skipped}; fi"
+
+
+def landed_speeds(repo: Path) -> tuple[dict[tuple[str, str], float], dict[str, tuple[float, float]]]:
+    """From the runs landed in this checkout: (study, preset) -> median wall seconds per iteration, and preset ->
+    (training FLOPs per token, median wall seconds per training FLOP)."""
+    import pandas as pd
+
+    per_step, per_flop = {}, {}
+    for index in sorted((repo / "runs").glob("*/runs.csv")):
+        runs = pd.read_csv(index)
+        if not {"cfg.preset", "wall_s", "max_iters", "tokens", "flops_per_token"} <= set(runs.columns):
+            continue
+        runs = runs[(runs["wall_s"] > 0) & (runs["max_iters"] > 0) & (runs["tokens"] > 0)]
+        for preset, group in runs.groupby("cfg.preset"):
+            per_step[(index.parent.name, preset)] = float((group["wall_s"] / group["max_iters"]).median())
+            flops = group["flops_per_token"] * group["tokens"]
+            per_flop[preset] = (float(group["flops_per_token"].median()), float((group["wall_s"] / flops).median()))
+    return per_step, per_flop
+
+
+def estimates(cells: list[tuple[str, str]], left: dict, repo: Path) -> dict[tuple[str, str], float]:
+    """Each (study, run directory)'s seconds still to train: at its study's landed runs of its preset, else its
+    preset's in other studies; a preset never landed at the seconds per FLOP of the landed preset nearest in FLOPs
+    per token (a larger model uses the cores better, so scaling a smaller one's rate up errs long)."""
+    from embnorm_lib.core.nets.model import GPT
+
+    per_step, per_flop = landed_speeds(repo)
+    configs = {(study, cell_path(study, cell)): cell.config()
+               for study in dict.fromkeys(s for s, _ in cells) for cell in STUDIES[study].cells()}
+    found = {}
+    for key in cells:
+        cfg = configs[key]
+        others = sorted(v for (_, p), v in per_step.items() if p == cfg.preset)
+        rate = per_step.get((key[0], cfg.preset), others[len(others) // 2] if others else None)
+        if rate is None and per_flop:
+            flops = GPT(cfg).flops_per_token()
+            _, seconds = min(per_flop.values(), key=lambda known: abs(math.log(known[0] / flops)))
+            rate = seconds * flops * cfg.tokens_per_iter
+        found[key] = START_S + (rate or 0.0) * left[key] * RUN_MARGIN
+    return found
+
+
+def parse_until(text: str, now: float | None = None) -> float:
+    """HH:MM (UTC, today) as epoch seconds; refused if malformed or already past."""
+    now = time.time() if now is None else now
+    try:
+        clock = datetime.strptime(text, "%H:%M").time()
+    except ValueError:
+        raise SystemExit(f"invalid --until {text!r}; allowed: HH:MM, a UTC time later today") from None
+    day = datetime.fromtimestamp(now, timezone.utc).date()
+    until = datetime.combine(day, clock, timezone.utc).timestamp()
+    if until <= now:
+        raise SystemExit(f"invalid --until {text!r}: already past (now {datetime.fromtimestamp(now, timezone.utc):%H:%M}"
+                         " UTC); allowed: a UTC time later today")
+    return until
+
+
 def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: list[str], dry_run: bool,
-          repo: Path = REPO, echo=print) -> list[str]:
+          repo: Path = REPO, echo=print, until: float | None = None) -> list[str]:
+    """`study`: one study, or several joined by commas (each lane takes its cells of the first study first)."""
     worktree = check_worktree(worktree, repo)
     check_lanes(lanes)
-    todo, to_land, training = plan(study, only, repo, worktree)
-    for rel in to_land:
-        echo(f"finished in the worktree, not here: {rel} (python scripts/carry_runs.py land {worktree} --study {study})")
-    for rel in training:
-        echo(f"training in the worktree now, left to its process: {rel}")
-    commands = lane_commands(study, todo, lanes, sweep_args, steps_left(study, todo, worktree))
+    names = study.split(",")
+    cells, left = [], {}
+    for name in names:
+        todo, to_land, training = plan(name, only, repo, worktree)
+        for rel in to_land:
+            echo(f"finished in the worktree, not here: {rel} (python scripts/carry_runs.py land {worktree} --study "
+                 f"{name})")
+        for rel in training:
+            echo(f"training in the worktree now, left to its process: {rel}")
+        left.update({(name, rel): n for rel, n in steps_left(name, todo, worktree).items()})
+        cells += [(name, rel) for rel in todo]
+    latest = None
+    if until is not None:
+        latest = {key: until - seconds for key, seconds in estimates(cells, left, repo).items()}
+    if len(names) == 1:  # one study: its cells as plain run directories, as ever
+        cells, left = [rel for _, rel in cells], {rel: n for (_, rel), n in left.items()}
+        latest = latest and {rel: t for (_, rel), t in latest.items()}
+    commands = lane_commands(names[0], cells, lanes, sweep_args, left, latest)
     logs = worktree.with_name(worktree.name + ".lanes")
     for k, command in enumerate(commands):
         echo(f"lane {k}: {command.count(' && ') + 1} run(s), log {logs / f'lane-{k}.log'}")
@@ -173,13 +270,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = argv[:argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=("plan", "start"))
-    p.add_argument("study")
+    p.add_argument("study", help="a study, or several joined by commas (start: the first study's cells first)")
     p.add_argument("--only", action="append", default=[], metavar="TEXT")
     p.add_argument("--worktree", type=Path, default=None)
     p.add_argument("--lanes", type=int, default=2)
     p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--until", metavar="HH:MM", default=None, help="start: no cell that would end after this UTC time")
     args = p.parse_args(argv)
     check_lanes(args.lanes)
+    if args.action == "plan" and "," in args.study:
+        raise SystemExit(f"invalid study {args.study!r} for plan; allowed: one study (start takes several)")
     if args.action == "plan":
         worktree = check_worktree(args.worktree, REPO) if args.worktree else None
         todo, to_land, training = plan(args.study, args.only, REPO, worktree)
@@ -190,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worktree is None:
         raise SystemExit("start needs --worktree DIR; allowed: a git worktree of this repository at the commit that "
                          "trains the runs")
-    start(args.study, args.only, args.worktree, args.lanes, sweep_args, args.dry_run)
+    until = parse_until(args.until) if args.until else None
+    start(args.study, args.only, args.worktree, args.lanes, sweep_args, args.dry_run, until=until)
     return 0
 
 

@@ -135,3 +135,75 @@ def test_the_most_work_left_goes_first_to_the_least_loaded_lane(tmp_path):
     commands = lanes.lane_commands(STUDY, todo, 2, [], left)
     assert [[part.split("--only ")[1].split(" ")[0] for part in c.split(" && ")] for c in commands] == [[rms8],
                                                                                                        [ln8, rms7]]
+
+
+def test_until_skips_a_cell_that_would_end_too_late_and_its_lane_goes_on(tmp_path):
+    """--until: a cell whose latest start has passed is skipped (a line in the log, exit 0) and the lane goes on to
+    its next cell; one that still fits runs (here a stand-in `python` on PATH records what it was asked)."""
+    import subprocess
+    import time
+
+    cells = lanes.cell_paths(STUDY, ONLY)[:3]
+    now = time.time()
+    latest = {cells[0]: now - 60, cells[1]: now + 3600}  # cells[2]: not timed, always runs
+    (command,) = lanes.lane_commands(STUDY, cells, 1, [], latest_start=latest)
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "python").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "ran.txt"}\n')
+    (stub / "python").chmod(0o755)
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                          env={"PATH": f"{stub}:/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"lanes: {STUDY} {cells[0]} skipped: it would not finish by --until"
+    ran = (tmp_path / "ran.txt").read_text().splitlines()
+    assert [line.split("--only ")[1].split(" ")[0] for line in ran] == cells[1:]
+
+
+def test_until_is_a_utc_time_later_today():
+    from datetime import datetime, timezone
+
+    noon = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc).timestamp()
+    assert lanes.parse_until("14:40", now=noon) == noon + 2 * 3600 + 40 * 60
+    with pytest.raises(SystemExit, match="invalid --until '11:59': already past \\(now 12:00 UTC\\); allowed: a UTC"):
+        lanes.parse_until("11:59", now=noon)
+    for bad in ("2pm", "25:00", ""):
+        with pytest.raises(SystemExit, match=f"invalid --until '{bad}'; allowed: HH:MM, a UTC time later today"):
+            lanes.parse_until(bad, now=noon)
+
+
+def test_several_studies_fill_each_lane_first_study_first_each_cell_timed_by_its_landed_runs(tmp_path, monkeypatch):
+    """`start A,B --until`: every lane trains its cells of A before those of B; each cell's latest start is the
+    deadline less its estimate: its own study's landed speed for its preset, else the FLOP-scaled speed of the
+    nearest landed preset."""
+    import pandas as pd
+
+    monkeypatch.setattr(lanes.os, "cpu_count", lambda: 2)
+    repo, worktree = tmp_path / "main", tmp_path / "wt"
+    repo.mkdir()
+    _git("-C", repo, "init", "-q")
+    _git("-C", repo, "commit", "-q", "--allow-empty", "-m", "registered")
+    _git("clone", "-q", repo, worktree)
+    (worktree / "embnorm_lib").mkdir()
+    # ladder-data-0 landed at 0.5 s a step; ladder-data-lr's runs of ladder-data-1 never landed
+    landed = repo / "runs" / STUDY
+    landed.mkdir(parents=True)
+    pd.DataFrame({"cfg.preset": ["ladder-data-0"] * 2, "wall_s": [240.0, 260.0], "max_iters": [500, 500],
+                  "tokens": [10**6] * 2, "flops_per_token": [8 * 10**5] * 2}).to_csv(landed / "runs.csv", index=False)
+    lines, until = [], 10**10
+    first, second = f"{STUDY}", "ladder-data-lr"
+    commands = lanes.start(f"{first},{second}", ["none_"], worktree, 2, [], dry_run=True, repo=repo,
+                           echo=lines.append, until=until)
+    assert len(commands) == 2
+    seen = set()
+    for command in commands:
+        studies = [shlex.split(part.split("; then ")[1])[4] for part in command.split(" && ")]
+        assert studies == sorted(studies, key=[first, second].index)  # the first study's cells first
+        seen.update(studies)
+    assert seen == {first, second}
+    estimates = lanes.estimates([(first, c) for c in lanes.cell_paths(first, ["preset=ladder-data-0", "seed0/"])],
+                                {(first, c): 480 for c in lanes.cell_paths(first, ["preset=ladder-data-0", "seed0/"])},
+                                repo)
+    assert set(estimates.values()) == {lanes.START_S + 0.5 * 480 * lanes.RUN_MARGIN}
+    bigger = lanes.cell_paths(second, ["preset=ladder-data-1"])[:1]
+    (scaled,) = lanes.estimates([(second, bigger[0])], {(second, bigger[0]): 100}, repo).values()
+    assert scaled > lanes.START_S + 0.5 * 100 * lanes.RUN_MARGIN  # a larger model: more seconds a step
