@@ -32,6 +32,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -104,7 +105,8 @@ def check_worktree(worktree: Path, repo: Path) -> Path:
 def plan(study: str, only: list[str], repo: Path, worktree: Path | None = None) -> tuple[list[str], list[str], list[str]]:
     """(cells to train, cells finished in the worktree that this checkout still lacks: land them first, cells a
     process trains in the worktree now). Cells to train that resume from a checkpoint come first, the furthest on
-    first, so a session's first hours finish runs instead of starting new ones."""
+    first, so a session's first hours finish runs instead of starting new ones; then by preset and seed
+    (`seed_major`)."""
     todo, to_land, training = [], [], []
     for rel in cell_paths(study, only):
         if RunDir(repo / "runs" / study / rel).summary.is_file():
@@ -116,9 +118,25 @@ def plan(study: str, only: list[str], repo: Path, worktree: Path | None = None) 
             training.append(rel)
         else:
             todo.append(rel)
+    todo = seed_major(todo)
     if worktree is not None:
         todo.sort(key=lambda rel: -trained_to(RunDir(worktree / "runs" / study / rel)))
     return todo, to_land, training
+
+
+def seed_major(cells: list[str]) -> list[str]:
+    """Within each preset (kept in the registry's order), the lowest seed's cells first: a paired comparison needs
+    every arm of a seed, so a session that stops part-way leaves whole seeds, not one arm's seeds."""
+    def preset(rel: str) -> str:
+        found = re.search(r"preset=([^_/]+)", rel)
+        return found.group(1) if found else ""
+
+    def seed(rel: str) -> int:
+        found = re.search(r"/seed(\d+)/$", rel)
+        return int(found.group(1)) if found else 0
+
+    order = {p: i for i, p in enumerate(dict.fromkeys(map(preset, cells)))}
+    return sorted(cells, key=lambda rel: (order[preset(rel)], seed(rel)))
 
 
 def steps_left(study: str, cells: list[str], worktree: Path) -> dict[str, int]:

@@ -22,7 +22,7 @@ def _finish(root, rel):
 
 def test_plan_leaves_out_what_is_finished_here_waits_to_land_or_is_training(tmp_path):
     repo, worktree = tmp_path / "main", tmp_path / "wt"
-    cells = lanes.cell_paths(STUDY, ONLY)
+    cells = lanes.seed_major(lanes.cell_paths(STUDY, ONLY))  # the order plan keeps
     assert len(cells) == len(set(cells)) >= 6 and all(c.endswith("/") and "ladder-data-0/" in c for c in cells)
     _finish(repo, cells[0])  # landed
     _finish(worktree, cells[1])  # finished in the worktree, not landed
@@ -98,7 +98,7 @@ def test_start_dry_run_starts_nothing_and_bad_input_is_refused_in_one_line(tmp_p
 
 def test_cells_that_resume_from_a_checkpoint_are_dealt_first_furthest_on_first(tmp_path):
     repo, worktree = tmp_path / "main", tmp_path / "wt"
-    cells = lanes.cell_paths(STUDY, ONLY)
+    cells = lanes.seed_major(lanes.cell_paths(STUDY, ONLY))
     for rel, step in ((cells[4], 1125), (cells[2], 7875), (cells[5], None)):
         run = lanes.RunDir(worktree / "runs" / STUDY / rel)
         run.root.mkdir(parents=True)
@@ -207,3 +207,20 @@ def test_several_studies_fill_each_lane_first_study_first_each_cell_timed_by_its
     bigger = lanes.cell_paths(second, ["preset=ladder-data-1"])[:1]
     (scaled,) = lanes.estimates([(second, bigger[0])], {(second, bigger[0]): 100}, repo).values()
     assert scaled > lanes.START_S + 0.5 * 100 * lanes.RUN_MARGIN  # a larger model: more seconds a step
+
+
+def test_a_seeds_arms_go_before_the_next_seed_within_each_preset_in_registry_order():
+    """A session that stops part-way should leave whole seeds (every arm: a paired comparison needs them all), and
+    the registry's preset order (the tuning's critical path first) stays."""
+    import re
+
+    cells = lanes.cell_paths("prose", [])
+    ordered = lanes.seed_major(cells)
+    assert sorted(ordered) == sorted(cells)
+    presets = [re.search(r"preset=([^_/]+)", c).group(1) for c in ordered]
+    assert list(dict.fromkeys(presets)) == list(dict.fromkeys(re.search(r"preset=([^_/]+)", c).group(1)
+                                                              for c in cells))
+    first = [c for c in ordered if presets[ordered.index(c)] == presets[0]]
+    seeds = [int(re.search(r"/seed(\d+)/$", c).group(1)) for c in first]
+    assert seeds == sorted(seeds) and seeds[:3] == [seeds[0]] * 3  # the 3 arms of the lowest seed first
+    assert {c.split("_")[0] for c in first[:3]} == {"none", "ln", "rms"}
