@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # a report's provenance line names the commit it was written at; that alone is not a change
-STAMP = r"at commit [0-9a-f]{12}"
+STAMP = r'at commit [0-9a-f]{12}|"commit": "[0-9a-f]{12}"'  # a page's stamp, a record's key
 # published together by `publish stability` (runs/STABILITY.md), not one by one
 STABILITY_V1 = ("stability-lr", "stability-init", "stability-stress", "stability-budget")
 

@@ -42,6 +42,26 @@ def test_a_new_commit_stamp_alone_is_no_change_but_any_other_line_or_a_new_file_
     assert check_reports.changed_files(tmp_path) == ["figures/s.png"]
 
 
+def test_a_records_commit_key_is_a_stamp_to_the_check_and_to_the_writer(tmp_path):
+    """runs/<study>/result.json carries the commit that wrote it, as a page's "at commit" line does: a publish at a
+    new commit neither rewrites the record (write_text_stable) nor counts as a change (check_reports)."""
+    from embnorm_lib.core.records.writes import write_text_stable
+
+    record = tmp_path / "runs" / "s" / "result.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{\n  "commit": "0123456789ab",\n  "mean_diff": 0.0123\n}\n')
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "init")
+    write_text_stable(record, '{\n  "commit": "ba9876543210",\n  "mean_diff": 0.0123\n}\n')
+    assert "0123456789ab" in record.read_text()  # only the stamp differed: left as it was
+    record.write_text('{\n  "commit": "ba9876543210",\n  "mean_diff": 0.0123\n}\n')
+    assert check_reports.changed_files(tmp_path) == []
+    write_text_stable(record, '{\n  "commit": "ba9876543210",\n  "mean_diff": 0.0124\n}\n')
+    assert "0.0124" in record.read_text()
+    assert check_reports.changed_files(tmp_path) == ["runs/s/result.json"]
+
+
 def test_the_v1_stability_studies_publish_once_together_and_the_rest_one_by_one():
     targets = check_reports.publish_targets(["seeds-final", "stability-lr", "stability-init", "ladder"])
     assert targets == ["seeds-final", "ladder", "stability"]

@@ -277,11 +277,12 @@ def stable_svg(payload: bytes) -> bytes:
 
 # "at commit 0123456789ab" names the code that produced an output. When nothing else in the output
 # changed, the file keeps the commit that first produced it (still true: that commit produces it too).
-STAMP = re.compile(r"(at commit )[0-9a-f]{7,40}(?:-dirty)?")
+# the commit a page or a record was written at: a report's "at commit …" line, a JSON record's "commit" key
+STAMP = re.compile(r'(at commit |"commit": ")[0-9a-f]{7,40}(?:-dirty)?')
 
 
 def write_text_stable(path: str | os.PathLike, text: str) -> Path:
-    """Write text unless the file differs from it only in its 'at commit …' stamps."""
+    """Write text unless the file differs from it only in its commit stamps (STAMP)."""
     path = Path(path)
     if path.is_file():
         old = path.read_text()
