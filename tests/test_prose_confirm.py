@@ -164,6 +164,11 @@ def test_the_effects_figure_draws_the_record(tmp_path):
     assert any(abs(y - ln_row["mean_diff"]) < 1e-9 for y in ys)
     paths = save(fig, tmp_path / "effects")
     assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
+    # the figure index knows it: the first real publish of `prose` failed on it (2026-12-07)
+    from embnorm_lib.analyses.site import describe_figure
+
+    what, study, group = describe_figure("prose/effects.png")
+    assert "bits per byte" in what and study == "prose" and "zero-shot" in group
 
 
 def test_findings_carry_the_ladder_as_far_as_it_has_come(tmp_path):

@@ -68,6 +68,8 @@ FIGURE_WHAT = {
     "reliability_equal_width": ("reliability diagram (accuracy vs confidence, equal-width bins)", "calibration"),
     "reliability_equal_mass": ("reliability diagram (accuracy vs confidence, equal-mass bins)", "calibration"),
     "temperature_nll": ("validation NLL against softmax temperature", "calibration"),
+    "effects": ("prose ladder: each norm's difference from no norm in bits per byte and zero-shot macro accuracy, per "
+                "recipe and size (95% paired interval; the ±0.01 equivalence band shaded)", "accuracy, zero-shot"),
     "forest": ("paired difference from none per registered metric, per arm (95% t interval; filled: Holm-significant)",
                "accuracy, calibration, zero-shot"),
     "paired_lines": ("each seed's value per arm, joined by seed", "accuracy, calibration"),
