@@ -280,3 +280,27 @@ def test_compact_logs_refuses_a_linked_notebook_and_leaves_what_it_points_at_out
     assert compact_logs.main(["--study", "s", "--out-dir", str(tmp_path)]) == 2
     assert f"run {linked.root}: 02_train.ipynb is a symbolic link" in capsys.readouterr().err
     assert linked.notebook.is_symlink() and list(na.archived_notebooks(study)) == ["ln/seed1/02_train.ipynb"]
+
+
+def test_a_notebooks_brief_errors_keep_trios_warning_and_its_absolute_path_out_of_the_outputs(monkeypatch):
+    """The zero-shot cell's lm-eval imports trio, which warns (naming its own file's absolute path) when IPython
+    already has a custom exception handler: brief_errors installs one, so it also silences that one warning, and
+    nothing else."""
+    import builtins
+    import warnings
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from embnorm_lib.core.notebook import brief_errors
+
+    shell = InteractiveShell.instance()
+    monkeypatch.setattr(builtins, "get_ipython", lambda: shell, raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        brief_errors()
+        warnings.warn("IPython detected, but you already have a custom exception handler installed. I'll skip "
+                      "installing Trio's custom handler", RuntimeWarning, stacklevel=1)
+        warnings.warn("another warning", RuntimeWarning, stacklevel=1)
+    assert shell.custom_exceptions != ()
+    assert [str(w.message) for w in caught] == ["another warning"]
+    shell.set_custom_exc((), None)
