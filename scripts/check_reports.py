@@ -23,8 +23,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# a report's provenance line names the commit it was written at; that alone is not a change
-STAMP = r'at commit [0-9a-f]{12}|"commit": "[0-9a-f]{12}"'  # a page's stamp, a record's key
 # published together by `publish stability` (runs/STABILITY.md), not one by one
 STABILITY_V1 = ("stability-lr", "stability-init", "stability-stress", "stability-budget")
 
@@ -51,7 +49,13 @@ def publish_targets(studies: list[str]) -> list[str]:
 def changed_files(tree: Path) -> list[str]:
     """Tracked files whose change is more than the commit stamp, and files publishing added."""
     # --numstat honours -I (--name-only lists every touched file); a binary file shows as "-<tab>-<tab>path"
-    stamped = [line.split("\t", 2)[2] for line in git("diff", "--numstat", "-I", STAMP, cwd=tree).splitlines()]
+    # a report's provenance line and a record's "commit" key name the commit they were written at; that alone is
+    # not a change (the same pattern write_text_stable ignores)
+    sys.path.insert(0, str(REPO))
+    from embnorm_lib.core.records.writes import STAMP_PATTERN
+
+    lines = git("diff", "--numstat", "-I", STAMP_PATTERN, cwd=tree).splitlines()
+    stamped = [line.split("\t", 2)[2] for line in lines]
     added = git("ls-files", "--others", "--exclude-standard", cwd=tree).split()
     return sorted(set(stamped) | set(added))
 

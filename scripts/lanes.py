@@ -184,7 +184,7 @@ def landed_speeds(repo: Path) -> tuple[dict[tuple[str, str], float], dict[str, t
     (training FLOPs per token, median wall seconds per training FLOP)."""
     import pandas as pd
 
-    per_step, per_flop = {}, {}
+    per_step, by_preset = {}, {}
     for index in sorted((repo / "runs").glob("*/runs.csv")):
         runs = pd.read_csv(index)
         if not {"cfg.preset", "wall_s", "max_iters", "tokens", "flops_per_token"} <= set(runs.columns):
@@ -192,8 +192,13 @@ def landed_speeds(repo: Path) -> tuple[dict[tuple[str, str], float], dict[str, t
         runs = runs[(runs["wall_s"] > 0) & (runs["max_iters"] > 0) & (runs["tokens"] > 0)]
         for preset, group in runs.groupby("cfg.preset"):
             per_step[(index.parent.name, preset)] = float((group["wall_s"] / group["max_iters"]).median())
-            flops = group["flops_per_token"] * group["tokens"]
-            per_flop[preset] = (float(group["flops_per_token"].median()), float((group["wall_s"] / flops).median()))
+            by_preset.setdefault(preset, []).append(group)
+    # a preset landed in several studies: the median over all its runs, not whichever study was read last
+    per_flop = {}
+    for preset, groups in by_preset.items():
+        runs = pd.concat(groups)
+        seconds = runs["wall_s"] / (runs["flops_per_token"] * runs["tokens"])
+        per_flop[preset] = (float(runs["flops_per_token"].median()), float(seconds.median()))
     return per_step, per_flop
 
 

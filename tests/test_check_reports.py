@@ -62,6 +62,27 @@ def test_a_records_commit_key_is_a_stamp_to_the_check_and_to_the_writer(tmp_path
     assert check_reports.changed_files(tmp_path) == ["runs/s/result.json"]
 
 
+@pytest.mark.parametrize("old,new", [("0123456", "ba98765-dirty"), ("0123456789ab", "f" * 40),
+                                     ("0123456789ab-dirty", "ba9876543210")])
+def test_the_check_and_the_writer_read_one_stamp_pattern_of_any_length_dirty_or_not(tmp_path, old, new):
+    """check_reports hands git the writer's own pattern: a stamp write_text_stable leaves alone is one the check
+    does not count, whatever its length or a -dirty suffix (the check once matched exactly 12 hex digits)."""
+    from embnorm_lib.core.records.writes import write_text_stable
+
+    page = tmp_path / "runs" / "s" / "REPORT.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(f"Written at commit {old}.\n\n| ln | 0.0123 |\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "init")
+    write_text_stable(page, f"Written at commit {new}.\n\n| ln | 0.0123 |\n")
+    assert old in page.read_text()
+    page.write_text(f"Written at commit {new}.\n\n| ln | 0.0123 |\n")
+    assert check_reports.changed_files(tmp_path) == []
+    page.write_text(f"Written at commit {new}.\n\n| ln | 0.0124 |\n")
+    assert check_reports.changed_files(tmp_path) == ["runs/s/REPORT.md"]
+
+
 def test_the_v1_stability_studies_publish_once_together_and_the_rest_one_by_one():
     targets = check_reports.publish_targets(["seeds-final", "stability-lr", "stability-init", "ladder"])
     assert targets == ["seeds-final", "ladder", "stability"]

@@ -209,6 +209,21 @@ def test_several_studies_fill_each_lane_first_study_first_each_cell_timed_by_its
     assert scaled > lanes.START_S + 0.5 * 100 * lanes.RUN_MARGIN  # a larger model: more seconds a step
 
 
+def test_a_preset_landed_in_several_studies_is_timed_by_the_median_of_all_its_runs(tmp_path):
+    """Seconds per FLOP of a preset come from every study that landed it (it was whichever study was read last)."""
+    import pandas as pd
+
+    for study, walls in (("a-study", [100.0, 110.0, 120.0]), ("b-study", [400.0])):
+        folder = tmp_path / "runs" / study
+        folder.mkdir(parents=True)
+        pd.DataFrame({"cfg.preset": ["p"] * len(walls), "wall_s": walls, "max_iters": [10] * len(walls),
+                      "tokens": [1000] * len(walls), "flops_per_token": [10] * len(walls)}
+                     ).to_csv(folder / "runs.csv", index=False)
+    per_step, per_flop = lanes.landed_speeds(tmp_path)
+    assert per_step == {("a-study", "p"): 11.0, ("b-study", "p"): 40.0}  # per study, as before
+    assert per_flop == {"p": (10.0, 115.0 / 10_000)}  # the median of 100, 110, 120, 400 s over 10,000 FLOPs
+
+
 def test_a_seeds_arms_go_before_the_next_seed_within_each_preset_in_registry_order():
     """A session that stops part-way should leave whole seeds (every arm: a paired comparison needs them all), and
     the registry's preset order (the tuning's critical path first) stays."""

@@ -278,7 +278,9 @@ def stable_svg(payload: bytes) -> bytes:
 # "at commit 0123456789ab" names the code that produced an output. When nothing else in the output
 # changed, the file keeps the commit that first produced it (still true: that commit produces it too).
 # the commit a page or a record was written at: a report's "at commit …" line, a JSON record's "commit" key
-STAMP = re.compile(r'(at commit |"commit": ")[0-9a-f]{7,40}(?:-dirty)?')
+# one pattern, valid both as a Python regex and as the POSIX extended one `git diff -I` takes (check_reports)
+STAMP_PATTERN = r'(at commit |"commit": ")[0-9a-f]{7,40}(-dirty)?'
+STAMP = re.compile(STAMP_PATTERN)
 
 
 def write_text_stable(path: str | os.PathLike, text: str) -> Path:
