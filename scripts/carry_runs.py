@@ -68,8 +68,19 @@ def check_outside(repo: Path, folder: Path) -> None:
                          f"(the work tree is what a new session does not keep)")
 
 
+def check_replaceable(folder: Path) -> None:
+    """save replaces the whole folder: only an empty folder or an earlier carry (its carry.json) may be replaced."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise SystemExit(f"carry folder {folder} is not a folder; allowed: a new or empty folder, or one an earlier "
+                         f"`carry_runs.py save` wrote")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / MANIFEST).is_file():
+        raise SystemExit(f"carry folder {folder} holds files but no {MANIFEST}; allowed: a new or empty folder, or "
+                         f"one an earlier `carry_runs.py save` wrote (save replaces it whole)")
+
+
 def save(repo: Path, folder: Path, echo=print) -> list[dict]:
     check_outside(repo, folder)
+    check_replaceable(folder)
     staging = folder.with_name(folder.name + ".saving")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -107,6 +118,11 @@ def read_manifest(folder: Path) -> dict:
             raise ValueError
     except (ValueError, AttributeError):
         raise SystemExit(f"{path} is not a carry manifest; allowed: a file written by `carry_runs.py save`") from None
+    for entry in manifest["runs"]:
+        if not (isinstance(entry, dict) and isinstance(entry.get("run"), str) and isinstance(entry.get("step"), int)
+                and isinstance(entry.get("ckpt_sha256"), str)):
+            raise SystemExit(f"invalid entry {entry!r} in {path}; allowed: run (a path), step (an integer), "
+                             f"ckpt_sha256 (a string), as `carry_runs.py save` writes them")
     return manifest
 
 
@@ -272,7 +288,8 @@ def land(repo: Path, source: Path, study: str | None = None, echo=print) -> int:
     if source == repo.resolve() or not (source / "runs").is_dir():
         raise SystemExit(f"cannot land from {source}; allowed: another checkout of this repository, with a runs/ "
                          f"folder")
-    if study is not None and not (source / "runs" / study).is_dir():
+    if study is not None and (study in ("", ".", "..") or "/" in study or study != study.strip()
+                              or not (source / "runs" / study).is_dir()):
         raise SystemExit(f"invalid --study {study!r}: no runs/{study} in {source}; allowed: a study folder there")
     runs = finished_runs(source, study or "*")
     landed, kept, failed, studies = 0, 0, 0, set()
@@ -299,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--study", default=None, help="land: only this study's runs")
     p.add_argument("--any-commit", action="store_true", help="restore: into a checkout at another commit")
     args = p.parse_args(argv)
+    if args.study is not None and args.action != "land":
+        p.error(f"--study {args.study!r} is read by land only; allowed: save, restore and list take every carried run")
+    if args.any_commit and args.action != "restore":
+        p.error("--any-commit is read by restore only")
     if args.action == "land":
         return land(REPO, args.folder, args.study)
     if args.action == "save":

@@ -61,7 +61,9 @@ def cell_paths(study: str, only: list[str]) -> list[str]:
     if study not in STUDIES:
         raise SystemExit(f"unknown study {study!r}; allowed: {', '.join(STUDIES)}")
     if any(not text.strip() for text in only):
-        raise SystemExit("invalid --only ''; allowed: text of a run directory (an empty one would match every cell)")
+        blank = next(text for text in only if not text.strip())
+        raise SystemExit(f"invalid --only {blank!r}; allowed: text of a run directory (a blank one would match every "
+                         f"cell)")
     paths = [cell_path(study, cell) for cell in STUDIES[study].cells()]
     chosen = [p for p in paths if all(text in p for text in only)]
     if not chosen:
@@ -228,6 +230,8 @@ def parse_until(text: str, now: float | None = None) -> float:
     """HH:MM (UTC, today) as epoch seconds; refused if malformed or already past."""
     now = time.time() if now is None else now
     try:
+        if not re.fullmatch(r"\d\d:\d\d", text):  # strptime alone takes 7:5 and 23:5
+            raise ValueError
         clock = datetime.strptime(text, "%H:%M").time()
     except ValueError:
         raise SystemExit(f"invalid --until {text!r}; allowed: HH:MM, a UTC time later today") from None
@@ -245,6 +249,8 @@ def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: l
     worktree = check_worktree(worktree, repo)
     check_lanes(lanes)
     names = study.split(",")
+    if len(set(names)) < len(names):
+        raise SystemExit(f"invalid study list {study!r}: a study named twice; allowed: each study once")
     cells, left = [], {}
     for name in names:
         todo, to_land, training = plan(name, only, repo, worktree)
@@ -258,6 +264,11 @@ def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: l
     latest = None
     if until is not None:
         latest = {key: until - seconds for key, seconds in estimates(cells, left, repo).items()}
+        if latest and max(latest.values()) < time.time():
+            shortest = (until - max(latest.values())) / 60
+            echo(f"nothing started: no cell can finish by --until {datetime.fromtimestamp(until, timezone.utc):%H:%M}"
+                 f" UTC (the shortest is estimated at {shortest:.0f} min); allowed: a later --until")
+            return []
     if len(names) == 1:  # one study: its cells as plain run directories, as ever
         cells, left = [rel for _, rel in cells], {rel: n for (_, rel), n in left.items()}
         latest = latest and {rel: t for (_, rel), t in latest.items()}
@@ -301,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--until", metavar="HH:MM", default=None, help="start: no cell that would end after this UTC time")
     args = p.parse_args(argv)
     check_lanes(args.lanes)
+    if args.action == "plan" and args.until is not None:
+        raise SystemExit(f"--until {args.until!r} is read by start only; allowed: plan without it")
     if args.action == "plan" and "," in args.study:
         raise SystemExit(f"invalid study {args.study!r} for plan; allowed: one study (start takes several)")
     if args.action == "plan":
@@ -313,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worktree is None:
         raise SystemExit("start needs --worktree DIR; allowed: a git worktree of this repository at the commit that "
                          "trains the runs")
-    until = parse_until(args.until) if args.until else None
+    until = parse_until(args.until) if args.until is not None else None
     start(args.study, args.only, args.worktree, args.lanes, sweep_args, args.dry_run, until=until)
     return 0
 

@@ -97,6 +97,54 @@ def test_a_carry_folder_inside_the_checkout_or_without_a_manifest_is_refused(tmp
         shutil.rmtree(empty)
 
 
+def test_save_replaces_only_an_empty_folder_or_an_earlier_carry_never_a_file_or_a_folder_of_other_files(tmp_path):
+    """save swaps in a whole new folder: pointed at a folder of notes or at a file it refuses and deletes nothing."""
+    repo = tmp_path / "repo"
+    (repo / "runs").mkdir(parents=True)
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep me too")
+    for target, why in ((precious, "holds files but no carry.json"), (a_file, "is not a folder")):
+        with pytest.raises(SystemExit, match=why):
+            carry_runs.save(repo, target, echo=quiet)
+    assert (precious / "notes.txt").read_text() == "keep me" and a_file.read_text() == "keep me too"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "precious", "repo"]
+    carry = tmp_path / "carry"
+    carry_runs.save(repo, carry, echo=quiet)  # new; then an earlier carry is replaced whole
+    carry_runs.save(repo, carry, echo=quiet)
+    assert sorted(p.name for p in carry.iterdir()) == ["carry.json"]
+
+
+@pytest.mark.parametrize("runs", [[5], [{"x": 1}], [{"run": "runs/s/ln/seed0", "step": "5", "ckpt_sha256": "a"}]])
+def test_a_carry_manifest_with_a_malformed_entry_is_refused_in_one_line_by_list_and_restore(tmp_path, runs, capsys):
+    folder = tmp_path / "carry"
+    folder.mkdir()
+    (folder / "carry.json").write_text(json.dumps({"commit": "abc", "runs": runs}))
+    for argv in (["list", str(folder)], ["restore", str(folder), "--any-commit"]):
+        with pytest.raises(SystemExit, match="invalid entry .* allowed: run \\(a path\\), step"):
+            carry_runs.main(argv)
+
+
+@pytest.mark.parametrize("argv,why", [(["save", "X", "--study", "prose"], "--study 'prose' is read by land only"),
+                                      (["list", "X", "--any-commit"], "--any-commit is read by restore only")])
+def test_an_option_the_action_does_not_read_is_refused_not_ignored(tmp_path, capsys, argv, why):
+    with pytest.raises(SystemExit):
+        carry_runs.main([a.replace("X", str(tmp_path / "carry")) for a in argv])
+    assert why in capsys.readouterr().err
+    assert not (tmp_path / "carry").exists()
+
+
+@pytest.mark.parametrize("study", ["", "../runs", "s/ln", " s"])
+def test_land_refuses_a_study_that_is_no_plain_folder_name(tmp_path, study):
+    """An empty --study once landed every study; '../runs' found nothing and said so as a success."""
+    source = tmp_path / "wt"
+    (source / "runs" / "s" / "ln").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="invalid --study .*allowed: a study folder there"):
+        carry_runs.land(tmp_path / "repo", source, study, echo=quiet)
+
+
 @pytest.mark.parametrize("run", ["runs/../../outside/ln/seed0", "/tmp/elsewhere/ln/seed0", "other/ln/seed0", "runs"])
 def test_restore_refuses_a_carried_path_that_leaves_runs(tmp_path, run):
     """carry.json is a file anyone can edit: a run path with '..', an absolute one or one outside runs/ writes nothing."""

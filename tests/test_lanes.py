@@ -88,8 +88,13 @@ def test_start_dry_run_starts_nothing_and_bad_input_is_refused_in_one_line(tmp_p
     for bad in (0, 3):
         with pytest.raises(SystemExit, match=f"invalid --lanes {bad}; allowed: 1 to 2 "):
             lanes.start(STUDY, ONLY, worktree, bad, [], dry_run=True, repo=repo)
-    with pytest.raises(SystemExit, match="invalid --only ''; allowed: text of a run directory"):
-        lanes.cell_paths(STUDY, [""])
+    for blank in ("", " "):
+        with pytest.raises(SystemExit, match=f"invalid --only '{blank}'; allowed: text of a run directory"):
+            lanes.cell_paths(STUDY, [blank])
+    with pytest.raises(SystemExit, match="a study named twice; allowed: each study once"):
+        lanes.start(f"{STUDY},{STUDY}", ONLY, worktree, 2, [], dry_run=True, repo=repo)
+    with pytest.raises(SystemExit, match="--until '14:00' is read by start only"):
+        lanes.main(["plan", STUDY, "--until", "14:00"])
     with pytest.raises(SystemExit, match="unknown study 'nope'; allowed: "):
         lanes.cell_paths("nope", [])
     with pytest.raises(SystemExit, match="no cell of ladder-data contains 'seed99/'; allowed: text of a run"):
@@ -166,7 +171,7 @@ def test_until_is_a_utc_time_later_today():
     assert lanes.parse_until("14:40", now=noon) == noon + 2 * 3600 + 40 * 60
     with pytest.raises(SystemExit, match="invalid --until '11:59': already past \\(now 12:00 UTC\\); allowed: a UTC"):
         lanes.parse_until("11:59", now=noon)
-    for bad in ("2pm", "25:00", ""):
+    for bad in ("2pm", "25:00", "", "7:5", "23:5", " 23:00", "23:00:00"):
         with pytest.raises(SystemExit, match=f"invalid --until '{bad}'; allowed: HH:MM, a UTC time later today"):
             lanes.parse_until(bad, now=noon)
 
@@ -207,6 +212,10 @@ def test_several_studies_fill_each_lane_first_study_first_each_cell_timed_by_its
     bigger = lanes.cell_paths(second, ["preset=ladder-data-1"])[:1]
     (scaled,) = lanes.estimates([(second, bigger[0])], {(second, bigger[0]): 100}, repo).values()
     assert scaled > lanes.START_S + 0.5 * 100 * lanes.RUN_MARGIN  # a larger model: more seconds a step
+    lines = []  # a deadline no cell can meet starts nothing and says so (its lanes would only echo "skipped")
+    assert lanes.start(first, ONLY, worktree, 2, [], dry_run=True, repo=repo, echo=lines.append,
+                       until=lanes.time.time() + 60) == []
+    assert lines[-1].startswith("nothing started: no cell can finish by --until ") and "allowed: a later" in lines[-1]
 
 
 def test_a_preset_landed_in_several_studies_is_timed_by_the_median_of_all_its_runs(tmp_path):
