@@ -56,3 +56,79 @@ def test_device_and_preset_overrides_are_values_or_refusals_not_type_errors():
     assert config_from_parameters("tiny", "ln", 0, overrides={"max_iters": 9}).max_iters == 9 != tiny().max_iters
     with pytest.raises(ConfigError, match="invalid overrides key\\(s\\) preset"):
         config_from_parameters("tiny", "ln", 0, overrides={"preset": "seeds-final"})
+
+
+def test_every_module_command_line_goes_through_entry():
+    """A module run as `python -m embnorm_lib.<module>` turns an error into one line only through `entry` (seven
+    ended in a bare `sys.exit(main())`: a missing corpus printed a traceback)."""
+    import re
+
+    from conftest import REPO
+
+    bare = []
+    for path in sorted((REPO / "embnorm_lib").rglob("*.py")):
+        tail = path.read_text().split('if __name__ == "__main__":', 1)
+        if len(tail) == 2 and re.search(r"\bmain\(\)", tail[1]):
+            bare.append(path.relative_to(REPO).as_posix())
+    # the dispatcher runs each verb's module, which goes through entry; bench's main returns its record
+    assert bare == ["embnorm_lib/__main__.py", "embnorm_lib/tools/bench.py"]
+
+
+def test_prose_setup_refuses_a_missing_corpus_and_an_argument_estimate_does_not_read(capsys):
+    from embnorm_lib.studies import prose_setup
+
+    assert entry(prose_setup.main, ["steptimes", "--data-path", "/nope/x.txt"]) == 2
+    assert capsys.readouterr().err == "error: data file not found: /nope/x.txt; allowed: the file prosecorpus wrote\n"
+    assert entry(prose_setup.main, ["estimate", "--data-path", "x.txt"]) == 2
+    assert "estimate reads no corpus (--data-path 'x.txt'); allowed: estimate alone" in capsys.readouterr().err
+
+
+def test_a_failed_timing_run_leaves_no_partner_process(tmp_path, monkeypatch):
+    """steptimes times two runs side by side: when one fails, the other is stopped, not left running."""
+    import subprocess
+    import sys
+
+    from embnorm_lib.studies import prose_setup
+
+    started = []
+
+    def fake(preset, out, data_path):
+        if not started:
+            return [sys.executable, "-c", "import sys; sys.exit('boom')"]
+        return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(prose_setup, "_timing_command", fake)
+    monkeypatch.setattr(prose_setup.subprocess, "Popen", popen)
+    with pytest.raises(RuntimeError, match="timing run of .* failed: boom"):
+        prose_setup.measure_step_times(str(tmp_path / "corpus.txt"))
+    assert len(started) == 2 and all(proc.poll() is not None for proc in started)
+
+
+@pytest.mark.parametrize("text", ["1e400", "-1e999", "[1e400]"])
+def test_a_number_beyond_a_float_is_named_as_typed_not_as_inf(text):
+    from embnorm_lib.core.cli import parse_overrides
+
+    with pytest.raises(ConfigError, match=f"invalid value '{text.strip('[]')}': beyond a 64-bit float's range"):
+        parse_overrides([f"lr={text}"])
+
+
+def test_index_only_and_compact_logs_refuse_a_folder_without_runs(tmp_path, capsys):
+    """runs/tokenizers holds tokenizer files: `sweep --index-only` said "0 runs indexed" and wrote nothing."""
+    from embnorm_lib.tools import compact_logs
+
+    (tmp_path / "tokenizers").mkdir()
+    (tmp_path / "tokenizers" / "bpe.json").write_text("{}")
+    assert entry(sweep.main, ["tokenizers", "--index-only", "--out-dir", str(tmp_path)]) == 2
+    assert "no finished run in" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "tokenizers").iterdir()) == ["bpe.json"]
+    assert entry(compact_logs.main, ["--check", "--study", "tokenizers", "--out-dir", str(tmp_path)]) == 2
+    assert "no run directory (<arm>/seed<k>)" in capsys.readouterr().err
+    for budget in ("inf", "0", "abc", "nan"):
+        assert entry(compact_logs.main, ["--check", "--budget-mb", budget, "--out-dir", str(tmp_path)]) == 2
+        assert f"invalid --budget-mb '{budget}'; allowed: a finite number of MB above 0" in capsys.readouterr().err

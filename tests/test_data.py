@@ -26,7 +26,7 @@ def test_checksum_mismatch_is_refused_with_one_line_error(data_path, tmp_path):
 
 
 def test_missing_path_is_named(tmp_path):
-    with pytest.raises(DataError, match="data file not found: .*nope.txt"):
+    with pytest.raises(DataError, match="data file not found: .*nope.txt; allowed: an existing corpus file"):
         resolve_data_path(tmp_path / "nope.txt")
 
 

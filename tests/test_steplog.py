@@ -224,7 +224,7 @@ def test_the_command_checks_its_arguments_and_keeps_to_the_budget(tmp_path, caps
     assert "mid: left as JSONL" in out and f"JSONL {sizes['big'] + sizes['small']:,} bytes" in out
     assert not list(tmp_path.rglob("*.parquet"))  # --check writes nothing
     for argv, message in ((["--study", "nope"], "invalid study 'nope'"), (["--study", "../x"], "invalid study"),
-                          (["--budget-mb", "0"], "invalid --budget-mb 0")):
+                          (["--budget-mb", "0"], "invalid --budget-mb '0'")):
         assert entry(compact_logs.main, [*argv, "--out-dir", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -25,10 +26,19 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def _finite(number: str) -> float:
+    # json reads 1e400 as inf: a field's check would then name inf, not what was typed
+    value = float(number)
+    if not math.isfinite(value):
+        raise ConfigError(f"invalid value {number!r}: beyond a 64-bit float's range; allowed: a number within "
+                          f"+-1.8e308")
+    return value
+
+
 def parse_value(text: str) -> Any:
     """A JSON value (number, true/false, list...) or, failing that, the text itself."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=_finite)
     except json.JSONDecodeError:
         return text
 

@@ -27,6 +27,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from ..core.errors import entry
 from ..core.records.io import write_json
 from .build import POOL_FRACTION, to_jsonl
 
@@ -239,4 +240,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry(main))

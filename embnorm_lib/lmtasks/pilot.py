@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.corpora.data import load_corpus
+from ..core.errors import entry
 from ..core.records.io import read_json
 from . import build_v2
 
@@ -99,4 +100,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..core.errors import entry
 from ..core.records.io import read_json, write_json
 from ..stats import ALPHA, power_figures
 from . import build_prose
@@ -87,4 +88,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry(main))

@@ -325,6 +325,9 @@ def main(argv=None) -> int:
         if args.index_only:
             existing_study(out, args.study, "--index-only")
             table = build_index(args.study, out, drop_missing=args.drop_missing)
+            if not (out / args.study / "runs.csv").is_file():  # e.g. runs/tokenizers: no run, so nothing written
+                raise ConfigError(f"invalid study {args.study!r} for --index-only: no finished run in "
+                                  f"{out / args.study}, so no runs.csv was written; allowed: a study with finished runs")
             print(f"{len(table)} runs indexed in {out / args.study / 'runs.csv'}")
             return 0
         cells = cells_of(args, out)

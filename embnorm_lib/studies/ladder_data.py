@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from ..core.errors import entry
 from ..core.presets import (  # noqa: F401 (CORPUS_RECORD, corpus_record: read through this module too)
     CORPUS_RECORD,
     DATA_MAX_PASSES,
@@ -214,7 +215,9 @@ ENTRIES = (
 )
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    if argv:
+        raise ValueError(f"invalid argument {argv[0]!r}; allowed: none (this prints the ladder's registered plan)")
     hours = estimate_hours(committed_ms_per_iter)
     for rung, (n_layer, n_embd, _) in enumerate(RUNGS):
         print(f"rung {rung}: {n_layer} x {n_embd}, {non_embedding_params(rung):,} non-embedding parameters, "
@@ -227,4 +230,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry(main))

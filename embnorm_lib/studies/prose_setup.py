@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..core.errors import ConfigError, DataError, entry
 from ..core.presets import PRESETS, PROSE_EVALS, PROSE_RECORD, PROSE_TOKENIZER, PROSE_TOKENIZER_RECORD
 from ..core.records.io import atomic_write_text, repo_root
 from ..stats.baselines import count_bigram
@@ -68,11 +69,18 @@ def measure_step_times(data_path: str) -> dict:
             procs = {p: subprocess.Popen(_timing_command(p, Path(tmp) / p, data_path), stdout=subprocess.DEVNULL,
                                          stderr=subprocess.PIPE, text=True) for p in pair}
             ends = {}
-            for p, proc in procs.items():
-                _, err = proc.communicate()
-                if proc.returncode:
-                    raise RuntimeError(f"timing run of {p} failed: {err.strip().splitlines()[-1:]}")
-                ends[p] = time.perf_counter() - started
+            try:
+                for p, proc in procs.items():
+                    _, err = proc.communicate()
+                    if proc.returncode:
+                        last = (err.strip().splitlines() or ["(no message)"])[-1]
+                        raise RuntimeError(f"timing run of {p} failed: {last}")
+                    ends[p] = time.perf_counter() - started
+            finally:  # a failed pair leaves no process behind
+                for proc in procs.values():
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
             for p in pair:
                 run = next((Path(tmp) / p).rglob("summary.json")).parent
                 summary = json.loads((run / "summary.json").read_text())
@@ -175,6 +183,10 @@ def main(argv=None) -> int:
     if args.what in ("tokenizer", "steptimes") and not args.data_path:
         print(f"error: {args.what} needs --data-path; allowed: the file prosecorpus wrote", file=sys.stderr)
         return 2
+    if args.what == "estimate" and args.data_path is not None:
+        raise ConfigError(f"estimate reads no corpus (--data-path {args.data_path!r}); allowed: estimate alone")
+    if args.data_path is not None and not Path(args.data_path).is_file():
+        raise DataError(f"data file not found: {args.data_path}; allowed: the file prosecorpus wrote")
     if args.what == "tokenizer":
         print(json.dumps(write_tokenizer_record(args.data_path), indent=2))
     elif args.what == "steptimes":
@@ -202,4 +214,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

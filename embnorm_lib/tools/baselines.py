@@ -14,7 +14,7 @@ import json
 import math
 from pathlib import Path
 
-from ..core.errors import DataError
+from ..core.errors import DataError, entry
 from ..core.records.io import atomic_write_text, repo_root
 from ..stats.baselines import UNIGRAM_WEIGHTS_WIDE, count_bigram, count_unigram
 
@@ -76,4 +76,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry(main))

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.errors import entry
 from ..core.records.io import read_json, repo_root, runs_root, write_json
 from ..core.records.steplog import read_step_log
 from ..core.training.fleet import train_fleet
@@ -299,4 +300,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

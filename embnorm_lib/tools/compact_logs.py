@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,6 +226,9 @@ def choose_studies(out: Path, studies: list[str], budget_mb: float | None) -> tu
         check_name("study", study)
         if not (out / study).is_dir():
             raise ConfigError(f"invalid study {study!r}: no directory {out / study}; allowed: a study under {out}")
+        if not any((out / study).glob("*/seed*")):  # runs/tokenizers holds tokenizer files, not runs
+            raise ConfigError(f"invalid study {study!r}: no run directory (<arm>/seed<k>) in {out / study}; allowed: "
+                              f"a study with runs under {out}")
     names = studies or sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
     sizes = sorted(((name, jsonl_bytes(out / name)) for name in dict.fromkeys(names)), key=lambda s: (-s[1], s[0]))
     chosen, left, total = [], [], 0
@@ -257,13 +261,19 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--study", action="append", default=[], help="a study under the runs directory (repeatable; "
                                                                 "default: all of them)")
-    p.add_argument("--budget-mb", type=float, default=None,
+    p.add_argument("--budget-mb", default=None,
                    help="convert whole studies, largest first, while the JSONL deleted stays within this many MB")
     p.add_argument("--check", action="store_true", help="change nothing: say what would be converted")
     p.add_argument("--out-dir", default=None, help="the runs directory (default runs/)")
     args = p.parse_args(argv)
-    if args.budget_mb is not None and not args.budget_mb > 0:
-        raise ConfigError(f"invalid --budget-mb {args.budget_mb}; allowed: a number of MB above 0")
+    if args.budget_mb is not None:
+        typed = args.budget_mb
+        try:
+            args.budget_mb = float(typed)
+        except ValueError:
+            args.budget_mb = math.nan
+        if not (math.isfinite(args.budget_mb) and args.budget_mb > 0):  # inf would be no budget at all
+            raise ConfigError(f"invalid --budget-mb {typed!r}; allowed: a finite number of MB above 0")
     out = runs_root(args.out_dir)
     if not out.is_dir():
         raise ConfigError(f"invalid --out-dir {args.out_dir or out}: no such directory; allowed: a runs directory")

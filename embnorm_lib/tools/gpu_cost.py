@@ -17,6 +17,7 @@ import sys
 import torch
 
 from ..core.config import PRESETS, preset_config
+from ..core.errors import entry
 from ..core.nets.model import GPT
 from ..core.records.io import repo_root
 
@@ -68,4 +69,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -29,7 +29,8 @@ def sha256_of(path: Path) -> str:
 def verify(path: Path, sha256: str = CORPUS_SHA256) -> Path:
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"data file not found: {path}")
+        raise DataError(f"data file not found: {path}; allowed: an existing corpus file (the config's corpus_sha256 "
+                        f"names its content) or a folder of token shards")
     digest = sha256_of(path)
     if digest != sha256:
         what = f"tiny Shakespeare, {CORPUS_BYTES:,} bytes" if sha256 == CORPUS_SHA256 else "the config's corpus_sha256"

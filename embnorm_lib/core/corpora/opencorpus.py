@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import DataError, entry
 from ..records.io import atomic_write_bytes, atomic_write_text, repo_root
 from .data import resolve_data_path
 
@@ -337,4 +337,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -36,7 +36,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import DataError, entry
 from ..records.io import repo_root
 from . import overlap
 from .opencorpus import (
@@ -260,4 +260,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import DataError
+from ..errors import DataError, entry
 
 HEADER_INTS = 256
 MAGIC = 20240520  # llm.c's GPT-2 token shards (uint16 ids)
@@ -206,4 +206,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry(main))
