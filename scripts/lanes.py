@@ -248,6 +248,7 @@ def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: l
     """`study`: one study, or several joined by commas (each lane takes its cells of the first study first)."""
     worktree = check_worktree(worktree, repo)
     check_lanes(lanes)
+    check_data_path(worktree, sweep_args)
     names = study.split(",")
     if len(set(names)) < len(names):
         raise SystemExit(f"invalid study list {study!r}: a study named twice; allowed: each study once")
@@ -290,6 +291,16 @@ def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: l
         echo("before the session ends: python scripts/carry_runs.py save /work/carry (in the worktree), and land "
              "each finished run here with python scripts/carry_runs.py land")
     return commands
+
+
+def check_data_path(worktree: Path, sweep_args: list[str]) -> None:
+    """A sweep's --data-path is read in the worktree: a missing one would fail in every lane's log, one by one."""
+    for k, arg in enumerate(sweep_args):
+        path = sweep_args[k + 1] if arg == "--data-path" and k + 1 < len(sweep_args) else \
+            arg.split("=", 1)[1] if arg.startswith("--data-path=") else None
+        if path is not None and not (worktree / path).expanduser().exists():
+            raise SystemExit(f"invalid --data-path {path!r}: not found in the worktree {worktree}; allowed: a corpus "
+                             f"file or shard folder there (relative paths are read from the worktree)")
 
 
 def check_lanes(lanes: int) -> None:

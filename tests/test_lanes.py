@@ -91,6 +91,13 @@ def test_start_dry_run_starts_nothing_and_bad_input_is_refused_in_one_line(tmp_p
     for blank in ("", " "):
         with pytest.raises(SystemExit, match=f"invalid --only '{blank}'; allowed: text of a run directory"):
             lanes.cell_paths(STUDY, [blank])
+    for args in (["--data-path", "data/missing.txt"], ["--data-path=data/missing.txt"]):
+        with pytest.raises(SystemExit, match="invalid --data-path 'data/missing.txt': not found in the worktree"):
+            lanes.start(STUDY, ONLY, worktree, 2, args, dry_run=True, repo=repo)
+    (worktree / "data").mkdir()
+    (worktree / "data" / "corpus.txt").write_text("x")
+    assert lanes.start(STUDY, ONLY, worktree, 2, ["--data-path", "data/corpus.txt"], dry_run=True, repo=repo,
+                       echo=lines.append)
     with pytest.raises(SystemExit, match="a study named twice; allowed: each study once"):
         lanes.start(f"{STUDY},{STUDY}", ONLY, worktree, 2, [], dry_run=True, repo=repo)
     with pytest.raises(SystemExit, match="--until '14:00' is read by start only"):
