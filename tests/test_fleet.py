@@ -317,7 +317,7 @@ def test_a_test_only_variant_is_one_entry_that_both_engines_build_and_initialise
     gain under the same parameter name; the single model's norm is the entry's own function."""
     cfgs = [tiny(variant=v, seed=s) for s, v in enumerate(("rms", scalenorm, "none"))]
     single = GPT(cfgs[1])
-    assert single.emb_norm.weight.shape == (1,) and float(single.emb_norm.weight) == pytest.approx(cfgs[1].n_embd ** 0.5)
+    assert single.emb_norm.weight.shape == (1,) and float(single.emb_norm.weight.detach()) == pytest.approx(cfgs[1].n_embd ** 0.5)
     x = torch.randn(2, 5, cfgs[1].n_embd, generator=torch.Generator().manual_seed(0))
     assert torch.equal(single.emb_norm(x), _scale_norm(x, {"weight": single.emb_norm.weight}, 1e-5))
     fleet = _fleet(corpus, cfgs)
@@ -327,7 +327,7 @@ def test_a_test_only_variant_is_one_entry_that_both_engines_build_and_initialise
             assert torch.equal(fleet.params[fleet.layout.keys[cfg.variant][name]][k], p), (cfg.variant, name)
     fleet.step()  # trains: the ScaleNorm member's gain moves from its constant
     k = [c.variant for c in fleet.cfgs].index(scalenorm)
-    assert float(fleet.params[fleet.layout.keys[scalenorm]["emb_norm.weight"]][k]) != pytest.approx(cfgs[1].n_embd ** 0.5)
+    assert float(fleet.params[fleet.layout.keys[scalenorm]["emb_norm.weight"]][k].detach()) != pytest.approx(cfgs[1].n_embd ** 0.5)
 
 
 def test_a_fleets_gradient_norm_is_clip_grad_norms_on_a_ladder_shape(corpus):

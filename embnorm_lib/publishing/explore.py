@@ -79,7 +79,7 @@ def default_arms(runs: pd.DataFrame, limit: int = MAX_DEFAULT_ARMS) -> str:
     candidates: dict[str, list[str]] = {}
     for arm in arms:
         tag = arm[len(variant_of[arm]):].lstrip("_")
-        keys = [f"_{re.escape(tag)}$"] + [f"_{re.escape(k)}={re.escape(v)}(_|$)"
+        keys = [f"_{re.escape(tag)}$"] + [f"_{re.escape(k)}={re.escape(v)}(?:_|$)"
                                           for k, v in re.findall(r"([a-z][a-z0-9_]*)=([^_]*)", tag)]
         for key in keys:
             candidates.setdefault(key, []).append(arm)
