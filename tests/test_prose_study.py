@@ -285,3 +285,27 @@ def test_amendment_21_precedes_every_embedding_decay_run():
         assert descends_from(json.loads(path.read_text())["git_commit"], ancestor), f"{path}: before amendment 21"
     if not ancestor:
         pytest.skip("amendment 21 not committed yet")
+
+
+def test_a_pages_run_count_is_the_registered_design_and_does_not_move_when_an_lr_registers(monkeypatch, tmp_path):
+    """The confirmatory cells register size by size as LRs are tuned: "4 of 80" became "4 of 90" when gpt2 size 1's
+    rms LR registered. Pages count against the design's total; only the "registered so far" figure moves."""
+    from embnorm_lib.publishing.report import planned
+    from embnorm_lib.runner.registry import planned_runs
+
+    full = {s: planned_runs(s) for s in (prose.CONFIRM_STUDY, prose.BUDGET_STUDY, prose.EMB_DECAY_STUDY)}
+    arms, recipes = len(prose.ARMS), len(prose.RECIPE_NAMES)
+    assert full[prose.CONFIRM_STUDY] == arms * sum(len(prose.confirmatory_seeds(r, level))
+                                                  for level in prose.MAIN_LEVELS for r in prose.RECIPE_NAMES)
+    assert full[prose.BUDGET_STUDY] == full[prose.EMB_DECAY_STUDY] == arms * recipes * len(prose.CONFIRMATORY_SEEDS)
+    before = len(STUDIES[prose.CONFIRM_STUDY].cells())
+    fewer = {key: dict(lrs) for key, lrs in prose.BEST_LR.items()}
+    fewer[("gpt2", "1")].pop("rms", None)
+    fewer[("gpt2", "1")].pop("ln", None)
+    monkeypatch.setattr(prose, "BEST_LR", fewer)
+    assert len(STUDIES[prose.CONFIRM_STUDY].cells()) < before  # fewer cells registered ...
+    for study, total in full.items():  # ... the same design
+        assert planned_runs(study) == planned(study) == total
+    assert planned_runs(prose.TUNING_STUDY) == len(STUDIES[prose.TUNING_STUDY].cells())  # grids grow by the rule
+    record = json.loads((repo_root() / "runs" / prose.CONFIRM_STUDY / "result.json").read_text())
+    assert record["planned"] == full[prose.CONFIRM_STUDY] and record["registered"] == before

@@ -157,7 +157,11 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
         record = _embdecay(runs, out)
     else:
         record = {"kind": "prose-pending", "finished": int(len(runs))}
-    record.update(study=study, commit=git_commit()[:12], planned=len(STUDIES[study].cells()),
+    from ..runner.registry import planned_runs
+
+    # the cells grow size by size as LRs register; the design's total (planned) does not
+    record.update(study=study, commit=git_commit()[:12], planned=planned_runs(study),
+                  registered=len(STUDIES[study].cells()),
                   runs_sha256=fingerprint(study_dir_for(study, out).index), description=STUDIES[study].description,
                   note=STUDIES[study].note, question=STUDIES[study].question)
     folder = out / study

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..core.errors import entry
 from ..core.records.io import runs_root, write_bytes_if_changed
-from ..runner.registry import ANALYSES, STUDIES, Section, site, study_cells
+from ..runner.registry import ANALYSES, STUDIES, Section, planned_runs, site
 from ..runner.results import arm_order, has_index, load_runs, reused_mask, study_provenance
 from .render import compact_markdown, layouts_text, markdown_arm_table
 
@@ -37,7 +37,7 @@ def arm_table(runs: pd.DataFrame, metrics: list[str] = METRICS) -> pd.DataFrame:
 
 
 def planned(study: str) -> int:
-    return len(study_cells(study))
+    return planned_runs(study)
 
 
 def layouts(prov: dict) -> str:
@@ -89,7 +89,9 @@ def listed_entry(study: str, out: Path, section: Section) -> list[str]:
         return not_run_yet(study)
     runs = load_runs(study, out)
     reports = [f"[`{study}/{name}`]({study}/{name})" for name in section.links if (out / study / name).is_file()]
-    return [f"- `{study}`: {STUDIES[study].description} {len(runs)} of {planned(study)} runs finished "
+    registered = len(STUDIES[study].cells())
+    so_far = f", {registered} registered so far" if registered < planned(study) else ""
+    return [f"- `{study}`: {STUDIES[study].description} {len(runs)} of {planned(study)} runs finished{so_far} "
             f"(commit(s) {', '.join(sorted({str(c)[:12] for c in runs['git_commit']}))}), "
             f"{int(runs['failed'].astype(bool).sum()) if 'failed' in runs else 0} failed; "
             f"{compute_words(runs, study_provenance(study, out))}"

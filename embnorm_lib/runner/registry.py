@@ -120,6 +120,9 @@ class Study:
     headline: bool = False
     default: bool = False  # the study a command runs when given none (the README's main job)
     readme_extra: Callable | None = None  # (runs) -> lines that runs/README.md adds under the study's table
+    # the whole registered design's run count, for a study whose cells register in stages (a ladder's sizes as their
+    # LRs are tuned): pages say "k of N" against it, so N moves only with a registered change (None: len(cells()))
+    design_runs: Callable[[], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,12 @@ def study_cells(name: str) -> list[Cell]:
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; allowed: {', '.join(STUDIES)} (or give --preset for a grid)")
     return STUDIES[name].cells()
+
+
+def planned_runs(name: str) -> int:
+    """How many runs a page says a study will have: its whole design where it registers in stages, else its cells."""
+    study = STUDIES[name] if name in STUDIES else None
+    return study.design_runs() if study is not None and study.design_runs is not None else len(study_cells(name))
 
 
 def registered_seeds(name: str) -> int:
