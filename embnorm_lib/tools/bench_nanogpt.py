@@ -80,7 +80,7 @@ def time_steps(model: torch.nn.Module, loss_of, cfg: RunConfig, batch: int, step
             times.append((time.perf_counter() - t0) * 1e3)
     ms = statistics.median(times)
     return {"ms_per_step": ms, "tokens_per_s": batch * cfg.block_size / (ms / 1e3),
-            "n_params": sum(p.numel() for p in model.parameters()), "last_loss": float(loss),
+            "n_params": sum(p.numel() for p in model.parameters()), "last_loss": float(loss.detach()),
             "peak_memory_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
 
 
