@@ -129,9 +129,7 @@ def read_manifest(folder: Path) -> dict:
 def carried_paths(repo: Path, folder: Path, entry: dict) -> tuple[RunDir, RunDir]:
     """Where a carried run lies and goes back to: under the carry folder and this checkout's runs/ (carry.json is
     a file anyone could have edited: '..', absolute paths or a symlink out are refused, naming the entry)."""
-    rel = entry.get("run")
-    if not (isinstance(rel, str) and isinstance(entry.get("step"), int) and isinstance(entry.get("ckpt_sha256"), str)):
-        raise ConfigError(f"invalid {MANIFEST} entry {entry!r}; allowed: run (a path), step (an integer), ckpt_sha256")
+    rel = entry["run"]  # its fields' types were checked by read_manifest
     if not Path(rel).parts or Path(rel).parts[0] != "runs":
         raise ConfigError(f"invalid run {rel!r} in {MANIFEST}; allowed: a run directory under runs/")
     return RunDir(path_inside(folder, rel, "run")), RunDir(path_inside(repo / "runs", Path(*Path(rel).parts[1:]),

@@ -296,9 +296,13 @@ def start(study: str, only: list[str], worktree: Path, lanes: int, sweep_args: l
 def check_data_path(worktree: Path, sweep_args: list[str]) -> None:
     """A sweep's --data-path is read in the worktree: a missing one would fail in every lane's log, one by one."""
     for k, arg in enumerate(sweep_args):
-        path = sweep_args[k + 1] if arg == "--data-path" and k + 1 < len(sweep_args) else \
-            arg.split("=", 1)[1] if arg.startswith("--data-path=") else None
-        if path is not None and not (worktree / path).expanduser().exists():
+        if arg == "--data-path" and k + 1 < len(sweep_args):
+            path = sweep_args[k + 1]
+        elif arg.startswith("--data-path="):
+            path = arg.split("=", 1)[1]
+        else:
+            continue
+        if not (worktree / path).expanduser().exists():
             raise SystemExit(f"invalid --data-path {path!r}: not found in the worktree {worktree}; allowed: a corpus "
                              f"file or shard folder there (relative paths are read from the worktree)")
 

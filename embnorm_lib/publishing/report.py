@@ -89,9 +89,9 @@ def listed_entry(study: str, out: Path, section: Section) -> list[str]:
         return not_run_yet(study)
     runs = load_runs(study, out)
     reports = [f"[`{study}/{name}`]({study}/{name})" for name in section.links if (out / study / name).is_file()]
-    registered = len(STUDIES[study].cells())
-    so_far = f", {registered} registered so far" if registered < planned(study) else ""
-    return [f"- `{study}`: {STUDIES[study].description} {len(runs)} of {planned(study)} runs finished{so_far} "
+    design, registered = planned(study), len(STUDIES[study].cells())
+    so_far = f", {registered} registered so far" if registered < design else ""
+    return [f"- `{study}`: {STUDIES[study].description} {len(runs)} of {design} runs finished{so_far} "
             f"(commit(s) {', '.join(sorted({str(c)[:12] for c in runs['git_commit']}))}), "
             f"{int(runs['failed'].astype(bool).sum()) if 'failed' in runs else 0} failed; "
             f"{compute_words(runs, study_provenance(study, out))}"

@@ -184,17 +184,24 @@ def lr_of(recipe: str, level: str, arm: str) -> float | None:
     return BEST_LR.get((recipe, level), {}).get(arm)
 
 
+# which levels each kind of study trains, and which study is which kind (the tuning study aside)
+KIND_LEVELS = {"tuning": LEVELS, "confirmatory": MAIN_LEVELS, "budget": (BUDGET_LEVEL,), "embdecay": (EMB_DECAY_LEVEL,)}
+SCORED_KINDS = {CONFIRM_STUDY: "confirmatory", BUDGET_STUDY: "budget", EMB_DECAY_STUDY: "embdecay"}
+
+
+def _seeds(kind: str, recipe: str, level: str) -> tuple[int, ...]:
+    return confirmatory_seeds(recipe, level) if kind == "confirmatory" else CONFIRMATORY_SEEDS
+
+
 def design_runs(study: str) -> int | None:
     """A scored study's whole registered design, in runs: every recipe x arm of its levels x its seeds. Its cells
     register size by size as the LRs are tuned, so `cells()` holds fewer until the last size is tuned; a page says
     "k of N" against this N, which moves only with a registered change (SEEDS_ADDED). None for the tuning study,
     whose grids grow by the registered extension rule."""
-    levels = {CONFIRM_STUDY: MAIN_LEVELS, BUDGET_STUDY: (BUDGET_LEVEL,), EMB_DECAY_STUDY: (EMB_DECAY_LEVEL,)}.get(study)
-    if levels is None:
+    kind = SCORED_KINDS.get(study)
+    if kind is None:
         return None
-    seeds = (lambda recipe, level: confirmatory_seeds(recipe, level)) if study == CONFIRM_STUDY else \
-        (lambda recipe, level: CONFIRMATORY_SEEDS)
-    return sum(len(ARMS) * len(seeds(recipe, level)) for level in levels for recipe in RECIPE_NAMES)
+    return sum(len(ARMS) * len(_seeds(kind, recipe, level)) for level in KIND_LEVELS[kind] for recipe in RECIPE_NAMES)
 
 
 def _cells(study: str, kind: str) -> list[registry.Cell]:
@@ -202,20 +209,18 @@ def _cells(study: str, kind: str) -> list[registry.Cell]:
     before has its registered LRs). confirmatory: every recipe x arm of MAIN_LEVELS at its registered LR x fresh
     seeds. budget: the same at BUDGET_LEVEL, size 0 on a quarter of its confirmatory tokens. embdecay: the confirmatory
     cells of EMB_DECAY_LEVEL at seeds 0-5 with the embedding tables not decayed (emb_weight_decay=0)."""
-    levels = {"tuning": LEVELS, "confirmatory": MAIN_LEVELS, "budget": (BUDGET_LEVEL,),
-              "embdecay": (EMB_DECAY_LEVEL,)}[kind]
     cells = []
-    for level in levels:
+    for level in KIND_LEVELS[kind]:
         for recipe in RECIPE_NAMES:
             for arm in ARMS:
                 if kind == "tuning" and grid(recipe, level, arm):
                     cells += registry.grid(study, preset_name(recipe, level), [arm], TUNING_SEEDS,
                                            axes={"lr": grid(recipe, level, arm)}, tag_preset=True)
                 elif kind != "tuning" and lr_of(recipe, level, arm) is not None:
-                    seeds = confirmatory_seeds(recipe, level) if kind == "confirmatory" else CONFIRMATORY_SEEDS
                     axes = {"emb_weight_decay": [EMB_DECAY_OFF]} if kind == "embdecay" else None
-                    cells += registry.grid(study, preset_name(recipe, level), [arm], seeds, tag_preset=True,
-                                           fixed={"lr": lr_of(recipe, level, arm), "lm_eval": True}, axes=axes)
+                    cells += registry.grid(study, preset_name(recipe, level), [arm], _seeds(kind, recipe, level),
+                                           tag_preset=True, fixed={"lr": lr_of(recipe, level, arm), "lm_eval": True},
+                                           axes=axes)
     return cells
 
 
