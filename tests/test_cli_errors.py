@@ -30,6 +30,33 @@ def test_an_unexpected_failure_is_one_line_too(capsys):
     assert err == "error: KeyError: 'none' (unexpected; rerun with --debug for the traceback)\n"
 
 
+def test_an_interrupt_speaks_of_checkpoints_only_where_the_command_trains(capsys):
+    """A corpus build stopped by Ctrl-C said a training run would resume from its checkpoint; only commands that
+    train say so, and a run's own stop names the step it checkpointed."""
+    from embnorm_lib.core.training.interrupt import Interrupted, Terminated
+
+    def stopped(error):
+        def main(argv):
+            raise error
+        return main
+
+    assert entry(stopped(KeyboardInterrupt()), []) == 130
+    assert capsys.readouterr().err == "error: interrupted (Ctrl-C)\n"
+    assert entry(stopped(Terminated("terminated (SIGTERM)")), []) == 143
+    assert capsys.readouterr().err == "error: terminated (SIGTERM)\n"
+    assert entry(stopped(KeyboardInterrupt()), [], trains=True) == 130
+    assert capsys.readouterr().err == "error: interrupted (Ctrl-C); a run that was training resumes from its last " \
+                                      "checkpoint\n"
+    step = Interrupted("stopped by Ctrl-C at step 7 (checkpointed); run it again to resume")
+    assert entry(stopped(step), [], trains=True) == 130
+    assert capsys.readouterr().err == "error: stopped by Ctrl-C at step 7 (checkpointed); run it again to resume\n"
+    # the commands that train say so
+    from conftest import REPO
+    training = {p.relative_to(REPO).as_posix() for p in (REPO / "embnorm_lib").rglob("*.py")
+                if "entry(main, trains=True)" in p.read_text()}
+    assert training == {"embnorm_lib/runner/run.py", "embnorm_lib/runner/sweep.py", "embnorm_lib/tools/job.py"}
+
+
 def test_index_only_on_a_damaged_run_is_one_line(tmp_path, capsys):
     run_dir = RunDir(tmp_path / "tbad" / "ln" / "seed0")
     run_dir.root.mkdir(parents=True)

@@ -290,8 +290,8 @@ def test_amendment_21_precedes_every_embedding_decay_run():
 def test_a_pages_run_count_is_the_registered_design_and_does_not_move_when_an_lr_registers(monkeypatch, tmp_path):
     """The confirmatory cells register size by size as LRs are tuned: "4 of 80" became "4 of 90" when gpt2 size 1's
     rms LR registered. Pages count against the design's total; only the "registered so far" figure moves."""
-    from embnorm_lib.publishing.report import planned
     from embnorm_lib.runner.registry import planned_runs
+    from embnorm_lib.studies import ladder_data
 
     full = {s: planned_runs(s) for s in (prose.CONFIRM_STUDY, prose.BUDGET_STUDY, prose.EMB_DECAY_STUDY)}
     arms, recipes = len(prose.ARMS), len(prose.RECIPE_NAMES)
@@ -305,7 +305,9 @@ def test_a_pages_run_count_is_the_registered_design_and_does_not_move_when_an_lr
     monkeypatch.setattr(prose, "BEST_LR", fewer)
     assert len(STUDIES[prose.CONFIRM_STUDY].cells()) < before  # fewer cells registered ...
     for study, total in full.items():  # ... the same design
-        assert planned_runs(study) == planned(study) == total
+        assert planned_runs(study) == total
     assert planned_runs(prose.TUNING_STUDY) == len(STUDIES[prose.TUNING_STUDY].cells())  # grids grow by the rule
+    # the adequate-data ladder declares its design the same way (its rungs, too, registered as their LRs were tuned)
+    assert planned_runs(ladder_data.LADDER_DATA) == ladder_data.confirmatory_runs_planned() == 120
     record = json.loads((repo_root() / "runs" / prose.CONFIRM_STUDY / "result.json").read_text())
     assert record["planned"] == full[prose.CONFIRM_STUDY] and record["registered"] == before

@@ -144,14 +144,13 @@ def write_report(study: str, out_dir=None, figures_dir=None) -> Path:
     from ..core.records.io import fingerprint, git_commit, runs_root, write_text_stable
     from ..core.records.rundir import study_dir_for
     from ..publishing.render import compact_markdown
+    from ..runner.registry import planned_runs
     from ..runner.results import load_runs
     from ..studies import STUDIES
 
     out = runs_root(out_dir)
     runs = load_runs(study, out)
-    planned = len(STUDIES[study].cells())
-    if study != LADDER_DATA_LR:  # the whole confirmatory design, not only the rungs whose LRs are tuned yet
-        planned = max(planned, ladder_data.confirmatory_runs_planned())
+    planned = planned_runs(study)  # the whole confirmatory design, not only the rungs whose LRs are tuned yet
     record = ladder_data.corpus_record()
     from ..publishing.study_header import header_lines
 

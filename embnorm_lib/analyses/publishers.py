@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..publishing.publish import run_analysis_notebooks
 from ..publishing.render import markdown_arm_table
-from ..publishing.report import arm_table, layouts, planned
-from ..runner.registry import Section, check_registered_runs
+from ..publishing.report import arm_table, layouts
+from ..runner.registry import Section, check_registered_runs, planned_runs
 from ..runner.results import build_index, has_index, load_positions, load_runs, study_provenance
 from ..studies import STUDIES
 
@@ -121,7 +121,7 @@ def paired_entry(study: str, out: Path, section: Section) -> list[str]:
     prov = study_provenance(study, out)
     parts = [f"## {study}", "", text, "",
              f"Produced by `python -m embnorm_lib sweep {study}` at commit(s) "
-             f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {planned(study)} runs finished, "
+             f"{', '.join(c[:12] for c in prov['commits'])}; {prov['runs']} of {planned_runs(study)} runs finished, "
              f"{prov['sweep_wall_s'] / 60:.1f} min of sweep wall time ({layouts(prov)}).", ""]
     if "cfg.preset" in runs.columns and runs["cfg.preset"].nunique() > 1:
         for preset, sub in runs.groupby("cfg.preset"):

@@ -36,10 +36,6 @@ def arm_table(runs: pd.DataFrame, metrics: list[str] = METRICS) -> pd.DataFrame:
     return table.loc[sorted(table.index, key=arm_order)]
 
 
-def planned(study: str) -> int:
-    return planned_runs(study)
-
-
 def layouts(prov: dict) -> str:
     return layouts_text(prov["layouts"]) or "no sweep log"
 
@@ -65,7 +61,7 @@ def reused_data(study: str, out: Path) -> dict:
     and the sweeps' wall time its provenance records."""
     runs = load_runs(study, out)
     prov = study_provenance(study, out)
-    return {"finished": prov["runs"], "planned": planned(study), "reused": int(reused_mask(runs).sum()),
+    return {"finished": prov["runs"], "planned": planned_runs(study), "reused": int(reused_mask(runs).sum()),
             "diverged": int(runs["diverged"].astype(bool).sum()), "sweep_wall_s": prov["sweep_wall_s"], "prov": prov}
 
 
@@ -89,7 +85,7 @@ def listed_entry(study: str, out: Path, section: Section) -> list[str]:
         return not_run_yet(study)
     runs = load_runs(study, out)
     reports = [f"[`{study}/{name}`]({study}/{name})" for name in section.links if (out / study / name).is_file()]
-    design, registered = planned(study), len(STUDIES[study].cells())
+    design, registered = planned_runs(study), len(STUDIES[study].cells())
     so_far = f", {registered} registered so far" if registered < design else ""
     return [f"- `{study}`: {STUDIES[study].description} {len(runs)} of {design} runs finished{so_far} "
             f"(commit(s) {', '.join(sorted({str(c)[:12] for c in runs['git_commit']}))}), "

@@ -60,4 +60,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(entry(main))
+    sys.exit(entry(main, trains=True))

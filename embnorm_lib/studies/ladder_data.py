@@ -209,7 +209,7 @@ ENTRIES = (
           lambda: _data_ladder_cells(LADDER_DATA, tuning=False),
           note="Per rung: paired differences, 95% t intervals, Holm within the rung; the trend across rungs is "
                "exploratory and covers only rungs that pass the data-bound check.",
-          status="confirmatory", amendment=16,
+          status="confirmatory", amendment=16, design_runs=confirmatory_runs_planned,
           question=("On a corpus large enough that the models are not data-bound, does an embedding norm's effect on "
                     "validation loss change with size?")),
 )
