@@ -199,6 +199,9 @@ def _paired_t_power(effect_size: float, n: int, alpha: float) -> float:
     return float(integrate.quad(reject_given_variance, 0, np.inf, limit=200)[0])
 
 
+ROOT_DIGITS = 9  # well inside the root's accuracy (xtol 1e-10 on effects of 0.5-40), well past any printed figure
+
+
 # Cached: a function of (n, alpha, power) alone, and at n = 2 each evaluation integrates numerically (~1 s per
 # root); a study's families repeat a few (n, Holm level) pairs hundreds of times (the ladder's findings: 140 calls).
 @functools.lru_cache(maxsize=4096)
@@ -206,13 +209,17 @@ def detectable_effect_size(n: int, alpha: float, power: float = MDE_POWER) -> fl
     """The standardized effect (mean / SD of the paired differences) the two-sided paired t-test detects with
     `power` at n seeds, solved on the exact power function. statsmodels' solve_power can stop short at tiny n and a
     Holm-level alpha (an effect whose power is 0.78, not 0.80); this root is checked against a Monte Carlo estimate in
-    tests/test_stats.py."""
+    tests/test_stats.py. The root is known to xtol (1e-10) and is returned at ROOT_DIGITS significant digits: the power
+    function's last bits differ between CPUs (libm's and the quadrature's vector paths; seen at n = 2 on AVX-512 against
+    AVX2), which moved the unrounded root, and with it the committed records, in its 13th digit."""
     from scipy.optimize import brentq
 
     high = 1.0
     while _paired_t_power(high, n, alpha) < power:
         high *= 2
-    return float(brentq(lambda e: _paired_t_power(e, n, alpha) - power, 0.0, high, xtol=1e-10))
+    root = float(brentq(lambda e: _paired_t_power(e, n, alpha) - power, 0.0, high, xtol=1e-10))
+    return float(f"{root:.{ROOT_DIGITS}g}")
+
 
 
 @functools.lru_cache(maxsize=65536)
