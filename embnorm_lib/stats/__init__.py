@@ -210,8 +210,8 @@ def detectable_effect_size(n: int, alpha: float, power: float = MDE_POWER) -> fl
     `power` at n seeds, solved on the exact power function. statsmodels' solve_power can stop short at tiny n and a
     Holm-level alpha (an effect whose power is 0.78, not 0.80); this root is checked against a Monte Carlo estimate in
     tests/test_stats.py. The root is known to xtol (1e-10) and is returned at ROOT_DIGITS significant digits: the power
-    function's last bits differ between CPUs (libm's and the quadrature's vector paths; seen at n = 2 on AVX-512 against
-    AVX2), which moved the unrounded root, and with it the committed records, in its 13th digit."""
+    function's last bits can differ between CPUs (seen at n = 2, where it is a quadrature, on AVX-512 against AVX2),
+    which moved the unrounded root, and with it the committed records, in its 13th digit."""
     from scipy.optimize import brentq
 
     high = 1.0
@@ -219,7 +219,6 @@ def detectable_effect_size(n: int, alpha: float, power: float = MDE_POWER) -> fl
         high *= 2
     root = float(brentq(lambda e: _paired_t_power(e, n, alpha) - power, 0.0, high, xtol=1e-10))
     return float(f"{root:.{ROOT_DIGITS}g}")
-
 
 
 @functools.lru_cache(maxsize=65536)
