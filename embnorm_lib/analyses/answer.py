@@ -284,12 +284,12 @@ def data_ladder_progress(out: Path) -> dict:
     confirmatory runs once the LRs are tuned), so the registered count grows."""
     from ..core.corpora.opencorpus import dictionary_share
     from ..core.presets import DATA_TOKENS_PER_PARAM
+    from ..runner.registry import planned_runs
     from ..studies import study_cells
     from ..studies.ladder_data import (
         LR_STEP,
         RUNGS,
         TUNING_SEEDS,
-        confirmatory_runs_planned,
         corpus_record,
         non_embedding_params,
     )
@@ -306,7 +306,7 @@ def data_ladder_progress(out: Path) -> dict:
             "bigram": baselines["open_english"]["bigram_nats_per_token"], "trained_margin": baselines["trained_margin"],
             "lr_margins": lr_margins(out),
             "amendment": amendment(f"`{DATA_LADDER[0]}`"),
-            "planned": confirmatory_runs_planned(), "sizes": len(RUNGS),
+            "planned": planned_runs(confirm), "sizes": len(RUNGS),
             "params_all": [non_embedding_params(r) for r in range(len(RUNGS))],
             "tokens_per_param": DATA_TOKENS_PER_PARAM, "lr_step": LR_STEP, "tuning_seeds": len(TUNING_SEEDS),
             "trend_min_sizes": TREND_MIN_SIZES,
