@@ -90,6 +90,10 @@ def paper_data(out: Path) -> dict:
                         # a loss spike: a training loss above this factor times the median of the window's steps before
                         "spike_factor": RunConfig.spike_factor, "spike_window": RunConfig.spike_window}
     data["external"] = EXTERNAL_FACTS
+    from ..tools.baselines import load as load_baselines
+
+    # a count bigram on the same split: the abstract's "count-bigram level" states its number (reviewer)
+    data["char_bigram"] = load_baselines()["tinyshakespeare/char"]["bigram_nats_per_token"]
     prelim = load_runs(PRELIM, out)
     rep = replication_table(prelim)
     data["replication"] = {v: {k: json_safe(x) for k, x in row.items()} for v, row in rep.iterrows()}

@@ -34,9 +34,10 @@ def budget_figure(data: dict) -> plt.Figure:
                    facecolors=[color if resolved else "white" for resolved in sub["significant_final"]])
     registered = data["regimes"]["nanogpt_cpu"]
     for row in (r for r in registered["family"] if r["metric"] == "val_loss"):
-        offset = 1.06 if row["variant"] == "rms" else 1 / 1.06
+        # left of the series' own points at the same budget, where the axis is empty, so no marker hides another
+        offset = 1 / 1.15 if row["variant"] == "rms" else 1 / 1.32
         color = arm_color(row["variant"])
-        ax.errorbar(registered["iters"] * offset * 1.12, row["mean_diff"], yerr=interval_error(row), fmt="D",
+        ax.errorbar(registered["iters"] * offset, row["mean_diff"], yerr=interval_error(row), fmt="D",
                     mfc=color if row["significant"] else "white", color=color, capsize=2, ms=5,
                     label=f"{row['variant']} (registered, {registered['seeds']} seeds)")
     ax.axhline(0, color="0.6", lw=0.8)
@@ -72,13 +73,16 @@ def ladder_figure(data: dict) -> plt.Figure:
     tokenizers = list(dict.fromkeys(family["tokenizer"])) if len(family) else []
     fig = plt.figure(figsize=(7.6, 5.6))
     # explicit margins and gaps (tight_layout cannot lay out nested grids) keep each panel's ticks clear of the next
-    outer = fig.add_gridspec(2, 1, height_ratios=(1, 1.1), hspace=0.42, left=0.1, right=0.985, top=0.95, bottom=0.09)
+    outer = fig.add_gridspec(2, 1, height_ratios=(1, 1.1), hspace=0.45, left=0.1, right=0.985, top=0.95, bottom=0.13)
     top = outer[0].subgridspec(1, max(panels, 1), wspace=0.5)
     bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12)
     if panels:
         lr_axes = [fig.add_subplot(top[0, i]) for i in range(panels)]
         plot_lr_check(check, pd.DataFrame(found.get("best", [])), axes=lr_axes)
         lr_axes[0].set_ylabel("final val loss (nats/char)", fontsize=8)  # character rungs only: a token is a character
+        shapes = found.get("shape", {})
+        for ax, (_, rung) in zip(lr_axes, sorted(check.groupby(["tokenizer", "rung"]).groups)):
+            ax.set_title(f"rung {rung}: {shapes.get(str(rung), '?')}", fontsize=8)  # the size each rung names
     capped = found.get("budget", {}).get("first_capped")
     capped_params = [p for r, p in found.get("params", {}).items() if capped is not None and int(r) >= capped]
     plateau = found.get("plateau_from")  # the first data-bound rung, by the answer's rule (README says the same)
@@ -104,16 +108,16 @@ def ladder_figure(data: dict) -> plt.Figure:
                            label=f"{cap} passes, data-bound")
         ax.axhline(0, color="0.6", lw=0.8)
         ax.set_xscale("log")
-        ax.set_title(f"{tokenizer} tokens", fontsize=8)
-        ax.tick_params(labelsize=7)
-        # a tick at each size: a subword panel spans less than a decade, where log ticks would show one label
+        ax.set_title(f"{tokenizer} tokens", fontsize=9)
+        ax.tick_params(labelsize=8)
+        # a tick at each size, written as the tables write it: a subword panel spans less than a decade
         sizes = sorted(sub["params"].unique())
-        ax.set_xticks(sizes, [f"{p / 1e6:.2f}M" if p < 1e6 else f"{p / 1e6:.2g}M" for p in sizes])
+        ax.set_xticks(sizes, [f"{p / 1e6:.2f}M" for p in sizes], rotation=35, ha="right", rotation_mode="anchor")
         ax.xaxis.set_minor_locator(plt.NullLocator())
-        ax.set_xlabel("non-embedding parameters", fontsize=7)
+        ax.set_xlabel("non-embedding parameters", fontsize=8)
         if i == 0:
-            ax.set_ylabel("Δ final val. loss\nvs none (nats/char)", fontsize=7)
-            ax.legend(fontsize=6, loc="lower left")
+            ax.set_ylabel("Δ final val. loss\nvs none (nats/char)", fontsize=8)
+            ax.legend(fontsize=7, loc="lower left")
         else:
             ax.tick_params(labelleft=False)  # shared with the first panel
     return fig
