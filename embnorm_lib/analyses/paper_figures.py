@@ -144,9 +144,10 @@ def boundary_figure(data: dict) -> plt.Figure:
         arms = list(dict.fromkeys(frame["variant"]))
         for k, (variant, sub) in enumerate(frame.groupby("variant", sort=False)):
             color = arm_color(variant)
-            # a small vertical step per arm: curves that coincide (every arm at 0 or 1) stay visible
-            lift = 0.02 * (k - (len(arms) - 1) / 2)
-            ax.plot(sub["cfg.lr"], sub["failed"] / sub["runs"] + lift, "-", marker=markers.get(variant, "o"),
+            # each arm a few percent sideways on the log axis: curves that coincide (every arm at 0 or 1) stay
+            # visible while every share is drawn at its true height
+            dodge = 10 ** (0.035 * (k - (len(arms) - 1) / 2))
+            ax.plot(sub["cfg.lr"] * dodge, sub["failed"] / sub["runs"], "-", marker=markers.get(variant, "o"),
                     color=color, label=variant, ms=3.5, mfc="white" if k % 2 else color)
         clipping = f"clipping at {search['grad_clip']}" if search["grad_clip"] else "no clipping"
         precision = "" if search.get("precision", "fp32") == "fp32" else f", {search['precision']} autocast"
@@ -163,8 +164,9 @@ def boundary_figure(data: dict) -> plt.Figure:
         ax.tick_params(labelsize=8)
     for row in axes:
         row[0].set_ylabel("share of runs failed", fontsize=8)
-    axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="upper center", ncol=len(labels), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))  # the row of arms above the panels, clear of every curve
     return fig
 
 
