@@ -84,10 +84,10 @@ def test_rebuilding_the_figures_leaves_them_byte_identical(tmp_path):
 
 
 @pytest.mark.committed
-def test_the_subword_lr_checks_sentence_renders_each_arms_best_beside_its_character_factor(tmp_path, fresh_data):
+def test_the_subword_lr_check_table_gives_each_arms_best_beside_its_character_factor(tmp_path, fresh_data):
     data = json.loads(json.dumps(fresh_data))
     assert "subword_check" not in data["ladder"] or data["ladder"]["subword_check"]  # absent or complete arms only
-    data["ladder"]["subword_check"] = [  # a planted check result: the sentence must quote it, not compute its own
+    data["ladder"]["subword_check"] = [  # a planted check result: the table must quote it, not compute its own
         {"tokenizer": "bpe-4096", "rung": 1, "variant": "none", "best_factor": 2, "best_lr": 0.01, "bracketed": True,
          "val_loss_mean": 5, "ladder_factor": 0.5, "ladder_factor_val_loss": 5.1234, "gap_to_best": 0.1234,
          "amendment": 8},
@@ -95,21 +95,20 @@ def test_the_subword_lr_checks_sentence_renders_each_arms_best_beside_its_charac
          "val_loss_mean": 5, "ladder_factor": 1, "ladder_factor_val_loss": 5, "gap_to_best": 0, "amendment": 8}]
     data["ladder"]["subword_at_best"] = [{"tokenizer": "bpe-4096", "rung": 1, "variant": "ln", "factor": 1, "seeds": 2,
                                           "val_loss_per_char": 1.5, "diff_vs_none": -0.0567}]
-    text, html = planted_paper(tmp_path, data)
+    text, _ = planted_paper(tmp_path, data)
     assert "(amendment 8 at rung 1," in text
-    for r in data["ladder"]["subword_check"]:  # each planted result quoted as it is, not recomputed
-        assert f"at rung {r['rung']} best at {r['best_factor']:g} times" in text
-        assert f"(on characters: {r['ladder_factor']:g})" in text
-    assert "0.1234 nats per token lower than at 0.5" in text and text.count("nats per token lower") == 1  # ln: no gap
-    assert "by −0.057 nats per character ( ln , bpe-4096, rung 1)" in text  # subword_at_best's diff_vs_none
-    # the rung-2 check (amendment 13) joins the same sentence, each result naming its rung
+    # one row per arm, each planted result quoted as it is: best multiple, the characters' multiple with the loss
+    # gap only where the two differ, and the normed arm's difference at both arms' best rates
+    assert "bpe-4096 1 none 2 × 0.5 × (+0.1234 nats/token) bpe-4096 1 ln 1 × 1 × −0.057 Table" in text
+    assert text.count("nats/token)") == 1
+    # the rung-2 check (amendment 13) joins the same table, its row naming its rung
     data["ladder"]["subword_check"].append(
         {"tokenizer": "bpe-4096", "rung": 2, "variant": "ln", "best_factor": 0.5, "best_lr": 0.001, "bracketed": True,
          "val_loss_mean": 5, "ladder_factor": 1, "ladder_factor_val_loss": 5.0421, "gap_to_best": 0.0421,
          "amendment": 13})
     text, _ = planted_paper(tmp_path, data)
     assert "(amendment 8 at rung 1 and amendment 13 at rung 2," in text
-    assert "at rung 2 best at 0.5 times" in text and "0.0421 nats per token lower than at 1" in text
+    assert "bpe-4096 2 ln 0.5 × 1 × (+0.0421 nats/token) – Table" in text
 
 
 @pytest.mark.committed
