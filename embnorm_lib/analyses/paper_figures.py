@@ -78,11 +78,10 @@ def ladder_figure(data: dict) -> plt.Figure:
     bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12)
     if panels:
         lr_axes = [fig.add_subplot(top[0, i]) for i in range(panels)]
-        plot_lr_check(check, pd.DataFrame(found.get("best", [])), axes=lr_axes)
-        lr_axes[0].set_ylabel("final val loss (nats/char)", fontsize=8)  # character rungs only: a token is a character
         shapes = found.get("shape", {})
-        for ax, (_, rung) in zip(lr_axes, sorted(check.groupby(["tokenizer", "rung"]).groups)):
-            ax.set_title(f"rung {rung}: {shapes.get(str(rung), '?')}", fontsize=8)  # the size each rung names
+        plot_lr_check(check, pd.DataFrame(found.get("best", [])), axes=lr_axes, title_size=8,
+                      title=lambda _, rung: f"rung {rung}: {shapes.get(str(rung), '?')}",  # the size each rung names
+                      ylabel="final val loss (nats/char)")  # character rungs only: a token is a character
     capped = found.get("budget", {}).get("first_capped")
     capped_params = [p for r, p in found.get("params", {}).items() if capped is not None and int(r) >= capped]
     plateau = found.get("plateau_from")  # the first data-bound rung, by the answer's rule (README says the same)

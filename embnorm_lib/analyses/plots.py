@@ -202,11 +202,13 @@ def plot_ladder(frame: pd.DataFrame, x: str = "params", ax=None) -> plt.Figure:
     return fig
 
 
-def plot_lr_check(check: pd.DataFrame, best: pd.DataFrame, axes=None) -> plt.Figure:
+def plot_lr_check(check: pd.DataFrame, best: pd.DataFrame, axes=None, title=None, title_size: float = 9,
+                  ylabel: str = "final val loss (per token)") -> plt.Figure:
     """An LR check (`ladder.lr_check`): per tokenizer and rung one panel of each arm's mean final validation loss
     (per token) against its LR factor relative to the width rule; the best factor of an arm whose grid is complete
     (`ladder.best_factors`) is filled, and a factor with a failed run is left out. Into `axes` if given (one per
-    panel, in tokenizer then rung order)."""
+    panel, in tokenizer then rung order); `title(tokenizer, rung)` names a panel where the caller knows more (the
+    paper names each rung's shape)."""
     from fractions import Fraction
 
     from matplotlib.ticker import FuncFormatter, NullLocator
@@ -232,10 +234,11 @@ def plot_lr_check(check: pd.DataFrame, best: pd.DataFrame, axes=None) -> plt.Fig
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: str(Fraction(v).limit_denominator(64))))
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_title(f"rung {rung}" + ("" if tokenizer == "char" else f", {tokenizer}"), fontsize=9)
+        name = title(tokenizer, rung) if title else f"rung {rung}" + ("" if tokenizer == "char" else f", {tokenizer}")
+        ax.set_title(name, fontsize=title_size)
         ax.set_xlabel("LR / width rule", fontsize=8)
         ax.tick_params(labelsize=7)
-    axes[0].set_ylabel("final val loss (per token)", fontsize=8)
+    axes[0].set_ylabel(ylabel, fontsize=8)
     axes[0].legend(fontsize=7)
     if own_figure:
         fig.tight_layout(rect=(0, 0.04, 1, 1))  # room for the footer under the axis labels
