@@ -268,7 +268,7 @@ def test_the_gpu_check_is_quoted_from_bench_gpu_and_says_when_a_sign_changed(tmp
     data = json.loads(json.dumps(fresh_data))
     data["gpu_check"].update(same_sign_every_seed=False, failures=2, max_abs_val_loss_diff=0.01234)
     text, _ = planted_paper(tmp_path, data)
-    assert "end to end (2 failed), and the" in text and "within 0.0123 nats of the committed CPU runs" in text
+    assert "end to end (2 failed), and the" in text and "within 0.0123 nats/char of the committed CPU runs" in text
     assert "changed sign between the devices" in text  # same_sign_every_seed False
     del data["gpu_check"]
     assert "re-trained once on a GPU" not in planted_paper(tmp_path, data)[0]
