@@ -227,19 +227,23 @@ def estimates(cells: list[tuple[str, str]], left: dict, repo: Path) -> dict[tupl
 
 
 def parse_until(text: str, now: float | None = None) -> float:
-    """HH:MM (UTC, today) as epoch seconds; refused if malformed or already past."""
+    """HH:MM (UTC) as epoch seconds: the next such time within 12 hours, so a session that crosses midnight can
+    name its end; refused if malformed or more than 12 hours behind or ahead (a time already past, mistyped)."""
     now = time.time() if now is None else now
+    allowed = "allowed: HH:MM, a UTC time within the next 12 hours"
     try:
         if not re.fullmatch(r"\d\d:\d\d", text):  # strptime alone takes 7:5 and 23:5
             raise ValueError
         clock = datetime.strptime(text, "%H:%M").time()
     except ValueError:
-        raise SystemExit(f"invalid --until {text!r}; allowed: HH:MM, a UTC time later today") from None
+        raise SystemExit(f"invalid --until {text!r}; {allowed}") from None
     day = datetime.fromtimestamp(now, timezone.utc).date()
     until = datetime.combine(day, clock, timezone.utc).timestamp()
     if until <= now:
-        raise SystemExit(f"invalid --until {text!r}: already past (now {datetime.fromtimestamp(now, timezone.utc):%H:%M}"
-                         " UTC); allowed: a UTC time later today")
+        until += 24 * 3600  # tomorrow's
+    if until - now > 12 * 3600:
+        raise SystemExit(f"invalid --until {text!r}: already past or more than 12 hours ahead (now "
+                         f"{datetime.fromtimestamp(now, timezone.utc):%H:%M} UTC); {allowed}")
     return until
 
 

@@ -171,15 +171,19 @@ def test_until_skips_a_cell_that_would_end_too_late_and_its_lane_goes_on(tmp_pat
     assert [line.split("--only ")[1].split(" ")[0] for line in ran] == cells[1:]
 
 
-def test_until_is_a_utc_time_later_today():
+def test_until_is_the_next_such_utc_time_within_12_hours():
     from datetime import datetime, timezone
 
     noon = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc).timestamp()
     assert lanes.parse_until("14:40", now=noon) == noon + 2 * 3600 + 40 * 60
-    with pytest.raises(SystemExit, match="invalid --until '11:59': already past \\(now 12:00 UTC\\); allowed: a UTC"):
-        lanes.parse_until("11:59", now=noon)
+    late = datetime(2026, 12, 7, 22, 48, tzinfo=timezone.utc).timestamp()
+    assert lanes.parse_until("00:50", now=late) == late + 2 * 3600 + 2 * 60  # a session that crosses midnight
+    for past in ("11:59", "00:01", "12:00"):  # behind now (or 24 h ahead): a mistyped time, never tomorrow's
+        with pytest.raises(SystemExit, match=f"invalid --until '{past}': already past or more than 12 hours ahead "
+                                             "\\(now 12:00 UTC\\); allowed: HH:MM"):
+            lanes.parse_until(past, now=noon)
     for bad in ("2pm", "25:00", "", "7:5", "23:5", " 23:00", "23:00:00"):
-        with pytest.raises(SystemExit, match=f"invalid --until '{bad}'; allowed: HH:MM, a UTC time later today"):
+        with pytest.raises(SystemExit, match=f"invalid --until '{bad}'; allowed: HH:MM, a UTC time within the next 12"):
             lanes.parse_until(bad, now=noon)
 
 
