@@ -73,7 +73,7 @@ def ladder_figure(data: dict) -> plt.Figure:
     tokenizers = list(dict.fromkeys(family["tokenizer"])) if len(family) else []
     fig = plt.figure(figsize=(7.6, 5.6))
     # explicit margins and gaps (tight_layout cannot lay out nested grids) keep each panel's ticks clear of the next
-    outer = fig.add_gridspec(2, 1, height_ratios=(1, 1.1), hspace=0.45, left=0.1, right=0.985, top=0.95, bottom=0.13)
+    outer = fig.add_gridspec(2, 1, height_ratios=(1, 1.1), hspace=0.45, left=0.1, right=0.985, top=0.91, bottom=0.13)
     top = outer[0].subgridspec(1, max(panels, 1), wspace=0.5)
     bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12)
     if panels:
@@ -82,6 +82,9 @@ def ladder_figure(data: dict) -> plt.Figure:
         plot_lr_check(check, pd.DataFrame(found.get("best", [])), axes=lr_axes, title_size=8,
                       title=lambda _, rung: f"rung {rung}: {shapes.get(str(rung), '?')}",  # the size each rung names
                       ylabel="final val loss (nats/char)")  # character rungs only: a token is a character
+        handles, labels = lr_axes[0].get_legend_handles_labels()
+        lr_axes[0].get_legend().remove()  # a row of arms above the panels, clear of every rung's points
+        fig.legend(handles, labels, fontsize=8, loc="upper center", ncol=len(labels), frameon=False)
     capped = found.get("budget", {}).get("first_capped")
     capped_params = [p for r, p in found.get("params", {}).items() if capped is not None and int(r) >= capped]
     plateau = found.get("plateau_from")  # the first data-bound rung, by the answer's rule (README says the same)
