@@ -287,6 +287,15 @@ def test_the_paper_leads_with_the_trained_ladder_and_keeps_its_scope(tmp_path, f
     top = fresh_data["ladder"]["data_ladder"]["rungs"][-1]
     word = "equivalent within" if top["equivalent"] else ("a cost" if top["significant"] else "")
     assert word and word in abstract
+    # the top size's words carry what qualifies them: significance beside equivalence, a sign one LR step can flip
+    top_ln = [r for r in fresh_data["ladder"]["data_ladder"]["rungs"] if r["variant"] == "ln"][-1]
+    margins = fresh_data["ladder"]["data_ladder"]["lr_margins"][str(top_ln["rung"])]["shift"]
+    assert ("; significant after Holm" in abstract) == (top_ln["equivalent"] and top_ln["significant"])
+    assert ("one learning-rate step can flip its sign" in abstract) == (margins["sign_changes"] > 0)
+    steady = json.loads(json.dumps(fresh_data))
+    steady["ladder"]["data_ladder"]["lr_margins"][str(top_ln["rung"])]["shift"]["sign_changes"] = 0
+    steady_text, _ = planted_paper(tmp_path, steady)
+    assert "learning-rate step can flip" not in steady_text
     figures = re.findall(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', html)
     import base64
     assert base64.b64decode(figures[0]) == (REPO / "paper" / "figures" / "data_ladder.svg").read_bytes()
