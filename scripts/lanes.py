@@ -15,7 +15,7 @@ one whose run a process is training is left to it). A lane's kernels import the 
 commits older than the sweep that does this itself). Arguments after `--` go to every sweep (`--data-path` is read in
 the worktree). `--dry-run` prints each lane's command and starts nothing. Logs: WORKTREE.lanes/lane-K.log.
 
-A session's machine does not outlive it, so a run still training at its end is lost. `--until HH:MM` (UTC, today)
+A session's machine does not outlive it, so a run still training at its end is lost. `--until HH:MM` (UTC, the next such time within 12 hours)
 starts a cell only while its estimated time still ends by then (its steps left at the median seconds per step of
 the runs of its study and preset landed here, or of its preset in any study, x RUN_MARGIN, plus START_S); a cell
 that would not is skipped, and its lane goes on to the next. Name several studies, joined by commas
