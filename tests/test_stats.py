@@ -262,6 +262,20 @@ def test_p_text_never_rounds_a_p_onto_alpha(p, digits, text):
     assert stats.p_text(p, digits) == text
 
 
+@pytest.mark.parametrize("x, digits, text", [(0.1234, 3, "+0.123"), (-0.0049, 2, "-0.005"), (-0.00021, 3, "-0.0002"),
+                                             (-0.00004, 3, "-0.00004"), (2.3e-8, 3, "0.000"), (-2.3e-8, 3, "0.000"),
+                                             (0.0, 3, "0.000"), (-0.0005, 3, "-0.001")])
+def test_signed_never_writes_a_negative_zero(x, digits, text):
+    assert stats.signed(x, digits) == text
+
+
+def test_the_pages_fmt_filter_and_intervals_use_signed():
+    from embnorm_lib.publishing.templating import fmt, interval
+
+    assert fmt(-0.00021, "+.3f") == "-0.0002" and fmt(0.5, ".2f") == "0.50" and fmt(12, "d") == "12"
+    assert interval({"mean_diff": -0.004, "ci_low": -0.0071, "ci_high": -0.0002}) == "-0.004 [-0.007, -0.0002]"
+
+
 def test_the_mde_has_80_percent_power_by_monte_carlo_at_few_seeds_and_a_holm_level():
     """The zero-shot family's case (n = 5, alpha = 0.05 / 10): statsmodels' solve_power stops at an effect whose
     power is about 0.78; the exact noncentral-t root is checked here against simulated paired t-tests."""

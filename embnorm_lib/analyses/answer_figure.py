@@ -12,6 +12,7 @@ import numpy as np
 from ..core.records.io import fingerprint, repo_root, runs_root
 from ..core.records.rundir import study_dir_for
 from ..publishing.templating import effect, millions, model, pick
+from ..stats import signed
 from ..studies.paper_sources import LADDER_DATA
 from .answer_words import (
     NORMS,
@@ -49,8 +50,8 @@ def _budget_panel(ax, d: dict):
     ax.set(xlabel=f"training iterations and epochs ({model(b)} model, GPT-2 init)",
            ylabel="Δ final val loss vs no norm (nats/char)")
     ax.set_title(f"Budget grid (exploratory, {b['seeds']} seeds; no trend tested):\n"
-                 f"{bw['first']['mean_diff']:+.3f} ({effect(bw['first'])}) at {bw['first']['max_iters']} it, "
-                 f"{bw['last']['mean_diff']:+.3f} ({effect(bw['last'])}) at {bw['last']['max_iters']} it "
+                 f"{signed(bw['first']['mean_diff'])} ({effect(bw['first'])}) at {bw['first']['max_iters']} it, "
+                 f"{signed(bw['last']['mean_diff'])} ({effect(bw['last'])}) at {bw['last']['max_iters']} it "
                  f"({bw['last']['epochs']:.2f} epochs)", fontsize=9)
 
 

@@ -252,12 +252,12 @@ def expected_cells(study: str = STUDY) -> int:
     return len(STUDIES[study].cells())
 
 
-def _words(table: pd.DataFrame, value: str, low: str, high: str, fmt: str = "+.3f") -> str:
+def _words(table: pd.DataFrame, value: str, low: str, high: str) -> str:
     parts = []
     for _, row in table.iterrows():
         if "p_holm" not in row or pd.isna(row.get("p_holm")):
             continue
-        span = f"{row[value]:{fmt}} [{row[low]:{fmt}}, {row[high]:{fmt}}]"
+        span = f"{stats.signed(row[value])} [{stats.signed(row[low])}, {stats.signed(row[high])}]"
         verdict = ("higher" if row[value] > 0 else "lower") if row["significant"] else "not resolved"
         parts.append(f"`{row['variant']}` {span} ({verdict}; Holm p = {stats.p_text(row['p_holm'])})")
     return "; ".join(parts) if parts else "no paired comparison yet"

@@ -23,6 +23,7 @@ from ..core.records.rundir import study_dir_for
 from ..publishing import plots
 from ..publishing.render import PARTIAL, compact_markdown
 from ..runner.results import has_index, load_runs
+from ..stats import signed
 from ..studies import STUDIES as REGISTRY
 from ..studies.stability import BUDGET_SERIES, STABILITY_BUDGET_V2
 from . import plots as analysis_plots
@@ -57,7 +58,7 @@ def _difference_words(r, label: str) -> str:
     """'+0.029 [+0.014, +0.044] (costs)' for the final or best loss of a budget_table row; a direction only where
     Holm resolves it."""
     verdict = ("costs" if r[f"delta_{label}"] > 0 else "gains") if r[f"significant_{label}"] else "not resolved"
-    return (f"{r[f'delta_{label}']:+.3f} [{r[f'ci_low_{label}']:+.3f}, {r[f'ci_high_{label}']:+.3f}] "
+    return (f"{signed(r[f'delta_{label}'])} [{signed(r[f'ci_low_{label}'])}, {signed(r[f'ci_high_{label}'])}] "
             f"({verdict})")
 
 

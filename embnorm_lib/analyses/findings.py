@@ -12,7 +12,7 @@ from ..analyses.stability import recommendation_for
 from ..core.records.io import runs_root
 from ..publishing.render import percent
 from ..runner.results import has_index, load_runs
-from ..stats import p_text
+from ..stats import p_text, signed
 from ..stats.metrics import METRICS
 from ..studies import STUDIES, headline_studies
 from ..studies.findings_groups import FINDINGS_GROUPS
@@ -38,7 +38,7 @@ def _direction(r) -> str:
     (direction not resolved)'."""
     if r.significant:
         return f"{'raises' if r.mean_diff > 0 else 'lowers'} it by {abs(r.mean_diff):.3f}"
-    return f"changes it by {r.mean_diff:+.3f} (direction not resolved)"
+    return f"changes it by {signed(r.mean_diff)} (direction not resolved)"
 
 
 def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
@@ -48,7 +48,7 @@ def scope_sentence(study: str, scope: str, out: Path, several: bool) -> str:
     decision = json.loads((root / "decision.json").read_text())
     prim = family[family["metric"] == "val_loss"].set_index("variant")
     parts = [f"`{v}` {_direction(r)} "
-             f"(95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = {p_text(r.p_holm)})" for v, r in prim.iterrows()]
+             f"(95% t CI [{signed(r.ci_low)}, {signed(r.ci_high)}], Holm p = {p_text(r.p_holm)})" for v, r in prim.iterrows()]
     return (f"In {_where(study, scope, several)} ({int(prim['n'].iloc[0])} seeds, paired), against a final validation "
             f"loss of {prim['baseline_mean'].iloc[0]:.3f} nats/char without an embedding norm, " + " and ".join(parts)
             + f"; the registered decision rule (on validation loss) says: **{decision['overall']}**.")
@@ -275,7 +275,7 @@ def _group_reading(key: str, out: Path, studies) -> str:
             macro = d["family"][d["family"]["task"] == "macro"].iloc[0]
             top = shares[shares["variant"] == macro["variant"]].sort_values("share").iloc[-1]
             word = ("lowers" if macro["mean_diff"] < 0 else "raises") if macro["significant"] else "does not resolve"
-            return (f"On suite v2 `{macro['variant']}` {word} macro accuracy ({macro['mean_diff']:+.3f} in the "
+            return (f"On suite v2 `{macro['variant']}` {word} macro accuracy ({signed(macro['mean_diff'])} in the "
                     f"largest regime), {percent(top['share'])} of it through one task, `{top['task']}`.")
     if key == "stability":
         h1b_lines = h1b_findings(out)
@@ -300,12 +300,12 @@ def scale_finding(out: Path) -> str:
         return ""
 
     def gap(r, half: str) -> str:
-        return (f"{getattr(r, half + '_vs_ln'):+.3f} [{getattr(r, half + '_vs_ln_low'):+.3f}, "
-                f"{getattr(r, half + '_vs_ln_high'):+.3f}] from `ln`")
+        return (f"{signed(getattr(r, half + '_vs_ln'))} [{signed(getattr(r, half + '_vs_ln_low'))}, "
+                f"{signed(getattr(r, half + '_vs_ln_high'))}] from `ln`")
 
-    parts = [f"std {r.emb_init_std:g} {r.head} head: `ln` {r.ln_delta:+.3f} (block 1's input norm at init "
-             f"{r.none_input_norm:.2f} → {r.ln_input_norm:.2f}), `ln_matched` {r.ln_matched_delta:+.3f}, "
-             f"{gap(r, 'ln_matched')}" + (f"; `scaled_unit` {r.scaled_unit_delta:+.3f}, {gap(r, 'scaled_unit')} "
+    parts = [f"std {r.emb_init_std:g} {r.head} head: `ln` {signed(r.ln_delta)} (block 1's input norm at init "
+             f"{r.none_input_norm:.2f} → {r.ln_input_norm:.2f}), `ln_matched` {signed(r.ln_matched_delta)}, "
+             f"{gap(r, 'ln_matched')}" + (f"; `scaled_unit` {signed(r.scaled_unit_delta)}, {gap(r, 'scaled_unit')} "
                                           f"(input norm {r.scaled_unit_input_norm:.2f})" if "scale_share" in shares else "")
              for r in shares.itertuples()]
     return (f"- In the {len(shares)} embedding-init regimes where LayerNorm's difference in final validation loss from "
@@ -358,8 +358,8 @@ def h1b_findings(out: Path) -> list[str]:
         tuned = family[family["endpoint"] == "tuned_cost"].set_index("variant")
         tuned_by_regime.append(tuned["mean_diff"].round(9).to_dict())
         arms = "; ".join(f"`{v}`: {d['verdict']} ({'removes' if d['fixes'] else 'does not remove'} the failures; "
-                         f"tuned cost {tuned.loc[v, 'mean_diff']:+.3f} [{tuned.loc[v, 'ci_low']:+.3f}, "
-                         f"{tuned.loc[v, 'ci_high']:+.3f}] nats/char)" for v, d in decision["variants"].items())
+                         f"tuned cost {signed(tuned.loc[v, 'mean_diff'])} [{signed(tuned.loc[v, 'ci_low'])}, "
+                         f"{signed(tuned.loc[v, 'ci_high'])}] nats/char)" for v, d in decision["variants"].items())
         lines.append(f"- {h1b.REGIME_NAMES[clip].capitalize()}, peak LR {h1b.CONFIRMATORY_LR:g}, seeds "
                      f"{seeds[0]}–{seeds[-1]}: `none` failed {decision['baseline_failures']} of {len(seeds)}; {arms}.")
     if len(tuned_by_regime) > 1 and all(t == tuned_by_regime[0] for t in tuned_by_regime):

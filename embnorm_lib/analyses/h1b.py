@@ -26,6 +26,7 @@ from ..core.records.rundir import study_dir_for
 from ..publishing import plots
 from ..publishing.render import PARTIAL, compact_markdown
 from ..runner.results import has_index, load_runs
+from ..stats import signed
 from ..studies import H1B_BEST_LR, H1B_CLIPS, H1B_LRS, STUDIES
 from ..studies.paper_sources import H1B
 from ..studies.stability import H1B_SEARCH
@@ -135,7 +136,7 @@ def _family_words(family: pd.DataFrame) -> str:
         up, down = direction[row["endpoint"]]
         word = (up if row["mean_diff"] > 0 else down) if row["significant"] else "not resolved"
         span = (f"{row['variant_value']:g} vs {row['none_value']:g} failures" if row["endpoint"] == "failures"
-                else f"{row['mean_diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]")
+                else f"{signed(row['mean_diff'])} [{signed(row['ci_low'])}, {signed(row['ci_high'])}]")
         parts.append(f"`{row['variant']}` {row['endpoint']}: {span} ({word}; Holm p = {stats.p_text(row['p_holm'])})")
     return "; ".join(parts)
 
@@ -146,7 +147,7 @@ def _decision_words(decision: dict, mei: float) -> str:
             f"{decision['baseline_spikes_post_warmup']:.2f} spikes per run "
             "after the warm-up)")
     verdicts = "; ".join(f"`{variant}`: {v['verdict']} ({'fixes' if v['fixes'] else 'does not fix'} the "
-                         f"instability; tuned cost's upper 95% bound {v['cost_ci_high']:+.3f} vs the MEI {mei:g})"
+                         f"instability; tuned cost's upper 95% bound {signed(v['cost_ci_high'])} vs the MEI {mei:g})"
                          for variant, v in decision["variants"].items())
     return f"Decision rule 3: {base}. {verdicts}."
 

@@ -15,6 +15,7 @@ from scipy import stats as scipy_stats
 
 from .. import stats
 from ..core.config import non_embedding_params
+from ..stats import signed
 from ..studies.ladder import CONFIRMATORY_PEAKS, LR_CHECKS, SUBWORD_LR_CHECKS  # noqa: F401 (read through here too)
 
 LE_SCAO_PARAMS = 1.3e9  # the model size of Le Scao et al. 2022's embedding-norm ablation
@@ -294,7 +295,7 @@ def scale_words(row) -> str:
     return (f"`{row['variant']}` ({row['tokenizer']}, {row['sizes']} sizes, {row['params_min'] / 1e6:.2f}M to "
             f"{row['params_max'] / 1e6:.2f}M non-embedding parameters): **{row['answer']}** — "
             + ("; ".join(resolved) if resolved else "no size resolves a difference after Holm")
-            + f"; slope {row['slope_per_decade']:+.3f} [{row['slope_ci_low']:+.3f}, {row['slope_ci_high']:+.3f}] "
+            + f"; slope {signed(row['slope_per_decade'])} [{signed(row['slope_ci_low'])}, {signed(row['slope_ci_high'])}] "
             f"nats/char per decade of parameters; the line at {row['at_params'] / 1e9:.1f}B parameters "
-            f"{row['extrapolated_diff']:+.3f} [{row['extrapolated_ci_low']:+.3f}, {row['extrapolated_ci_high']:+.3f}] "
+            f"{signed(row['extrapolated_diff'])} [{signed(row['extrapolated_ci_low'])}, {signed(row['extrapolated_ci_high'])}] "
             "nats/char (an extrapolation).")

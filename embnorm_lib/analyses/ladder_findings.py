@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..publishing.render import percent
 from ..runner.results import arm_order, has_index, load_runs
-from ..stats import p_text
+from ..stats import p_text, signed
 from ..studies import STUDIES
 from ..studies.ladder import REPLICATIONS, SUBWORD_LR_CHECK_WHERE  # noqa: F401 (REPLICATIONS: read through here)
 from ..studies.paper_sources import BPE_LR, BPE_SCALE, LADDER
@@ -70,7 +70,7 @@ def subword_lr_findings(out: Path, study: str = BPE_LR) -> list[str]:
                    f", {r.gap_to_best:.4f} nats/token higher in mean loss") + ")"
                 for r in sorted(sub.itertuples(), key=lambda r: arm_order(r.variant))]
         here = at_best[(at_best["tokenizer"] == tokenizer) & (at_best["rung"] == rung)].dropna(subset=["diff_vs_none"])
-        described = [f"`{r.variant}` {r.diff_vs_none:+.3f}" for r in here.itertuples()]
+        described = [f"`{r.variant}` {signed(r.diff_vs_none)}" for r in here.itertuples()]
         lines.append(f"- rung {rung}, {tokenizer} tokens ({seeds} seeds per LR): " + "; ".join(arms) + "."
                      + (" Each arm at its own best factor, final val loss vs `none` at its own (a description, no "
                         "test): " + ", ".join(described) + " nats/char." if described else ""))
@@ -99,7 +99,7 @@ def ladder_findings(out: Path, study: str = LADDER) -> list[str]:
                 continue
             lrs = ", ".join(f"`{v}` {ladder_lr(v, width, ladder_factor(rung, v)):g}"
                             for v in ["none", *dict.fromkeys(sub["variant"])])
-            parts = [f"`{r.variant}` {r.mean_diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] (Holm p = {p_text(r.p_holm)}, "
+            parts = [f"`{r.variant}` {signed(r.mean_diff)} [{signed(r.ci_low)}, {signed(r.ci_high)}] (Holm p = {p_text(r.p_holm)}, "
                      f"{'significant' if r.significant else 'direction not resolved'})" for r in sub.itertuples()]
             name = f"rung {rung}" + ("" if tokenizer == "char" else f", {tokenizer} tokens")
             lines.append(f"- {name} ({layers} × {width}, {params / 1e6:.2f}M non-embedding parameters, "

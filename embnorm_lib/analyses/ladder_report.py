@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..core.cli import report_main
 from ..core.errors import entry
+from ..stats import signed
 from ..studies.figure_sources import LADDER_FOLDER
 from ..studies.ladder import LADDER_KIND
 from ..studies.paper_sources import LADDER, LADDER_LR
@@ -119,8 +120,8 @@ def write_report(study: str = LADDER, out_dir=None, figures_dir=None, answer: li
              "et al.'s finding that an embedding LayerNorm hurts zero-shot accuracy at that size.", ""]
     if len(lines_trend):
         lines += [compact_markdown(lines_trend.assign(at_params=[f"{v:.2g}" for v in lines_trend["at_params"]])), ""]
-        lines += [f"- `{r['variant']}` ({r['tokenizer']}): {trend_words(r)} (slope {r['slope_per_decade']:+.3f} "
-                  f"[{r['slope_ci_low']:+.3f}, {r['slope_ci_high']:+.3f}] nats/char per decade)."
+        lines += [f"- `{r['variant']}` ({r['tokenizer']}): {trend_words(r)} (slope {signed(r['slope_per_decade'])} "
+                  f"[{signed(r['slope_ci_low'])}, {signed(r['slope_ci_high'])}] nats/char per decade)."
                   for _, r in lines_trend.iterrows()]
         lines += ["", "The intervals use the larger of the sizes' own standard errors and their scatter about the "
                   "line (`scale`, the residual variance in units of those errors, floored at 1; docs/PROTOCOL.md "

@@ -10,6 +10,7 @@ from scipy import stats as scipy_stats
 
 from .. import stats
 from ..core.config import LADDER_EPOCH_CAP, LADDER_TOKENS_PER_PARAM, non_embedding_params
+from ..stats import signed
 from .ladder import CONFIRMATORY_PEAKS, loss_per_char, rung_of, tokenizers_of, train_compute
 
 
@@ -118,7 +119,7 @@ def fit_words(table: pd.DataFrame) -> list[str]:
         by_rung = sub.assign(rung=sub["preset"].map(rung_of)).groupby("rung")["gap"].mean()
         unit = "nats/char" if tokenizer == "char" else "nats/token"
         lines.append(f"- {tokenizer}: validation minus training loss, mean over the rung's arms and LRs: "
-                     + ", ".join(f"rung {r} {g:+.3f}" for r, g in by_rung.items()) + f" {unit}.")
+                     + ", ".join(f"rung {r} {signed(g)}" for r, g in by_rung.items()) + f" {unit}.")
     return lines
 
 

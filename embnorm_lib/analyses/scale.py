@@ -23,6 +23,7 @@ from ..core.records.io import git_commit, runs_root, write_text_stable
 from ..core.records.rundir import study_dir_for
 from ..publishing.render import compact_markdown
 from ..runner.results import load_runs, load_series
+from ..stats import signed
 from ..studies import STUDIES
 from ..studies.paper_sources import SCALE
 from .stability import VARIANT_ORDER
@@ -80,7 +81,7 @@ def attribution(table: pd.DataFrame) -> pd.DataFrame:
         if row is None or pd.isna(row.get("p_holm", np.nan)):
             return "not run"
         if not bool(row["significant"]):
-            return f"not resolved ({row['delta_vs_none']:+.3f})"
+            return f"not resolved ({signed(row['delta_vs_none'])})"
         return f"{'raises' if row['delta_vs_none'] > 0 else 'lowers'} it by {abs(row['delta_vs_none']):.3f}"
 
     rows = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..stats import signed
 from ..studies.paper_sources import BOUNDARY_KEYS, SCALE
 from ..studies.stability import STABILITY_BUDGET_V2
 
@@ -13,7 +14,7 @@ def effect_words(row, verbs=("costs", "gains", "does not resolve"), verb_last: b
     """'costs +0.120 [+0.10, +0.14]' / 'gains …' / 'does not resolve …' from a paired Δ (lower is better), its 95%
     t interval and the Holm decision of its table (`significant`); `verbs` names the three cases (worse, better,
     not resolved); with `verb_last`, '+0.120 [+0.10, +0.14] (higher)'."""
-    span = f"{row['delta_vs_none']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
+    span = f"{signed(row['delta_vs_none'])} [{signed(row['ci_low'])}, {signed(row['ci_high'])}]"
     verb = verbs[2] if not row["significant"] else verbs[0] if row["delta_vs_none"] > 0 else verbs[1]
     return f"{span} ({verb})" if verb_last else f"{verb} {span}"
 

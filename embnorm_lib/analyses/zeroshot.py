@@ -20,6 +20,7 @@ from ..core.records.io import read_json
 from ..core.records.rundir import finished_run_dirs
 from ..publishing.render import percent
 from ..runner.results import study_dir
+from ..stats import signed
 from ..studies.paired import ZEROSHOT_V2_CONFIRMATORY
 from ..studies.paper_sources import H1B, MAIN
 
@@ -211,7 +212,7 @@ def analyse(study: str, out: Path, bootstrap: bool = True) -> dict[str, dict]:
 def findings_line(d: dict) -> str:
     """The README's sentence: the macro endpoint per variant, worded by the Holm decision."""
     macro = d["family"][d["family"]["task"] == "macro"]
-    parts = [f"`{r.variant}` {r.mean_diff:+.3f} (95% t CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}], Holm p = "
+    parts = [f"`{r.variant}` {signed(r.mean_diff)} (95% t CI [{signed(r.ci_low)}, {signed(r.ci_high)}], Holm p = "
              f"{stats.p_text(r.p_holm)}, {'significant' if r.significant else 'direction not resolved'})"
              for r in macro.itertuples()]
     mde = d["mde"]

@@ -15,6 +15,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..stats import signed
+
 if TYPE_CHECKING:
     import jinja2
 
@@ -22,13 +24,16 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 
 def fmt(value, spec: str) -> str:
-    """`{{ x|fmt('+.3f') }}`: Python's format mini-language, so a template formats a number the way code would."""
+    """`{{ x|fmt('+.3f') }}`: Python's format mini-language, so a template formats a number the way code would; a
+    signed fixed-point spec goes through `signed`, so no difference reads '-0.000'."""
+    if (m := re.fullmatch(r"\+\.(\d)f", spec)) and value is not None:
+        return signed(value, int(m.group(1)))
     return format(value, spec)
 
 
 def interval(r: dict, digits: int = 3) -> str:
     """'+0.121 [+0.119, +0.123]': a row's mean difference and its 95% interval."""
-    return f"{r['mean_diff']:+.{digits}f} [{r['ci_low']:+.{digits}f}, {r['ci_high']:+.{digits}f}]"
+    return f"{signed(r['mean_diff'], digits)} [{signed(r['ci_low'], digits)}, {signed(r['ci_high'], digits)}]"
 
 
 def effect(r: dict, cost: str = "costs", gain: str = "helps") -> str:

@@ -273,6 +273,17 @@ def p_text(p: float, digits: int = 2, alpha: float = ALPHA) -> str:
     return text
 
 
+def signed(x: float, digits: int = 3) -> str:
+    """A difference with its sign, never '-0.000': a nonzero value that rounds to zero gets up to two more places
+    ('-0.0002', '-0.00004'); one that still rounds to zero is written unsigned ('0.000'), as is zero itself."""
+    places = digits
+    while x != 0 and round(abs(x), places) == 0 and places < digits + 2:
+        places += 1
+    if round(abs(x), places) == 0:
+        return f"{0:.{digits}f}"
+    return f"{x:+.{places}f}"
+
+
 def comparison_family(runs: pd.DataFrame, metrics: list[str], variants: list[str] | None = None,
                       baseline: str = "none") -> pd.DataFrame:
     """Every (variant vs baseline) x metric comparison, Holm-adjusted across the whole family."""
