@@ -523,6 +523,11 @@ def test_the_ladder_figure_ticks_every_size_and_shades_the_cap_apart_from_the_da
         sizes = sorted({r["params"] for r in lad["family"] if f"{r['tokenizer']} tokens" == ax.get_title()})
         assert list(ax.get_xticks()) == sizes
         assert all(label.get_text().endswith("M") for label in ax.get_xticklabels())
+    # the review found the char panel's rotated size ticks crowding one another: neighbouring labels must not touch
+    renderer = fig.canvas.get_renderer()
+    for ax in bottom:
+        boxes = [label.get_window_extent(renderer) for label in ax.get_xticklabels()]
+        assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), ax.get_title()
     char = next(ax for ax in bottom if ax.get_title() == "char tokens")
     spans = {p.get_label(): p.get_x() for p in char.patches if p.get_label() and "passes" in p.get_label()}
     assert set(spans) == {"10 passes (capped)", "10 passes, data-bound"}

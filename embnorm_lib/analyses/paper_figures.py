@@ -75,7 +75,10 @@ def ladder_figure(data: dict) -> plt.Figure:
     # explicit margins and gaps (tight_layout cannot lay out nested grids) keep each panel's ticks clear of the next
     outer = fig.add_gridspec(2, 1, height_ratios=(1, 1.1), hspace=0.45, left=0.1, right=0.985, top=0.91, bottom=0.13)
     top = outer[0].subgridspec(1, max(panels, 1), wspace=0.5)
-    bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12)
+    # each tokenizer's panel as wide as the decades of size it spans (plus a margin), so ticks sit apart unrotated
+    spans = [np.log10(family.loc[family["tokenizer"] == t, "params"].agg(lambda p: p.max() / p.min())) + 0.5
+             for t in tokenizers]
+    bottom = outer[1].subgridspec(1, max(len(tokenizers), 1), wspace=0.12, width_ratios=spans or None)
     if panels:
         lr_axes = [fig.add_subplot(top[0, i]) for i in range(panels)]
         shapes = found.get("shape", {})
@@ -114,7 +117,7 @@ def ladder_figure(data: dict) -> plt.Figure:
         ax.tick_params(labelsize=8)
         # a tick at each size, written as the tables write it: a subword panel spans less than a decade
         sizes = sorted(sub["params"].unique())
-        ax.set_xticks(sizes, [f"{p / 1e6:.2f}M" for p in sizes], rotation=35, ha="right", rotation_mode="anchor")
+        ax.set_xticks(sizes, [f"{p / 1e6:.2f}M" for p in sizes], fontsize=7.5)
         ax.xaxis.set_minor_locator(plt.NullLocator())
         ax.set_xlabel("non-embedding parameters", fontsize=8)
         if i == 0:
