@@ -312,7 +312,7 @@ def test_the_paper_leads_with_the_trained_ladder_and_keeps_its_scope(tmp_path, f
         assert (words in text) or status not in statuses
     assert "Suite v2 is the registered endpoint" in text and "swapped" in text
     # H1b's registered spike endpoint is reported, and every reference of refs.bib is cited
-    assert "spikes after warm-up" in text
+    assert "spikes per run after warm-up" in text
     bib = set(re.findall(r"^@\w+\{([\w-]+),", (REPO / "paper" / "refs.bib").read_text(), flags=re.M))
     source = (REPO / "paper" / "paper.typ").read_text()
     assert bib and all(f"@{key}" in source for key in bib), sorted(k for k in bib if f"@{k}" not in source)
@@ -416,7 +416,7 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     assert " ".join(holm_rows) + " Table" in text and "+0.032" in text
     assert "Size and budget grow together" not in text  # said with the trend it qualifies
     # each family of 4 holds its 2 distinct tests twice where best = final loss in every run: said once
-    assert text.count("holds its 2 distinct tests twice") == 1 and "would be 0.025 and 0.05" in text
+    assert text.count("2 distinct tests, each counted twice") == 1 and "would use the levels 0.025 and 0.05" in text
     # each size's differences are stated in Table 1 (and the abstract), not again in the appendix
     assert "+0.076 [+0.066, +0.086]" in text
     assert "+0.076 [+0.066, +0.086]" not in text[text.index("gives their Holm-adjusted p-values"):]
