@@ -420,6 +420,14 @@ def test_the_adequate_data_ladders_paragraph_quotes_each_size_its_data_bound_lab
     # each size's differences are stated in Table 1 (and the abstract), not again in the appendix
     assert "+0.076 [+0.066, +0.086]" in text
     assert "+0.076 [+0.066, +0.086]" not in text[text.index("gives their Holm-adjusted p-values"):]
+    # a size whose none seeds spread far more than the others' says how far (the review asked about 0.10M's SD)
+    assert "seeds end anywhere" not in text
+    spread = {"none_sd": 0.135, "none_min": 2.2941, "none_max": 2.6338}
+    dl["rungs"] = [{**r, **spread} if r["rung"] == 0 else {**r, "none_min": 1.9, "none_max": 1.95} for r in dl["rungs"]]
+    text, _ = planted_paper(tmp_path, data)
+    assert "At 0.10M none ’s 10 seeds end anywhere from 2.294 to 2.634 nats/char (a count bigram scores" in text
+    assert text.count("seeds end anywhere") == 1
+    dl["rungs"] = [{**r, "none_sd": 0.0123} for r in dl["rungs"]]
     dl["trend"] = [{"variant": "ln", "rungs": 3, "slope_per_decade": -0.0456, "slope_ci_low": -0.0789,
                     "slope_ci_high": -0.0123, "direction": "falls"},
                    {"variant": "rms", "rungs": 3, "slope_per_decade": 0.0111, "slope_ci_low": -0.0222,

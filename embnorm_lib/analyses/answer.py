@@ -318,8 +318,9 @@ def data_ladder_progress(out: Path) -> dict:
             "studies": {s: {"finished": len(load_runs(s, out)) if has_index(s, out) else 0,
                             "registered": len(study_cells(s))} for s in DATA_LADDER},
             "rungs": _rows(quoted, ["rung", "params", "shape", "iters", "passes", "seeds", "variant", "lr", "lr_none",
-                                    "none", "none_sd", "mean_diff", "ci_low", "ci_high", "p_holm", "significant",
-                                    "equivalent", "mde_80", "data_bound", "endpoints_repeat"]) if len(quoted) else []}
+                                    "none", "none_sd", "none_min", "none_max", "mean_diff", "ci_low", "ci_high",
+                                    "p_holm", "significant", "equivalent", "mde_80", "data_bound",
+                                    "endpoints_repeat"]) if len(quoted) else []}
 
 
 def baseline_data() -> dict:

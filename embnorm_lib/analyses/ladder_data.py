@@ -210,7 +210,7 @@ def data_bound_table(runs: pd.DataFrame) -> pd.DataFrame:
     for preset, sub in runs[runs["variant"] == "none"].groupby("cfg.preset"):
         rung = _rung_of(preset)
         seeds = ladder_data.confirmatory_seeds(rung)
-        none[rung] = sub.loc[sub["cfg.seed"].isin(seeds), "val_loss"].agg(["mean", "std", "count"])
+        none[rung] = sub.loc[sub["cfg.seed"].isin(seeds), "val_loss"].agg(["mean", "std", "count", "min", "max"])
         complete[rung] = set(seeds) <= set(sub["cfg.seed"])
     rows = []
     for rung in sorted(none):
@@ -223,8 +223,9 @@ def data_bound_table(runs: pd.DataFrame) -> pd.DataFrame:
             verdict = "pending (seeds still to finish)"
         else:
             verdict = "enters" if drop > margin else "data-bound"
-        rows.append({"rung": rung, "none_mean": r["mean"], "none_sd": r["std"], "seeds": int(r["count"]),
-                     "drop_from_below": drop, "margin": margin, "trend": verdict})
+        rows.append({"rung": rung, "none_mean": r["mean"], "none_sd": r["std"], "none_min": r["min"],
+                     "none_max": r["max"], "seeds": int(r["count"]), "drop_from_below": drop, "margin": margin,
+                     "trend": verdict})
     return pd.DataFrame(rows)
 
 
@@ -250,6 +251,8 @@ def quoted_table(runs: pd.DataFrame) -> pd.DataFrame:
         lr_none=[ladder_data.lr_of(r, "none") for r in rows["rung"]],
         data_bound=[verdict.get(r, "pending") == "data-bound" for r in rows["rung"]],
         none_sd=[bound.loc[r, "none_sd"] for r in rows["rung"]],
+        none_min=[bound.loc[r, "none_min"] for r in rows["rung"]],
+        none_max=[bound.loc[r, "none_max"] for r in rows["rung"]],
     ).reset_index(drop=True)
 
 
