@@ -345,6 +345,23 @@ def test_the_scale_grid_is_a_table_with_one_row_per_init_regime_and_bold_where_h
     assert "Embedding init std" not in text  # the run-on list is gone
 
 
+def test_each_half_of_layernorm_is_a_table_row_per_resolved_init_regime(tmp_path, fresh_data):
+    """The mechanism's halves against LayerNorm were a run-on list of three regimes (the review): now one table row
+    each, with block 1's input norm at init and both halves' paired differences."""
+    data = json.loads(json.dumps(fresh_data))
+    share = {**data["scale_vs_norm"]["shares"][0], "emb_init_std": 0.02, "head": "tied", "none_input_norm": 0.321,
+             "ln_input_norm": 11.24, "ln_matched_vs_ln": -0.2021, "ln_matched_vs_ln_low": -0.2391,
+             "ln_matched_vs_ln_high": -0.1641, "scaled_unit_vs_ln": -0.0661, "scaled_unit_vs_ln_low": -0.0881,
+             "scaled_unit_vs_ln_high": -0.0441, "scale_share": 0.3}
+    data["scale_vs_norm"]["shares"] = [share, {k: v for k, v in share.items() if k != "scale_share"}
+                                       | {"head": "untied"}]
+    text, html = planted_paper(tmp_path, data)
+    rows = re.findall(r"<tr>\s*<td>0\.02</td>\s*<td>(?:un)?tied</td>\s*<td>0\.32 → 11\.24</td>.*?</tr>", html, re.S)
+    assert len(rows) == 2 and "−0.202 [−0.239, −0.164]" in rows[0] and "−0.066 [−0.088, −0.044]" in rows[0]
+    assert "—" in rows[1]  # a regime without the rescaled half says so
+    assert "compares each half with LayerNorm itself" in text
+
+
 def test_the_ladders_peak_reading_groups_the_resolved_comparisons_by_direction(tmp_path, fresh_data):
     """The exploratory gradient-norm peaks: counted (resolved of all), then lower and higher listed apart, so a
     reader sees the split before the intervals."""
