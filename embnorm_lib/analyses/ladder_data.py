@@ -250,9 +250,7 @@ def quoted_table(runs: pd.DataFrame) -> pd.DataFrame:
         lr=[ladder_data.lr_of(r, v) for r, v in zip(rows["rung"], rows["variant"], strict=True)],
         lr_none=[ladder_data.lr_of(r, "none") for r in rows["rung"]],
         data_bound=[verdict.get(r, "pending") == "data-bound" for r in rows["rung"]],
-        none_sd=[bound.loc[r, "none_sd"] for r in rows["rung"]],
-        none_min=[bound.loc[r, "none_min"] for r in rows["rung"]],
-        none_max=[bound.loc[r, "none_max"] for r in rows["rung"]],
+        **{k: [bound.loc[r, k] for r in rows["rung"]] for k in ("none_sd", "none_min", "none_max")},
     ).reset_index(drop=True)
 
 
